@@ -1,0 +1,140 @@
+"""Tokenisation, length-sorted padded batches and the piece→word pooling matrices (Clark et al. §4.1).
+
+Word-level attention is one batched product: ``word_from (B,W,T) @ A (B,H,T,T) @ word_to (B,T,W)``, where
+``word_from`` averages over the pieces a word attends *from* and ``word_to`` sums over the pieces attended *to*.
+[CLS]/[SEP] belong to no word, so they drop out of word maps (Clark fn. 2); token-level statistics keep them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import torch
+
+PUNCT_PIECES = (".", ",")
+
+
+@dataclass
+class Encoded:
+    """One tokenised example. ``word_index[t]`` is the word of piece t, or -1 for special tokens."""
+
+    index: int
+    input_ids: list[int]
+    token_type_ids: list[int]
+    word_index: list[int]
+    n_words: int
+
+
+@dataclass
+class Skipped:
+    """Examples left out of a pass, with the reason; reported next to every measured value."""
+
+    n: int = 0
+    max_tokens: int = 0
+    indices: list[int] = field(default_factory=list)  # which examples, where they are examples of the pass
+
+    def describe(self) -> str:
+        if not self.n:
+            return ""
+        return f"{self.n} example(s) over {self.max_tokens} word pieces skipped"
+
+
+def encode_words(tokenizer, index: int, words: Sequence[str]) -> Encoded:
+    """``[CLS] w1 ... wn [SEP]`` with the piece→word map; a word the tokenizer drops becomes [UNK]."""
+    enc = tokenizer(list(words), is_split_into_words=True, add_special_tokens=True, truncation=False)
+    wids = enc.word_ids()
+    seen = {w for w in wids if w is not None}
+    if len(seen) != len(words):  # e.g. a lone control character: no pieces at all
+        fixed = [w if i in seen else tokenizer.unk_token for i, w in enumerate(words)]
+        enc = tokenizer(fixed, is_split_into_words=True, add_special_tokens=True, truncation=False)
+        wids = enc.word_ids()
+    return Encoded(
+        index=index,
+        input_ids=list(enc["input_ids"]),
+        token_type_ids=list(enc.get("token_type_ids", [0] * len(wids))),
+        word_index=[-1 if w is None else w for w in wids],
+        n_words=len(words),
+    )
+
+
+def encode_pair(tokenizer, index: int, first: str, second: str) -> Encoded:
+    """``[CLS] first [SEP] second [SEP]`` (Clark §3 segments); no word map."""
+    enc = tokenizer(first, second, add_special_tokens=True, truncation=False)
+    n = len(enc["input_ids"])
+    return Encoded(index, list(enc["input_ids"]), list(enc.get("token_type_ids", [0] * n)), [-1] * n, 0)
+
+
+def drop_too_long(encoded: Iterable[Encoded], max_tokens: int) -> tuple[list[Encoded], Skipped]:
+    kept, skipped = [], Skipped(max_tokens=max_tokens)
+    for e in encoded:
+        if len(e.input_ids) > max_tokens:
+            skipped.indices.append(e.index)
+            skipped.n += 1
+        else:
+            kept.append(e)
+    return kept, skipped
+
+
+@dataclass
+class Batch:
+    """A padded batch on one device. Masks are boolean ``(B, T)``; pooling matrices exist when words do."""
+
+    examples: list[Encoded]
+    input_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    is_cls: torch.Tensor
+    is_sep: torch.Tensor
+    is_punct: torch.Tensor
+    word_from: torch.Tensor | None = None  # (B, W, T) mean over a word's pieces
+    word_to: torch.Tensor | None = None  # (B, T, W) sum over a word's pieces
+    word_mask: torch.Tensor | None = None  # (B, W)
+
+    @property
+    def token_mask(self) -> torch.Tensor:
+        return self.attention_mask.bool()
+
+    def model_inputs(self) -> dict:
+        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "attention_mask": self.attention_mask}
+
+
+def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:
+    b, t = len(examples), max(len(e.input_ids) for e in examples)
+    ids = torch.full((b, t), tokenizer.pad_token_id, dtype=torch.long)
+    types = torch.zeros((b, t), dtype=torch.long)
+    mask = torch.zeros((b, t), dtype=torch.long)
+    for i, e in enumerate(examples):
+        n = len(e.input_ids)
+        ids[i, :n] = torch.tensor(e.input_ids)
+        types[i, :n] = torch.tensor(e.token_type_ids)
+        mask[i, :n] = 1
+    punct_ids = torch.tensor(tokenizer.convert_tokens_to_ids(list(PUNCT_PIECES)))
+    batch = Batch(
+        examples=examples,
+        input_ids=ids.to(device),
+        token_type_ids=types.to(device),
+        attention_mask=mask.to(device),
+        is_cls=((ids == tokenizer.cls_token_id) & mask.bool()).to(device),
+        is_sep=((ids == tokenizer.sep_token_id) & mask.bool()).to(device),
+        is_punct=(torch.isin(ids, punct_ids) & mask.bool()).to(device),
+    )
+    if with_words:
+        w = max(e.n_words for e in examples)
+        word_to = torch.zeros((b, t, w))
+        for i, e in enumerate(examples):
+            pieces = torch.tensor([p for p, wi in enumerate(e.word_index) if wi >= 0], dtype=torch.long)
+            words = torch.tensor([wi for wi in e.word_index if wi >= 0], dtype=torch.long)
+            word_to[i, pieces, words] = 1.0
+        counts = word_to.sum(1)  # (B, W)
+        word_from = word_to.transpose(1, 2) / counts.clamp(min=1).unsqueeze(-1)
+        batch.word_to, batch.word_from, batch.word_mask = word_to.to(device), word_from.to(device), (counts > 0).to(device)
+    return batch
+
+
+def iter_batches(
+    encoded: Sequence[Encoded], tokenizer, device, batch_size: int = 32, with_words: bool = False
+) -> Iterator[Batch]:
+    """Length-sorted batches (little padding); padding never reaches a statistic (see the masks)."""
+    order = sorted(encoded, key=lambda e: len(e.input_ids))
+    for start in range(0, len(order), batch_size):
+        yield make_batch(order[start:start + batch_size], tokenizer, device, with_words)

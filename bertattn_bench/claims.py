@@ -1,0 +1,197 @@
+"""Claims are data: entries in ``reference_numbers/<paper>_<family>.toml``, each naming one metric function.
+
+Evaluating a claim gives a :class:`ClaimOutcome` with two separate judgements:
+
+* ``holds`` — the paper's claim, by its comparison, on this model (a claim that does not hold is a finding);
+* ``baseline_ok`` — the measured value equals the model's recorded baseline within the claim's tolerance
+  (the regression check). pytest's pass/fail follows ``baseline_ok`` when a baseline exists, else ``holds``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import BenchError
+from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference_numbers"
+COMPARISONS = (">", ">=", "<", "<=", "between", "in_band")
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    section: str
+    statement: str
+    family: str
+    metric: str
+    comparison: str
+    threshold: object  # number, [lo, hi] for "between", band name for "in_band"
+    reference: str  # the paper's number, as the paper gives it
+    source: str  # the paper's model and data
+    rationale: str  # why this comparison/threshold (ours where the paper is qualitative)
+    tolerance: float  # allowed |measured - recorded baseline|
+    tolerance_rationale: str
+    params: dict = field(default_factory=dict)
+    requires: dict = field(default_factory=dict)  # {"min_layers": 12, "mlm_head": true}
+    learned: bool = True  # a claim about learned structure: must not hold on a random-init model
+    reference_value: float | None = None
+
+    def describe_comparison(self) -> str:
+        if self.comparison == "between":
+            lo, hi = self.threshold
+            return f"in [{lo}, {hi}]"
+        if self.comparison == "in_band":
+            lo, hi = DEPTH_BANDS[self.threshold]
+            return f"{self.threshold} ({lo:.2f}, {hi:.2f}] of depth"
+        return f"{self.comparison} {self.threshold}"
+
+    def compare(self, value: float) -> bool:
+        t = self.threshold
+        if math.isnan(value):
+            return False
+        if self.comparison == ">":
+            return value > t
+        if self.comparison == ">=":
+            return value >= t
+        if self.comparison == "<":
+            return value < t
+        if self.comparison == "<=":
+            return value <= t
+        if self.comparison == "between":
+            return t[0] <= value <= t[1]
+        return in_band(value, t)
+
+    def unmet_requirement(self, info) -> str | None:
+        need_layers = self.requires.get("min_layers")
+        if need_layers and info.n_layers < need_layers:
+            return (f"needs {need_layers} layers (the claim names bert-base layer/head ids); "
+                    f"{info.name} has {info.n_layers}")
+        if self.requires.get("mlm_head") and not info.has_mlm_head:
+            return f"needs a masked-LM head; {info.name} has none"
+        return None
+
+
+@dataclass
+class ClaimOutcome:
+    claim_id: str
+    paper: str
+    section: str
+    statement: str
+    model: str
+    model_slug: str
+    data: str
+    corpus: str
+    measured: float | None
+    unit: str
+    n: int
+    n_unit: str
+    reference: str
+    comparison: str
+    holds: bool | None
+    head: str | None
+    detail: str
+    attn_implementation: str
+    baseline: float | None = None
+    baseline_holds: bool | None = None
+    baseline_ok: bool | None = None
+    tolerance: float = 0.0
+    skipped: str | None = None
+    passed: bool | None = None
+
+    @property
+    def verdict(self) -> str:
+        if self.skipped:
+            return "skipped"
+        return "holds" if self.holds else "does not hold"
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+def _claims_from_file(path: Path) -> list[Claim]:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise BenchError(f"{path}: invalid TOML: {exc}") from exc
+    meta = doc.get("meta", {})
+    out = []
+    for i, entry in enumerate(doc.get("claim", [])):
+        merged = {"paper": meta.get("paper"), "family": meta.get("family"), "source": meta.get("source"), **entry}
+        try:
+            claim = Claim(**merged)
+        except TypeError as exc:
+            raise BenchError(f"{path}: claim #{i + 1} ({entry.get('id', '?')}): {exc}") from exc
+        if claim.comparison not in COMPARISONS:
+            raise BenchError(f"{path}: claim {claim.id}: unknown comparison {claim.comparison!r}")
+        out.append(claim)
+    return out
+
+
+def load_claims(directory: Path = REFERENCE_DIR, family: str | None = None) -> list[Claim]:
+    """All claim entries (optionally of one family); every metric they name must exist."""
+    metrics = load_all_metrics()
+    claims = [c for p in sorted(directory.glob("*.toml")) for c in _claims_from_file(p)]
+    ids = [c.id for c in claims]
+    dupes = {i for i in ids if ids.count(i) > 1}
+    if dupes:
+        raise BenchError(f"duplicate claim ids in {directory}: {sorted(dupes)}")
+    for c in claims:
+        if c.metric not in metrics:
+            raise BenchError(f"claim {c.id}: unknown metric {c.metric!r} (registered: {sorted(metrics)})")
+    return [c for c in claims if family is None or c.family == family]
+
+
+# ---- recorded baselines -------------------------------------------------------------------------------------
+
+def baseline_path(model_slug: str, directory: Path = REFERENCE_DIR / "baselines") -> Path:
+    return directory / f"{model_slug}.json"
+
+
+def baseline_key(claim_id: str, corpus: str) -> str:
+    return f"{claim_id}@{corpus}"
+
+
+def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
+    path = baseline_path(model_slug, directory or REFERENCE_DIR / "baselines")
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{path}: invalid JSON baseline: {exc}") from exc
+
+
+def evaluate(claim: Claim, pass_result, baseline: dict | None = None) -> ClaimOutcome:
+    """Measure ``claim`` on a pass result and judge it against the paper and against the recorded baseline."""
+    info = pass_result.model
+    base = dict(claim_id=claim.id, paper=claim.paper, section=claim.section, statement=claim.statement,
+                model=info.name, model_slug=info.slug, data=pass_result.data, corpus=pass_result.corpus,
+                reference=claim.reference, comparison=claim.describe_comparison(),
+                attn_implementation=info.attn_implementation, tolerance=claim.tolerance)
+    reason = claim.unmet_requirement(info)
+    m: Measurement | None = None
+    if reason is None:
+        try:
+            m = load_all_metrics()[claim.metric](pass_result, **claim.params)
+        except NotApplicable as exc:
+            reason = str(exc)
+    if m is None:
+        return ClaimOutcome(**base, measured=None, unit="", n=pass_result.n_examples, n_unit="examples",
+                            holds=None, head=None, detail="", skipped=reason, passed=None)
+    extra = pass_result.skipped.describe()
+    out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
+                       head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""))
+    recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, pass_result.corpus))
+    if recorded is not None:
+        out.baseline, out.baseline_holds = recorded["measured"], recorded["holds"]
+        out.baseline_ok = (recorded["measured"] is not None and abs(m.value - recorded["measured"]) <= claim.tolerance
+                           + 1e-9 and recorded["holds"] == out.holds and recorded.get("n") == m.n)
+        out.passed = out.baseline_ok
+    else:
+        out.passed = out.holds
+    return out

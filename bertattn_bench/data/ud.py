@@ -1,0 +1,116 @@
+"""CoNLL-U treebanks (UD EWT, UD GUM) through the ``conllu`` package, with file:line errors.
+
+Only syntactic words are kept: multiword-token ranges (``1-2``) and empty nodes (``1.1``) are skipped, as the
+trees are defined over syntactic words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import conllu
+
+from ..errors import DataError
+
+CORPORA = {
+    "ewt_dev": "ud_english_ewt/en_ewt-ud-dev.conllu",
+    "ewt_test": "ud_english_ewt/en_ewt-ud-test.conllu",
+    "gum_dev": "ud_english_gum/en_gum-ud-dev.conllu",
+    "gum_test": "ud_english_gum/en_gum-ud-test.conllu",
+}
+
+
+@dataclass
+class Sentence:
+    """One tree. ``heads`` are 1-based word ids, 0 for the root, as in CoNLL-U."""
+
+    words: list[str]
+    heads: list[int]
+    deprels: list[str]
+    upos: list[str]
+    xpos: list[str]
+    sent_id: str = ""
+    source: str = ""  # "file:line" of the sentence's first line
+    misc: list[dict | None] = field(default_factory=list)
+    comments: dict = field(default_factory=dict)
+
+
+def _blocks(text: str):
+    """Yield (first line number, block text) for each sentence block."""
+    start, lines = None, []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            if start is None:
+                start = number
+            lines.append(line)
+        elif lines:
+            yield start, lines
+            start, lines = None, []
+    if lines:
+        yield start, lines
+
+
+def _check_block(path: Path, start: int, lines: list[str]) -> None:
+    for offset, line in enumerate(lines):
+        if line.startswith("#"):
+            continue
+        where = f"{path}:{start + offset}"
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise DataError(f"{where}: malformed CoNLL-U: expected 10 tab-separated columns, found {len(cols)}")
+        tid = cols[0]
+        if "-" in tid or "." in tid:
+            continue
+        if not tid.isdigit():
+            raise DataError(f"{where}: malformed CoNLL-U: word id {tid!r} is not an integer")
+        if not cols[6].isdigit():
+            raise DataError(f"{where}: malformed CoNLL-U: HEAD {cols[6]!r} of word {tid} is not an integer")
+
+
+def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
+    """Read a CoNLL-U file; malformed input raises :class:`DataError` naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"missing CoNLL-U file: {path}")
+    text = path.read_text(encoding="utf-8")
+    sentences: list[Sentence] = []
+    for start, lines in _blocks(text):
+        _check_block(path, start, lines)
+        try:
+            (tokenlist,) = conllu.parse("\n".join(lines) + "\n\n")
+        except Exception as exc:  # conllu's own errors carry no line numbers
+            raise DataError(f"{path}:{start}: malformed CoNLL-U sentence: {exc}") from exc
+        words = [t for t in tokenlist if isinstance(t["id"], int)]
+        if not words:
+            continue
+        ids = [t["id"] for t in words]
+        if ids != list(range(1, len(ids) + 1)):
+            raise DataError(f"{path}:{start}: word ids are not 1..n in order: {ids[:10]}")
+        heads = [t["head"] for t in words]
+        bad = [h for h in heads if h is None or not 0 <= h <= len(words)]
+        if bad:
+            raise DataError(f"{path}:{start}: HEAD out of range 0..{len(words)}: {bad[:5]}")
+        sentences.append(Sentence(
+            words=[t["form"] for t in words],
+            heads=heads,
+            deprels=[t["deprel"] for t in words],
+            upos=[t["upos"] for t in words],
+            xpos=[t["xpos"] or "_" for t in words],
+            sent_id=tokenlist.metadata.get("sent_id", ""),
+            source=f"{path}:{start}",
+            misc=[t["misc"] for t in words],
+            comments=dict(tokenlist.metadata),
+        ))
+        if limit is not None and len(sentences) >= limit:
+            break
+    if not sentences:
+        raise DataError(f"{path}: no sentences found (empty or not CoNLL-U)")
+    return sentences
+
+
+def load_corpus(data_dir: Path, corpus: str, limit: int | None = None) -> list[Sentence]:
+    from ..settings import data_file
+
+    if corpus not in CORPORA:
+        raise DataError(f"unknown treebank {corpus!r}; known: {', '.join(CORPORA)}")
+    return read_conllu(data_file(data_dir, CORPORA[corpus]), limit=limit)

@@ -1,0 +1,238 @@
+"""Clark et al. §3 surface statistics: relative position (§3.1), special tokens (§3.2), entropy (§3.3).
+
+Token-level, on ``[CLS] p1 [SEP] p2 [SEP]`` segments. As in Clark et al.'s analysis code, a head's statistic is
+the mean over the query tokens of one segment, then the mean over segments; padding never enters (masks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..attention import Reducer
+
+FIELDS = (
+    "to_cls", "to_sep", "to_punct", "to_special", "self", "prev", "next",
+    "entropy", "max_weight", "cls_entropy", "sep_to_sep", "other_to_sep",
+)
+
+
+@dataclass
+class SurfaceResult:
+    """Per-head means, each a ``(n_layers, n_heads)`` tensor on the CPU; ``n_segments`` / ``n_tokens`` = n."""
+
+    stats: dict[str, torch.Tensor]
+    n_segments: int
+    n_tokens: int
+    sep_chance: float  # mean over segments of 2 / L (share a twice-occurring token gets by chance)
+
+    def per_layer(self, name: str) -> torch.Tensor:
+        """Mean over heads: Clark Fig. 2's per-layer curves."""
+        return self.stats[name].mean(dim=1)
+
+    @property
+    def n_layers(self) -> int:
+        return self.stats["entropy"].shape[0]
+
+
+def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """values (B,H,T), mask (B,T) bool → (B,H) mean over the masked positions (0 where the mask is empty)."""
+    m = mask.unsqueeze(1).to(values.dtype)
+    return (values * m).sum(-1) / m.sum(-1).clamp(min=1)
+
+
+class SurfaceReducer(Reducer):
+    """Accumulates every §3 statistic per (layer, head) in running sums on the model's device."""
+
+    def __init__(self, n_layers: int, n_heads: int, device):
+        self.sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for k in FIELDS}
+        self.n_segments = 0
+        self.n_tokens = 0
+        self.sep_chance_sum = 0.0
+
+    def start_batch(self, batch) -> None:
+        mask = batch.token_mask
+        self.n_segments += mask.shape[0]
+        lengths = mask.sum(-1)
+        self.n_tokens += int(lengths.sum())
+        self.sep_chance_sum += float((2.0 / lengths.double()).sum())
+        has_prev = mask.clone()
+        has_prev[:, 0] = False  # query 0 has no previous token
+        has_next = torch.zeros_like(mask)
+        has_next[:, :-1] = mask[:, 1:]  # query i has a next token iff i+1 is real
+        self.masks = {
+            "all": mask, "prev": has_prev, "next": has_next,
+            "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep,
+        }
+        self.key_classes = {c: getattr(batch, c).to(torch.float32) for c in ("is_cls", "is_sep", "is_punct")}
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        p = probs.float()
+        m = self.masks
+        to = {c: torch.einsum("bhqk,bk->bhq", p, v) for c, v in self.key_classes.items()}
+        special = to["is_cls"] + to["is_sep"] + to["is_punct"]
+        entropy = -torch.special.xlogy(p, p).sum(-1)
+        diag = p.diagonal(dim1=-2, dim2=-1)
+        prev = torch.nn.functional.pad(p.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
+        nxt = torch.nn.functional.pad(p.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1))
+        per_segment = {
+            "to_cls": _segment_mean(to["is_cls"], m["all"]),
+            "to_sep": _segment_mean(to["is_sep"], m["all"]),
+            "to_punct": _segment_mean(to["is_punct"], m["all"]),
+            "to_special": _segment_mean(special, m["all"]),
+            "self": _segment_mean(diag, m["all"]),
+            "prev": _segment_mean(prev, m["prev"]),
+            "next": _segment_mean(nxt, m["next"]),
+            "entropy": _segment_mean(entropy, m["all"]),
+            "max_weight": _segment_mean(p.amax(-1), m["all"]),
+            "cls_entropy": _segment_mean(entropy, m["cls_query"]),
+            "sep_to_sep": _segment_mean(to["is_sep"], m["sep_query"]),
+            "other_to_sep": _segment_mean(to["is_sep"], m["other_query"]),
+        }
+        for k, v in per_segment.items():
+            self.sums[k][layer] += v.sum(0).double()
+
+    def finalize(self) -> SurfaceResult:
+        n = max(self.n_segments, 1)
+        return SurfaceResult(
+            stats={k: (v / n).float().cpu() for k, v in self.sums.items()},
+            n_segments=self.n_segments,
+            n_tokens=self.n_tokens,
+            sep_chance=self.sep_chance_sum / n,
+        )
+
+
+# ---- claim metrics (named by reference_numbers/clark2019_surface.toml) ----------------------------------------
+
+from ..attention import head_name  # noqa: E402
+from ..registry import Measurement, NotApplicable, in_band, metric, relative_depth  # noqa: E402
+
+
+def _n(res: SurfaceResult) -> dict:
+    return {"n": res.n_segments, "n_unit": "segments"}
+
+
+def _layers_text(values: torch.Tensor) -> str:
+    return "by layer: " + " ".join(f"L{i + 1}={v:.3f}" for i, v in enumerate(values.tolist()))
+
+
+def _heads_above(stat: torch.Tensor, threshold: float) -> list[tuple[int, int]]:
+    return [tuple(x) for x in (stat > threshold).nonzero().tolist()]
+
+
+@metric("median_head")
+def median_head(pr, stat: str) -> Measurement:
+    """Median over all heads of a per-head mean (Clark §3.1: most heads put little attention on themselves)."""
+    values = pr.result.stats[stat].flatten()
+    return Measurement(float(values.median()), detail=f"{(values < 0.3).float().mean():.0%} of heads < 0.30",
+                       **_n(pr.result))
+
+
+@metric("count_heads_above")
+def count_heads_above(pr, stat: str, threshold: float) -> Measurement:
+    """Number of heads whose mean ``stat`` exceeds ``threshold`` (Clark §3.1 offset heads), with their names."""
+    heads = _heads_above(pr.result.stats[stat], threshold)
+    names = ", ".join(f"{head_name(l, h)} ({pr.result.stats[stat][l, h]:.2f})" for l, h in heads)
+    return Measurement(float(len(heads)), detail=f"heads: {names or 'none'}", unit="heads", **_n(pr.result))
+
+
+@metric("offset_heads_in_band")
+def offset_heads_in_band(pr, threshold: float, band: str, min_heads: int = 2) -> Measurement:
+    """Share of the previous/next-token heads (> threshold) that sit in a depth band (Clark §3.1)."""
+    res = pr.result
+    heads = sorted(set(_heads_above(res.stats["prev"], threshold)) | set(_heads_above(res.stats["next"], threshold)))
+    if len(heads) < min_heads:
+        raise NotApplicable(f"only {len(heads)} head(s) put > {threshold} on the previous/next token "
+                            f"(needs {min_heads} to say where they sit)")
+    inside = [h for h in heads if in_band(relative_depth(h[0], res.n_layers), band)]
+    return Measurement(len(inside) / len(heads), detail=f"{len(inside)} of {len(heads)} in {band}: "
+                       + ", ".join(head_name(*h) for h in heads), **_n(res))
+
+
+@metric("peak_layer_depth")
+def peak_layer_depth(pr, stat: str, first_layer: int = 1) -> Measurement:
+    """Relative depth k/L of the layer where the per-layer mean of ``stat`` peaks (Clark §3.2 Fig. 2, §3.3)."""
+    per_layer = pr.result.per_layer(stat)
+    start = first_layer - 1
+    if start >= len(per_layer):
+        raise NotApplicable(f"the model has {len(per_layer)} layers; the claim looks from layer {first_layer}")
+    layer = start + int(torch.argmax(per_layer[start:]))
+    depth = relative_depth(layer, len(per_layer))
+    band = next((b for b in ("early", "middle", "late") if in_band(depth, b)), "?")
+    return Measurement(depth, detail=f"peak L{layer + 1} of {len(per_layer)} ({band}); {_layers_text(per_layer)}",
+                       unit="rel. depth", **_n(pr.result))
+
+
+@metric("peak_layer_value")
+def peak_layer_value(pr, stat: str) -> Measurement:
+    """The highest per-layer mean of ``stat`` and its layer."""
+    per_layer = pr.result.per_layer(stat)
+    layer = int(torch.argmax(per_layer))
+    return Measurement(float(per_layer[layer]), detail=f"at L{layer + 1}; {_layers_text(per_layer)}", **_n(pr.result))
+
+
+@metric("sep_peak_over_chance")
+def sep_peak_over_chance(pr) -> Measurement:
+    """Peak-layer attention to [SEP] divided by the share a twice-occurring token gets by chance, 2/L (§3.2)."""
+    per_layer = pr.result.per_layer("to_sep")
+    layer = int(torch.argmax(per_layer))
+    ratio = float(per_layer[layer]) / pr.result.sep_chance
+    return Measurement(ratio, detail=f"L{layer + 1}: {per_layer[layer]:.3f} vs chance {pr.result.sep_chance:.3f}",
+                       unit="x chance", **_n(pr.result))
+
+
+@metric("fraction_heads_above")
+def fraction_heads_above(pr, stat: str, threshold: float) -> Measurement:
+    values = pr.result.stats[stat]
+    heads = _heads_above(values, threshold)
+    return Measurement(len(heads) / values.numel(), detail=f"{len(heads)} of {values.numel()} heads > {threshold}",
+                       **_n(pr.result))
+
+
+@metric("stat_at_peak_layer")
+def stat_at_peak_layer(pr, stat: str, peak_of: str) -> Measurement:
+    """Per-layer mean of ``stat`` in the layer where ``peak_of`` peaks (Clark §3.2: [SEP]→[SEP] where [SEP] is high)."""
+    layer = int(torch.argmax(pr.result.per_layer(peak_of)))
+    per_layer = pr.result.per_layer(stat)
+    return Measurement(float(per_layer[layer]), detail=f"L{layer + 1} (peak of {peak_of}); {_layers_text(per_layer)}",
+                       **_n(pr.result))
+
+
+@metric("fraction_layers_greater")
+def fraction_layers_greater(pr, stat: str, other: str) -> Measurement:
+    a, b = pr.result.per_layer(stat), pr.result.per_layer(other)
+    wins = int((a > b).sum())
+    return Measurement(wins / len(a), detail=f"{wins} of {len(a)} layers; {stat} {_layers_text(a)}", **_n(pr.result))
+
+
+@metric("top_heads_in_band")
+def top_heads_in_band(pr, stat: str, k: int, band: str) -> Measurement:
+    """Share of the k heads with the highest ``stat`` that sit in a depth band (Clark §3.3 broad heads)."""
+    values = pr.result.stats[stat]
+    n_heads = values.shape[1]
+    top = torch.topk(values.flatten(), k).indices.tolist()
+    heads = [divmod(i, n_heads) for i in top]
+    inside = [h for h in heads if in_band(relative_depth(h[0], values.shape[0]), band)]
+    names = ", ".join(f"{head_name(*h)} ({values[h]:.2f})" for h in heads)
+    return Measurement(len(inside) / k, detail=f"{len(inside)} of {k} in {band}: {names}", **_n(pr.result))
+
+
+@metric("median_of_top_heads")
+def median_of_top_heads(pr, stat: str, by: str, k: int) -> Measurement:
+    """Median of ``stat`` over the k heads with the highest ``by`` (Clark §3.3: broad heads' max weight)."""
+    ranked = torch.topk(pr.result.stats[by].flatten(), k).indices
+    values = pr.result.stats[stat].flatten()[ranked]
+    return Measurement(float(values.median()), detail="values: " + ", ".join(f"{v:.3f}" for v in values.tolist()),
+                       **_n(pr.result))
+
+
+@metric("fraction_layers_close")
+def fraction_layers_close(pr, stat: str, other: str, tolerance: float, exclude_last: bool = True) -> Measurement:
+    """Share of layers where the per-layer means of two statistics differ by at most ``tolerance``."""
+    a, b = pr.result.per_layer(stat), pr.result.per_layer(other)
+    if exclude_last:
+        a, b = a[:-1], b[:-1]
+    close = int(((a - b).abs() <= tolerance).sum())
+    diffs = " ".join(f"L{i + 1}={d:+.2f}" for i, d in enumerate((a - b).tolist()))
+    return Measurement(close / len(a), detail=f"{close} of {len(a)} layers; differences {diffs}", **_n(pr.result))
+

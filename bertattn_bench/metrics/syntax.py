@@ -1,0 +1,295 @@
+"""Clark et al. §4.1–4.2: single attention heads as dependency parsers, against fixed-offset baselines.
+
+UD (EWT, GUM) trees are mapped to the Stanford Dependencies relations of Clark's Table 1 by one table,
+:data:`UD_TO_SD` plus the two derived relations (pobj, prep) in :func:`sd_arcs`:
+
+==========  ===================================================================================================
+SD (Clark)  UD source
+==========  ===================================================================================================
+All         every non-root arc except ``punct`` (UAS convention; Clark does not say)
+det         det (``det:predet`` is not det)
+nn          compound (not compound:prt)
+prt         compound:prt
+dobj        obj
+nsubj       nsubj (not nsubj:pass)
+amod        amod; advmod: advmod; ccomp: ccomp
+aux         aux, plus ``mark`` with XPOS ``TO`` (SD treats infinitival "to" as aux)
+mark        mark without XPOS ``TO``
+auxpass     aux:pass
+poss        nmod:poss; its ``'s`` (a ``case`` child) also counts as the dependent (Clark §4.2: "counts 's as correct")
+pobj        a ``case`` child c (UPOS ADP) of an obl/nmod word n (not nmod:poss): SD pobj(head=c, dependent=n)
+prep        the same c, with n's head g: SD prep(head=g, dependent=c)
+==========  ===================================================================================================
+
+A head's prediction for a word is the other word it attends to most in the word-level map (sum over pieces
+attended to, mean over pieces attending; [CLS]/[SEP] are not candidates, Clark fn. 2). Both directions are
+scored: dependent→head and head→dependent.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import torch
+
+from ..attention import Reducer, head_name
+
+RELATIONS = ("All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss", "auxpass",
+             "ccomp", "mark", "prt")
+DIRECTIONS = ("dependent→head", "head→dependent")
+UD_TO_SD = {"det": "det", "compound": "nn", "compound:prt": "prt", "obj": "dobj", "nsubj": "nsubj",
+            "amod": "amod", "advmod": "advmod", "ccomp": "ccomp", "aux": "aux", "aux:pass": "auxpass",
+            "nmod:poss": "poss"}
+POSSESSIVE_MARKERS = {"'s", "'", "’s", "’"}
+
+
+@dataclass(frozen=True)
+class Arc:
+    """An SD arc over 0-based word indices; ``alt`` is a second word accepted as the dependent (poss 's), or -1."""
+
+    relation: str
+    dependent: int
+    head: int
+    alt: int = -1
+
+
+def _is_nominal_modifier(deprel: str) -> bool:
+    base = deprel.split(":")[0]
+    return base in ("obl", "nmod") and deprel != "nmod:poss"
+
+
+def sd_arcs(sentence) -> list[Arc]:
+    """The SD arcs of one UD sentence (see the module table)."""
+    arcs: list[Arc] = []
+    children = defaultdict(list)
+    for i, h in enumerate(sentence.heads):
+        if h > 0:
+            children[h - 1].append(i)
+    for i, (h, rel) in enumerate(zip(sentence.heads, sentence.deprels)):
+        if h == 0:
+            continue
+        g = h - 1
+        if rel != "punct":
+            arcs.append(Arc("All", i, g))
+        if rel == "mark":
+            arcs.append(Arc("aux" if sentence.xpos[i] == "TO" else "mark", i, g))
+        elif rel == "nmod:poss":
+            alt = next((c for c in children[i] if sentence.deprels[c] == "case"
+                        and sentence.words[c].lower() in POSSESSIVE_MARKERS), -1)
+            arcs.append(Arc("poss", i, g, alt))
+        elif rel in UD_TO_SD:
+            arcs.append(Arc(UD_TO_SD[rel], i, g))
+        elif rel == "case" and sentence.upos[i] == "ADP" and _is_nominal_modifier(sentence.deprels[g]):
+            arcs.append(Arc("pobj", g, i))
+            if sentence.heads[g] > 0:
+                arcs.append(Arc("prep", i, sentence.heads[g] - 1))
+    return arcs
+
+
+@dataclass(frozen=True)
+class OffsetBaseline:
+    """Clark §4.2: the best fixed offset from the dependent (+1 = the word to the right is the head)."""
+
+    accuracy: float  # percent
+    offset: int
+    n: int
+    right_branching: float  # percent at offset +1 (the right-branching baseline for All)
+
+
+def offset_baselines(arcs_per_sentence: list[list[Arc]], relations=RELATIONS) -> dict[str, OffsetBaseline]:
+    counts: dict[str, Counter] = {r: Counter() for r in relations}
+    for arcs in arcs_per_sentence:
+        for a in arcs:
+            if a.relation in counts:
+                counts[a.relation][a.head - a.dependent] += 1
+    out = {}
+    for r, c in counts.items():
+        n = sum(c.values())
+        if n:
+            offset, hits = max(c.items(), key=lambda kv: (kv[1], -abs(kv[0])))
+            out[r] = OffsetBaseline(100.0 * hits / n, offset, n, 100.0 * c[1] / n)
+    return out
+
+
+@dataclass(frozen=True)
+class HeadScore:
+    layer: int  # 0-based
+    head: int  # 0-based
+    direction: int
+    accuracy: float  # percent
+    n: int
+
+    @property
+    def name(self) -> str:
+        return head_name(self.layer, self.head)
+
+    def describe(self) -> str:
+        return f"{self.name} {DIRECTIONS[self.direction]} {self.accuracy:.1f}%"
+
+
+@dataclass
+class DependencyResult:
+    relations: tuple[str, ...]
+    correct: torch.Tensor  # (n_layers, 2 directions, n_relations, n_heads) counts
+    n_arcs: torch.Tensor  # (n_relations,)
+    baselines: dict[str, OffsetBaseline]
+    n_sentences: int
+    n_words: int
+    n_split_words: int  # words of more than one word piece
+
+    def accuracy(self) -> torch.Tensor:
+        """Percent correct, (n_layers, 2, n_relations, n_heads)."""
+        return 100.0 * self.correct / self.n_arcs.clamp(min=1).view(1, 1, -1, 1)
+
+    def best_head(self, relation: str, direction: int | None = None) -> HeadScore:
+        r = self.relations.index(relation)
+        acc = self.accuracy()[:, :, r, :]  # (L, 2, H)
+        if direction is not None:
+            sub = acc[:, direction, :]
+            flat = int(torch.argmax(sub))
+            layer, head, d = flat // sub.shape[1], flat % sub.shape[1], direction
+        else:
+            flat = int(torch.argmax(acc))
+            layer, rest = divmod(flat, acc.shape[1] * acc.shape[2])
+            d, head = divmod(rest, acc.shape[2])
+        return HeadScore(layer, head, d, float(acc[layer, d, head]), int(self.n_arcs[r]))
+
+
+class DependencyReducer(Reducer):
+    """Per (layer, direction, relation, head) counts of correct argmax predictions, accumulated on device."""
+
+    def __init__(self, arcs_per_example: list[list[Arc]], n_layers: int, n_heads: int, device,
+                 relations=RELATIONS):
+        self.arcs = arcs_per_example
+        self.relations = tuple(relations)
+        self.rel_id = {r: i for i, r in enumerate(self.relations)}
+        self.correct = torch.zeros(n_layers, 2, len(self.relations), n_heads, dtype=torch.float64, device=device)
+        self.n_arcs = torch.zeros(len(self.relations), dtype=torch.long, device=device)
+        self.device = device
+        self.n_sentences = self.n_words = self.n_split = 0
+
+    def start_batch(self, batch) -> None:
+        rows = [(b, a.dependent, a.head, a.alt, self.rel_id[a.relation])
+                for b, ex in enumerate(batch.examples) for a in self.arcs[ex.index] if a.relation in self.rel_id]
+        t = torch.tensor(rows, dtype=torch.long, device=self.device).view(-1, 5)
+        self.arc_b, self.arc_dep, self.arc_head, self.arc_alt, self.arc_rel = t.unbind(1)
+        self.n_arcs += torch.bincount(self.arc_rel, minlength=len(self.relations))
+        self.batch = batch
+        self.n_sentences += len(batch.examples)
+        for ex in batch.examples:
+            pieces = Counter(w for w in ex.word_index if w >= 0)
+            self.n_words += ex.n_words
+            self.n_split += sum(1 for c in pieces.values() if c > 1)
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        b = self.batch
+        words = b.word_from.unsqueeze(1) @ probs.float() @ b.word_to.unsqueeze(1)  # (B, H, W, W)
+        w = words.shape[-1]
+        invalid = ~b.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=words.device)
+        pred = words.masked_fill(invalid, float("-inf")).argmax(-1).transpose(1, 2)  # (B, W, H)
+        has_alt = (self.arc_alt >= 0).unsqueeze(1)
+        alt = self.arc_alt.clamp(min=0)
+        head = self.arc_head.unsqueeze(1)
+        dep = self.arc_dep.unsqueeze(1)
+        from_dep = pred[self.arc_b, self.arc_dep]  # (A, H)
+        from_alt = pred[self.arc_b, alt]
+        from_head = pred[self.arc_b, self.arc_head]
+        dep_to_head = (from_dep == head) | (has_alt & (from_alt == head))
+        head_to_dep = (from_head == dep) | (has_alt & (from_head == alt.unsqueeze(1)))
+        self.correct[layer, 0].index_add_(0, self.arc_rel, dep_to_head.double())
+        self.correct[layer, 1].index_add_(0, self.arc_rel, head_to_dep.double())
+
+    def finalize(self) -> DependencyResult:
+        return DependencyResult(
+            relations=self.relations,
+            correct=self.correct.cpu(),
+            n_arcs=self.n_arcs.cpu(),
+            baselines={},
+            n_sentences=self.n_sentences,
+            n_words=self.n_words,
+            n_split_words=self.n_split,
+        )
+
+
+# ---- claim metrics (named by reference_numbers/clark2019_dependency.toml) -------------------------------------
+
+from ..registry import Measurement, metric  # noqa: E402
+
+
+def _best_vs_baseline(res: DependencyResult, relation: str) -> tuple[HeadScore, OffsetBaseline]:
+    return res.best_head(relation), res.baselines[relation]
+
+
+@metric("best_head_gap")
+def best_head_gap(pr, relation: str) -> Measurement:
+    """Best single head (either direction) minus the best fixed-offset baseline, in points (Clark Table 1)."""
+    best, base = _best_vs_baseline(pr.result, relation)
+    other = pr.result.best_head(relation, 1 - best.direction)
+    return Measurement(
+        best.accuracy - base.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="points",
+        detail=(f"best {best.describe()} vs offset ({base.offset:+d}) {base.accuracy:.1f}%; "
+                f"other direction: {other.describe()}"),
+    )
+
+
+@metric("best_head_accuracy")
+def best_head_accuracy(pr, relation: str) -> Measurement:
+    best, base = _best_vs_baseline(pr.result, relation)
+    return Measurement(best.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="%",
+                       detail=f"{best.describe()}; offset ({base.offset:+d}) {base.accuracy:.1f}%")
+
+
+@metric("direction_agreement")
+def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = RELATIONS[1:]) -> Measurement:
+    """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2)."""
+    agree, lines = 0, []
+    for r in relations:
+        d2h, h2d = pr.result.best_head(r, 0), pr.result.best_head(r, 1)
+        expected_h2d = r in head_to_dependent
+        ok = (h2d.accuracy > d2h.accuracy) if expected_h2d else (d2h.accuracy >= h2d.accuracy)
+        agree += ok
+        lines.append(f"{r}:{'h→d' if h2d.accuracy > d2h.accuracy else 'd→h'}{'' if ok else '(!)'}")
+    n = int(sum(pr.result.n_arcs[pr.result.relations.index(r)] for r in relations))
+    return Measurement(float(agree), n=n, n_unit="arcs", unit=f"of {len(relations)} relations",
+                       detail=" ".join(lines))
+
+
+@metric("count_relations_over")
+def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
+    """How many of ``relations`` have a head above ``threshold`` % (Clark abstract: four relations > 75%)."""
+    scores = {r: pr.result.best_head(r) for r in relations}
+    count = sum(s.accuracy > threshold for s in scores.values())
+    n = sum(s.n for s in scores.values())
+    return Measurement(float(count), n=n, n_unit="arcs", unit=f"of {len(relations)}",
+                       detail=" ".join(f"{r}={s.name}:{s.accuracy:.1f}" for r, s in scores.items()))
+
+
+@metric("max_relations_per_head")
+def max_relations_per_head(pr, margin: float, relations: tuple = RELATIONS[1:]) -> Measurement:
+    """The most relations any one head beats the offset baseline on by ``margin`` points (Clark §1, §4.2)."""
+    res = pr.result
+    acc = res.accuracy().amax(dim=1)  # best direction, (L, R, H)
+    idx = [res.relations.index(r) for r in relations]
+    base = torch.tensor([res.baselines[r].accuracy for r in relations]).view(1, -1, 1)
+    wins = (acc[:, idx, :] >= base + margin).sum(1)  # (L, H)
+    flat = int(torch.argmax(wins))
+    layer, head = divmod(flat, wins.shape[1])
+    rels = [r for j, r in enumerate(relations) if acc[layer, idx[j], head] >= res.baselines[r].accuracy + margin]
+    return Measurement(float(wins.max()), n=int(res.n_arcs[idx].sum()), n_unit="arcs", head=head_name(layer, head),
+                       unit=f"of {len(relations)} relations", detail=f"{head_name(layer, head)}: {', '.join(rels)}")
+
+
+@metric("wordpiece_split_rate")
+def wordpiece_split_rate(pr) -> Measurement:
+    """Percent of words split into more than one word piece (Clark §4.1: ~8%)."""
+    res = pr.result
+    return Measurement(100.0 * res.n_split_words / max(res.n_words, 1), n=res.n_words, n_unit="words", unit="%",
+                       detail=f"{res.n_split_words} of {res.n_words} words")
+
+
+@metric("right_branching_accuracy")
+def right_branching_accuracy(pr, relation: str = "All") -> Measurement:
+    """The right-branching baseline: every word's head is the next word (Clark §4.2: 26.3 UAS; §5 Table 3: 26)."""
+    base = pr.result.baselines[relation]
+    return Measurement(base.right_branching, n=base.n, n_unit="arcs", unit="%",
+                       detail=f"best fixed offset {base.offset:+d}: {base.accuracy:.1f}%")

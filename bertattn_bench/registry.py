@@ -1,0 +1,63 @@
+"""The metric registry: claims name a metric function; the function reads a pass result and returns a Measurement.
+
+Adding a claim takes one declarative entry in ``reference_numbers/*.toml`` and at most one small function here
+(decorated with :func:`metric` in the module of its concern).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+METRICS: dict[str, Callable] = {}
+
+# Relative-depth bands (Clark's layers rescaled: layer k of L sits at k/L). Thirds as in the claims catalogue:
+# early = L1-4 of 12 and L1-2 of 6; middle = L5-8 / L3-4; late = L9-12 / L5-6.
+DEPTH_BANDS = {
+    "early": (0.0, 1 / 3),
+    "middle": (1 / 3, 2 / 3),
+    "late": (2 / 3, 1.0),
+    "first_half": (0.0, 0.5),
+    "last": (1.0, 1.0),
+}
+
+
+class NotApplicable(Exception):
+    """The metric cannot be measured on this model or data; the message says why (the claim is skipped)."""
+
+
+@dataclass
+class Measurement:
+    value: float
+    n: int  # how much data the value rests on (segments, arcs, sentences...)
+    n_unit: str
+    detail: str = ""
+    head: str | None = None  # "layer-head", 1-based, for per-head results
+    unit: str = ""
+
+
+def metric(name: str):
+    def register(fn):
+        if name in METRICS:
+            raise ValueError(f"metric {name!r} registered twice")
+        METRICS[name] = fn
+        return fn
+
+    return register
+
+
+def relative_depth(layer0: int, n_layers: int) -> float:
+    """0-based layer → k/L with k 1-based."""
+    return (layer0 + 1) / n_layers
+
+
+def in_band(depth: float, band: str) -> bool:
+    lo, hi = DEPTH_BANDS[band]
+    eps = 1e-9
+    return (lo + eps < depth <= hi + eps) if lo < hi else abs(depth - hi) < eps
+
+
+def load_all_metrics() -> dict[str, Callable]:
+    """Import every metric module so its functions register."""
+    from .metrics import surface, syntax  # noqa: F401
+
+    return METRICS

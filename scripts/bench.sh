@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: set up (if needed) and run the claim benchmarks on the embedded model (or --model ...).
+# Needs the data directory: --data-dir DIR or BERTATTN_DATA_DIR=DIR. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+exec .venv/bin/python -m pytest benchmarks -p no:cacheprovider --benchmark-columns=min,mean,rounds "$@"
