@@ -88,11 +88,20 @@ def _resolve_source(name: str) -> tuple[str, str, str]:
     return name, name, slugify(name.replace("/", "--"))
 
 
+ALLOW_DOWNLOAD_ENV = "BERTATTN_ALLOW_DOWNLOAD"
+
+
+def _hub_kwargs() -> dict:
+    """Hub names resolve from the local Hugging Face cache only, unless $BERTATTN_ALLOW_DOWNLOAD=1 (no retries
+    against an unreachable hub on offline machines; an explicit opt-in where a network exists)."""
+    return {"local_files_only": os.environ.get(ALLOW_DOWNLOAD_ENV, "") not in ("1", "true", "yes")}
+
+
 def _load_tokenizer(source: str, name: str):
     from transformers import AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(source)
+        tok = AutoTokenizer.from_pretrained(source, **_hub_kwargs())
     except Exception as exc:
         raise _hub_error(name, exc) from exc
     if not getattr(tok, "is_fast", False):
@@ -104,9 +113,10 @@ def _hub_error(name: str, exc: Exception) -> ModelLoadError:
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     return ModelLoadError(
         f"could not load model {name!r}: it is not a local folder and its weights are not in the Hugging Face "
-        f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}, and this machine may have no network. "
-        f"Provide weights: on a machine with network run `hf download {name} --local-dir DIR` (or "
-        f"`save_pretrained(DIR)`), copy DIR here and pass `--model DIR`. Underlying error: {type(exc).__name__}: {exc}"
+        f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}. Provide weights: on a machine with network run "
+        f"`hf download {name} --local-dir DIR` (or `save_pretrained(DIR)`), copy DIR here and pass `--model DIR`; "
+        f"or, where this machine has network, set {ALLOW_DOWNLOAD_ENV}=1 to let transformers download it. "
+        f"Underlying error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
     )
 
 
@@ -139,35 +149,52 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
     """
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
-    attention.register()
     dev = choose_device(device)
+    attention.register()
     name = name or EMBEDDED
-    seed = None
     if name.startswith(RANDOM_PREFIX):
         base, _, seed_text = name[len(RANDOM_PREFIX):].partition("@")
         seed = int(seed_text) if seed_text else 0
         source, base_name, base_slug = _resolve_source(base or EMBEDDED)
         try:
-            config = AutoConfig.from_pretrained(source)
+            config = AutoConfig.from_pretrained(source, **_hub_kwargs())
         except Exception as exc:
             raise _hub_error(base_name, exc) from exc
-        config._attn_implementation = attention.ATTN_IMPLEMENTATION
-        torch.manual_seed(seed)
-        cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
-        model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
         tok = _load_tokenizer(source, base_name)
-        readable, slug = f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}"
-    else:
-        source, readable, slug = _resolve_source(name)
-        tok = _load_tokenizer(source, readable)
-        cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
-        try:
-            model = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION)
-        except Exception as exc:
-            if Path(source).exists():
-                raise ModelLoadError(f"--model {name!r}: loading the folder failed: {exc}") from exc
-            raise _hub_error(readable, exc) from exc
+        return model_from_config(config, tok, f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}",
+                                 seed=seed, device=device, with_mlm_head=with_mlm_head, source=source)
+    source, readable, slug = _resolve_source(name)
+    tok = _load_tokenizer(source, readable)
+    cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
+    try:
+        model = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION, **_hub_kwargs())
+    except Exception as exc:
+        if Path(source).exists():
+            raise ModelLoadError(f"--model {name!r}: loading the folder failed: {exc}") from exc
+        raise _hub_error(readable, exc) from exc
+    return _finish(model, tok, readable, slug, source, dev, None)
+
+
+def _finish(model, tok, name, slug, source, dev, seed) -> LoadedModel:
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # e.g. "sequence longer than max length" while counting pieces
     model.eval().to(dev)
-    info = _info(model, tok, readable, slug, source, dev, seed)
+    info = _info(model, tok, name, slug, source, dev, seed)
     attention.attention_modules(model, info.n_layers)  # fails early if the architecture is not supported
     return LoadedModel(model=model, tokenizer=tok, info=info)
+
+
+def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, device: str | None = None,
+                      with_mlm_head: bool = False, source: str = "config") -> LoadedModel:
+    """A randomly initialised model of ``config`` (the negative control; tiny models in the unit tests)."""
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    import copy
+
+    attention.register()
+    config = copy.deepcopy(config)  # never change the caller's config
+    torch.manual_seed(seed)
+    cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
+    model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+    return _finish(model, tokenizer, name, slug, source, choose_device(device), seed)

@@ -92,26 +92,39 @@ class BenchSession:
         return self._data_dir
 
     def model(self, name: str):
+        """Load once per session; a load error is kept and reported (cleanly, once per test) without retrying."""
         if name not in self.models:
             device = self.config.getoption("--device") or os.environ.get(DEVICE_ENV)
-            self.models[name] = load_model(name, device=device)
-        return self.models[name]
+            try:
+                self.models[name] = load_model(name, device=device)
+            except BenchError as exc:
+                self.models[name] = exc
+        loaded = self.models[name]
+        if isinstance(loaded, BenchError):
+            pytest.fail(f"--model {name}: {loaded}", pytrace=False)
+        return loaded
 
     def prepare(self, target: Target):
         loaded = self.model(target.model)
-        return PREPARE[target.family](loaded, self.data_dir, target.corpus, limit=self.config.getoption("--limit"),
-                                      batch_size=self.config.getoption("--batch-size"))
+        try:
+            return PREPARE[target.family](loaded, self.data_dir, target.corpus, limit=self.config.getoption("--limit"),
+                                          batch_size=self.config.getoption("--batch-size"))
+        except BenchError as exc:
+            pytest.fail(f"{target.family} / {target.corpus}: {exc}", pytrace=False)
 
     def result(self, target: Target) -> PassResult:
         if target not in self.results:
             self.results[target] = self.prepare(target).run(progress=not os.environ.get("CI"))
         return self.results[target]
 
-    def outcome(self, claim, target: Target) -> ClaimOutcome:
+    def outcome(self, claim, target: Target, negative_control: bool = False) -> ClaimOutcome:
         pr = self.result(target)
-        baseline = None if self.config.getoption("--record-baseline") else load_baseline(pr.model.slug)
-        out = evaluate(claim, pr, baseline)
-        if self.config.getoption("--record-baseline") and out.skipped is None:
+        recording = self.config.getoption("--record-baseline")
+        out = evaluate(claim, pr, None if (recording or negative_control) else load_baseline(pr.model.slug))
+        if negative_control and out.skipped is None:
+            out.passed = out.holds is False  # a learned-structure claim must fail on random weights
+            out.comparison = f"NOT {out.comparison} (negative control)"
+        elif recording and out.skipped is None:
             out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
         self.outcomes.append(out)
         return out

@@ -150,17 +150,28 @@ def offset_heads_in_band(pr, threshold: float, band: str, min_heads: int = 2) ->
 
 
 @metric("peak_layer_depth")
-def peak_layer_depth(pr, stat: str, first_layer: int = 1) -> Measurement:
-    """Relative depth k/L of the layer where the per-layer mean of ``stat`` peaks (Clark §3.2 Fig. 2, §3.3)."""
+def peak_layer_depth(pr, stat: str, first_layer: int = 1, min_contrast: float = 0.2) -> Measurement:
+    """Relative depth k/L of the layer where the per-layer mean of ``stat`` peaks (Clark §3.2 Fig. 2, §3.3).
+
+    A peak must stand out: at least ``min_contrast`` (20%) above the mean of the other layers; otherwise the
+    value is 0 ("no clear peak", in no depth band). Without this a flat profile (a random-init model) would
+    put its argmax in some band by chance one time in three.
+    """
     per_layer = pr.result.per_layer(stat)
     start = first_layer - 1
-    if start >= len(per_layer):
-        raise NotApplicable(f"the model has {len(per_layer)} layers; the claim looks from layer {first_layer}")
-    layer = start + int(torch.argmax(per_layer[start:]))
+    if start >= len(per_layer) - 1:
+        raise NotApplicable(f"the model has {len(per_layer)} layers; the claim compares layers {first_layer}..L")
+    window = per_layer[start:]
+    layer = start + int(torch.argmax(window))
+    others = torch.cat([window[: layer - start], window[layer - start + 1:]]).mean()
+    contrast = float(per_layer[layer] / others - 1) if float(others) > 0 else float("inf")
     depth = relative_depth(layer, len(per_layer))
     band = next((b for b in ("early", "middle", "late") if in_band(depth, b)), "?")
-    return Measurement(depth, detail=f"peak L{layer + 1} of {len(per_layer)} ({band}); {_layers_text(per_layer)}",
-                       unit="rel. depth", **_n(pr.result))
+    text = (f"peak L{layer + 1} of {len(per_layer)} ({band}), {contrast:+.0%} over the other layers' mean; "
+            f"{_layers_text(per_layer)}")
+    if contrast < min_contrast:
+        depth, text = 0.0, f"no clear peak (< {min_contrast:+.0%}): " + text
+    return Measurement(depth, detail=text, unit="rel. depth", **_n(pr.result))
 
 
 @metric("peak_layer_value")

@@ -1,0 +1,27 @@
+"""Negative control: the randomly initialised twin of the model under test (same config, no trained weights).
+
+Every claim about learned structure (``learned = true`` in reference_numbers) must NOT hold on it; a claim that
+held on random weights would be measuring the data or the method, not what the model learned.
+"""
+import pytest
+
+from bertattn_bench.claims import load_claims
+from bertattn_bench.model import RANDOM_PREFIX
+from bertattn_bench.pytest_plugin import Target, requested_corpora, requested_models
+
+
+@pytest.mark.parametrize("family", ["surface", "dependency"])
+def test_learned_claims_fail_on_random_init(bench, request, family):
+    base = requested_models(request.config)[0]
+    name = base if base.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{base}"
+    target = Target(name, requested_corpora(request.config, family)[0], family)
+    outcomes = []
+    for claim in load_claims(family=family):
+        if not claim.learned:
+            continue
+        out = bench.outcome(claim, target, negative_control=True)
+        outcomes.append(out)
+    judged = [o for o in outcomes if not o.skipped]
+    held = [f"{o.claim_id}: {o.measured:.4g} {o.unit} ({o.detail})" for o in judged if o.holds]
+    assert judged, f"no learned {family} claim could be judged on {name}"
+    assert not held, f"learned-structure claims hold on the random-init model {name}:\n" + "\n".join(held)

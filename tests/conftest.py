@@ -1,0 +1,40 @@
+"""Shared fixtures for the unit tests: a tiny BERT built from a config (no weights) and the embedded tokenizer."""
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from bertattn_bench.model import embedded_model_path
+
+    return AutoTokenizer.from_pretrained(str(embedded_model_path()))
+
+
+@pytest.fixture(scope="session")
+def tiny(tokenizer):
+    """A 2-layer, 4-head BERT with random weights (seed 0) and the embedded model's tokenizer."""
+    from transformers import BertConfig
+
+    from bertattn_bench.model import model_from_config
+
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    return model_from_config(config, tokenizer, "tiny", "tiny", seed=0, device="cpu")
+
+
+@pytest.fixture
+def sentences():
+    return [["The", "cat", "sat", "on", "the", "mat", "."],
+            ["Unbelievably", ",", "tokenization", "splits", "words"],
+            ["Short"],
+            ["A", "much", "longer", "sentence", "with", "several", "words", "in", "it", "again", "."]]
+
+
+def planted(b, h, t, fill):
+    """A (b, h, t, t) attention tensor with rows built by ``fill(query) -> key``: one-hot maps with known answers."""
+    probs = torch.zeros(b, h, t, t)
+    for q in range(t):
+        probs[:, :, q, fill(q)] = 1.0
+    return probs

@@ -1,0 +1,108 @@
+"""The attention core: same probabilities as transformers' eager attention, padding-invariant, interventions."""
+import pytest
+import torch
+
+from bertattn_bench import attention
+from bertattn_bench.batching import encode_words, iter_batches
+from bertattn_bench.metrics.surface import SurfaceReducer
+
+
+def _inputs(tokenizer, texts):
+    return tokenizer(texts, padding=True, return_tensors="pt")
+
+
+def test_probabilities_match_output_attentions(tiny, tokenizer):
+    """Observed maps equal the model's own output_attentions (eager), padding included."""
+    import copy
+
+    from transformers import AutoModel
+
+    ref = AutoModel.from_config(copy.deepcopy(tiny.model.config), attn_implementation="eager")
+    ref.load_state_dict(tiny.model.state_dict())
+    ref.eval()
+    batch = _inputs(tokenizer, ["a short one", "a somewhat longer sentence than the first one"])
+    seen = {}
+    with torch.no_grad(), attention.attention_run(tiny.model, observe=lambda l, p: seen.__setitem__(l, p.clone())):
+        ours = tiny.model(**batch)
+    with torch.no_grad():
+        theirs = ref(**batch, output_attentions=True)
+    assert len(seen) == tiny.info.n_layers == len(theirs.attentions)
+    for layer, probs in seen.items():
+        torch.testing.assert_close(probs, theirs.attentions[layer], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(ours.last_hidden_state, theirs.last_hidden_state, atol=1e-5, rtol=1e-5)
+
+
+def test_padding_mask_reaches_the_attention_function(tiny, tokenizer):
+    """transformers 5 drops the mask for unregistered custom attention; padded keys must get zero weight."""
+    batch = _inputs(tokenizer, ["x", "a much longer sentence with padding for the first"])
+    seen = {}
+    with torch.no_grad(), attention.attention_run(tiny.model, observe=lambda l, p: seen.__setitem__(l, p.clone())):
+        tiny.model(**batch)
+    pad = batch["attention_mask"][0] == 0
+    assert pad.any()
+    assert float(seen[0][0, :, :, pad].abs().max()) == 0.0
+
+
+def _surface_stats(tiny, tokenizer, sentences, batch_size):
+    enc = [encode_words(tokenizer, i, s) for i, s in enumerate(sentences)]
+    red = SurfaceReducer(tiny.info.n_layers, tiny.info.n_heads, "cpu")
+    (res,) = attention.run_reducers(tiny.model, iter_batches(enc, tokenizer, "cpu", batch_size), [red])
+    return res
+
+
+def test_batched_equals_one_by_one(tiny, tokenizer, sentences):
+    """Statistics do not depend on batching or padding (Clark: no padded positions in any statistic)."""
+    batched = _surface_stats(tiny, tokenizer, sentences, batch_size=4)
+    single = _surface_stats(tiny, tokenizer, sentences, batch_size=1)
+    assert batched.n_segments == single.n_segments == len(sentences)
+    for name in batched.stats:
+        torch.testing.assert_close(batched.stats[name], single.stats[name], atol=1e-5, rtol=1e-4)
+
+
+def test_uniform_attention_intervention(tiny, tokenizer):
+    """Kovaleva §4.6: a disabled head attends 1/L to every real token, others are untouched."""
+    batch = _inputs(tokenizer, ["one two", "one two three four five"])
+    seen = {}
+    edit = attention.uniform_attention([(1, 2)])
+    with torch.no_grad(), attention.attention_run(tiny.model, observe=lambda l, p: seen.__setitem__(l, p.clone()),
+                                                  edit_probs=edit):
+        tiny.model(**batch)
+    lengths = batch["attention_mask"].sum(-1)
+    for b, n in enumerate(lengths.tolist()):
+        row = seen[1][b, 2, 0]
+        torch.testing.assert_close(row[:n], torch.full((n,), 1.0 / n))
+        assert float(row[n:].sum()) == 0.0
+    assert not torch.allclose(seen[1][:, 1], seen[1][:, 2])
+
+
+def test_zero_heads_is_distinct_from_uniform(tiny, tokenizer):
+    """Michel §3: ξ_h = 0 removes a head's output; all-zero gates in a layer equal removing its attention output."""
+    batch = _inputs(tokenizer, ["the cat sat on the mat"])
+    with torch.no_grad():
+        base = tiny.model(**batch).last_hidden_state
+        gates = attention.zero_heads(tiny.info.n_layers, tiny.info.n_heads, [(0, 1)])
+        with attention.attention_run(tiny.model, head_gates=gates):
+            zeroed = tiny.model(**batch).last_hidden_state
+        with attention.attention_run(tiny.model, edit_probs=attention.uniform_attention([(0, 1)])):
+            uniform = tiny.model(**batch).last_hidden_state
+        after = tiny.model(**batch).last_hidden_state  # the run ended: back to the plain model
+    assert not torch.allclose(base, zeroed)
+    assert not torch.allclose(zeroed, uniform)
+    torch.testing.assert_close(after, base)
+
+
+def test_model_loaded_elsewhere_is_refused(tokenizer):
+    from transformers import BertConfig, BertModel
+
+    from bertattn_bench.errors import ModelLoadError
+
+    config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16)
+    model = BertModel(config, add_pooling_layer=False)
+    with pytest.raises(ModelLoadError, match="attention implementation"):
+        attention.attention_modules(model)
+
+
+def test_head_names_are_one_based():
+    assert attention.head_name(0, 0) == "1-1"
+    assert attention.head_name(7, 9) == "8-10"
