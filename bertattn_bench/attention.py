@@ -185,7 +185,7 @@ def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], e
     if progress:
         from tqdm.auto import tqdm
 
-        batches = tqdm(batches, desc=desc, unit="batch", leave=False)
+        batches = tqdm(batches, desc=desc, unit="batch", leave=False, disable=None)  # quiet when not a TTY
     with torch.inference_mode(), attention_run(model, observe, edit_probs, head_gates):
         for batch in batches:
             for r in reducers:

@@ -128,6 +128,13 @@ def _claims_from_file(path: Path) -> list[Claim]:
             raise BenchError(f"{path}: claim #{i + 1} ({entry.get('id', '?')}): {exc}") from exc
         if claim.comparison not in COMPARISONS:
             raise BenchError(f"{path}: claim {claim.id}: unknown comparison {claim.comparison!r}")
+        t = claim.threshold
+        if claim.comparison == "in_band" and t not in DEPTH_BANDS:
+            raise BenchError(f"{path}: claim {claim.id}: unknown depth band {t!r} (known: {', '.join(DEPTH_BANDS)})")
+        if claim.comparison == "between" and not (isinstance(t, list) and len(t) == 2):
+            raise BenchError(f"{path}: claim {claim.id}: 'between' needs threshold = [low, high], got {t!r}")
+        if claim.comparison not in ("in_band", "between") and not isinstance(t, (int, float)):
+            raise BenchError(f"{path}: claim {claim.id}: comparison {claim.comparison!r} needs a number, got {t!r}")
         out.append(claim)
     return out
 

@@ -17,6 +17,7 @@ import pytest
 from .claims import ClaimOutcome, evaluate, load_baseline, load_claims
 from .errors import BenchError
 from .model import EMBEDDED, RANDOM_PREFIX, load_model
+from .report import _num
 from .passes import DEFAULT_CORPUS, FAMILY_CORPORA, PREPARE, PassResult
 from .settings import DATA_DIR_ENV, DEVICE_ENV, MODEL_ENV, resolve_data_dir
 
@@ -157,7 +158,7 @@ def pytest_generate_tests(metafunc):
 def failure_message(o: ClaimOutcome) -> str:
     if o.baseline_ok is not None:
         return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
-                f"{o.verdict}) but the recorded baseline is {o.baseline:.4g} "
+                f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
                 f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}: {o.detail}")
     return (f"{o.claim_id} on {o.model} / {o.corpus}: {o.statement} — measured {o.measured:.4g} {o.unit} "
             f"(n={o.n} {o.n_unit}), needs {o.comparison}: {o.detail}")

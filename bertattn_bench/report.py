@@ -22,7 +22,11 @@ def _check(o: ClaimOutcome) -> str:
         return "skip"
     if o.baseline_ok is None:
         return "PASS" if o.passed else "FAIL"
-    return ("PASS" if o.baseline_ok else "FAIL") + f" (baseline {o.baseline:.4g})"
+    return ("PASS" if o.baseline_ok else "FAIL") + f" (baseline {_num(o.baseline)})"
+
+
+def _num(value) -> str:
+    return "none" if value is None else f"{value:.4g}"
 
 
 def rows(outcomes: list[ClaimOutcome]) -> list[dict]:

@@ -383,3 +383,11 @@ def test_batch_without_arcs(tok):
     assert int(res.n_arcs.sum()) == 0
     assert float(res.correct.sum()) == 0.0
     assert float(res.accuracy().sum()) == 0.0
+
+
+def test_words_the_tokenizer_drops_become_unk(tok):
+    # a zero-width space and a NUL have no pieces; each must still be one word (as [UNK]) so word ids line up
+    enc = encode_words(tok, 0, ["a", "\u200b", "b", "\x00"])
+    assert enc.word_index == [-1, 0, 1, 2, 3, -1]
+    assert enc.input_ids[2] == tok.unk_token_id and enc.input_ids[4] == tok.unk_token_id
+    assert enc.n_words == 4

@@ -51,6 +51,8 @@ def _blocks(text: str):
 
 
 def _check_block(path: Path, start: int, lines: list[str]) -> None:
+    """Column count, integer ids and HEADs in range, each error at its own line."""
+    n_words = sum(1 for ln in lines if not ln.startswith("#") and ln.split("\t")[0].isdigit())
     for offset, line in enumerate(lines):
         if line.startswith("#"):
             continue
@@ -65,6 +67,11 @@ def _check_block(path: Path, start: int, lines: list[str]) -> None:
             raise DataError(f"{where}: malformed CoNLL-U: word id {tid!r} is not an integer")
         if not cols[6].isdigit():
             raise DataError(f"{where}: malformed CoNLL-U: HEAD {cols[6]!r} of word {tid} is not an integer")
+    for offset, line in enumerate(lines):  # second pass: every line is well-formed, so n_words is right
+        cols = line.split("\t")
+        if not line.startswith("#") and cols[0].isdigit() and int(cols[6]) > n_words:
+            raise DataError(f"{path}:{start + offset}: malformed CoNLL-U: HEAD {cols[6]} of word {cols[0]} "
+                            f"is out of range 0..{n_words}")
 
 
 def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:

@@ -1,0 +1,436 @@
+"""Claims catalogue, comparisons, depth bands and the baseline-vs-claim judgement of ``evaluate``."""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from bertattn_bench import registry
+from bertattn_bench.batching import Skipped
+from bertattn_bench.claims import (COMPARISONS, REFERENCE_DIR, Claim, baseline_key, evaluate, load_baseline,
+                                   load_claims)
+from bertattn_bench.errors import BenchError
+from bertattn_bench.model import ModelInfo
+from bertattn_bench.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, relative_depth
+
+# ---- the catalogue ------------------------------------------------------------------------------------------
+
+
+def test_every_reference_file_loads_with_known_metrics_and_unique_ids():
+    files = sorted(REFERENCE_DIR.glob("*.toml"))
+    assert files, "no reference_numbers/*.toml"
+    claims = load_claims()
+    metrics = registry.load_all_metrics()
+    ids = [c.id for c in claims]
+    assert len(ids) == len(set(ids))
+    assert len(claims) >= len(files)
+    for c in claims:
+        assert c.metric in metrics, c.id
+        assert c.comparison in COMPARISONS, c.id
+        assert c.paper and c.family and c.source and c.statement and c.reference, c.id
+        assert c.tolerance >= 0, c.id
+        # the params fit the metric's signature (first argument: the pass result)
+        inspect.signature(metrics[c.metric]).bind(None, **c.params)
+        if c.comparison == "between":
+            lo, hi = c.threshold
+            assert lo <= hi, c.id
+        elif c.comparison == "in_band":
+            assert c.threshold in DEPTH_BANDS, c.id
+        else:
+            assert isinstance(c.threshold, (int, float)) and not isinstance(c.threshold, bool), c.id
+
+
+def test_each_file_contributes_its_family():
+    for path in sorted(REFERENCE_DIR.glob("*.toml")):
+        family = path.stem.split("_", 1)[1]
+        claims = load_claims(family=family)
+        assert claims and all(c.family == family for c in claims), path
+
+
+def test_family_filter_partitions_the_catalogue():
+    all_claims = load_claims()
+    families = {c.family for c in all_claims}
+    assert sum(len(load_claims(family=f)) for f in families) == len(all_claims)
+    assert load_claims(family="no_such_family") == []
+
+
+# ---- bad catalogues -----------------------------------------------------------------------------------------
+
+GOOD_ENTRY = """
+[meta]
+paper = "P"
+family = "fam"
+source = "S"
+
+[[claim]]
+id = "{id}"
+section = "§1"
+statement = "s"
+reference = "r"
+metric = "{metric}"
+comparison = "{comparison}"
+threshold = 1
+rationale = "why"
+tolerance = 0.5
+tolerance_rationale = "why"
+"""
+
+
+def entry(id="x.one", metric="best_head_gap", comparison=">"):
+    return GOOD_ENTRY.format(id=id, metric=metric, comparison=comparison)
+
+
+def test_good_tmp_catalogue_loads(tmp_path):
+    (tmp_path / "p_fam.toml").write_text(entry(), encoding="utf-8")
+    (c,) = load_claims(tmp_path)
+    assert (c.id, c.paper, c.family, c.source, c.threshold) == ("x.one", "P", "fam", "S", 1)
+    assert c.params == {} and c.requires == {} and c.learned is True and c.reference_value is None
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    (tmp_path / "a_ok.toml").write_text(entry(), encoding="utf-8")
+    bad = tmp_path / "b_bad.toml"
+    bad.write_text('[meta]\npaper = "unterminated\n', encoding="utf-8")
+    with pytest.raises(BenchError) as err:
+        load_claims(tmp_path)
+    assert str(bad) in str(err.value)
+    assert "TOML" in str(err.value)
+
+
+def test_unknown_field_names_the_file_and_claim(tmp_path):
+    bad = tmp_path / "p_fam.toml"
+    bad.write_text(entry() + 'colour = "red"\n', encoding="utf-8")
+    with pytest.raises(BenchError) as err:
+        load_claims(tmp_path)
+    assert str(bad) in str(err.value) and "x.one" in str(err.value) and "colour" in str(err.value)
+
+
+def test_missing_field_names_the_file(tmp_path):
+    bad = tmp_path / "p_fam.toml"
+    bad.write_text(entry().replace('tolerance = 0.5\n', ''), encoding="utf-8")
+    with pytest.raises(BenchError) as err:
+        load_claims(tmp_path)
+    assert str(bad) in str(err.value) and "tolerance" in str(err.value)
+
+
+def test_unknown_comparison_names_the_file(tmp_path):
+    bad = tmp_path / "p_fam.toml"
+    bad.write_text(entry(comparison="=="), encoding="utf-8")
+    with pytest.raises(BenchError) as err:
+        load_claims(tmp_path)
+    assert str(bad) in str(err.value) and "==" in str(err.value)
+
+
+def test_unknown_metric_is_an_error(tmp_path):
+    (tmp_path / "p_fam.toml").write_text(entry(metric="no_such_metric_abc"), encoding="utf-8")
+    with pytest.raises(BenchError, match="no_such_metric_abc"):
+        load_claims(tmp_path)
+
+
+def test_duplicate_ids_across_files(tmp_path):
+    (tmp_path / "a_fam.toml").write_text(entry(id="dup"), encoding="utf-8")
+    (tmp_path / "b_fam.toml").write_text(entry(id="dup"), encoding="utf-8")
+    with pytest.raises(BenchError, match="dup"):
+        load_claims(tmp_path)
+
+
+def test_bench_error_is_not_raised_for_an_empty_directory(tmp_path):
+    assert load_claims(tmp_path) == []
+
+
+# ---- comparisons ----------------------------------------------------------------------------------------------
+
+def claim(comparison: str, threshold, **kw) -> Claim:
+    base = dict(id="t.claim", paper="P", section="§0", statement="s", family="fam", metric="test_constant_metric_xyz",
+                comparison=comparison, threshold=threshold, reference="r", source="S", rationale="why",
+                tolerance=0.5, tolerance_rationale="why")
+    return Claim(**(base | kw))
+
+
+@pytest.mark.parametrize("comparison, threshold, true_for, false_for", [
+    (">", 1.0, [1.0001, 5], [1.0, 0.5, -3]),
+    (">=", 1.0, [1.0, 1.5], [0.9999, -1]),
+    ("<", 1.0, [0.9999, -7], [1.0, 2]),
+    ("<=", 1.0, [1.0, 0.0], [1.0001, 9]),
+    ("between", [0.0, 20.0], [0.0, 10, 20.0], [-0.001, 20.001]),
+    (">", 0, [1e-9], [0, -1e-9]),
+])
+def test_compare(comparison, threshold, true_for, false_for):
+    c = claim(comparison, threshold)
+    for v in true_for:
+        assert c.compare(v) is True, (comparison, threshold, v)
+    for v in false_for:
+        assert c.compare(v) is False, (comparison, threshold, v)
+
+
+@pytest.mark.parametrize("layer, n_layers, band", [
+    (1, 6, "early"), (2, 6, "early"), (3, 6, "middle"), (4, 6, "middle"), (5, 6, "late"), (6, 6, "late"),
+    (1, 12, "early"), (4, 12, "early"), (5, 12, "middle"), (8, 12, "middle"), (9, 12, "late"), (12, 12, "late"),
+])
+def test_depth_bands_thirds(layer, n_layers, band):
+    """Layer k (1-based) of L: thirds as in the registry comment (L1-4/L5-8/L9-12 of 12, L1-2/L3-4/L5-6 of 6)."""
+    depth = relative_depth(layer - 1, n_layers)
+    assert depth == pytest.approx(layer / n_layers)
+    holding = [b for b in ("early", "middle", "late") if in_band(depth, b)]
+    assert holding == [band]
+    assert claim("in_band", band).compare(depth) is True
+    for other in {"early", "middle", "late"} - {band}:
+        assert claim("in_band", other).compare(depth) is False
+
+
+@pytest.mark.parametrize("layer, n_layers, first_half", [(3, 6, True), (4, 6, False), (6, 12, True), (7, 12, False)])
+def test_first_half_band(layer, n_layers, first_half):
+    assert in_band(relative_depth(layer - 1, n_layers), "first_half") is first_half
+
+
+def test_last_band_is_only_the_last_layer():
+    assert in_band(relative_depth(5, 6), "last") and in_band(relative_depth(11, 12), "last")
+    assert not in_band(relative_depth(4, 6), "last") and not in_band(relative_depth(10, 12), "last")
+
+
+def test_zero_depth_means_no_peak_and_is_in_no_band():
+    assert not any(in_band(0.0, b) for b in DEPTH_BANDS)
+
+
+@pytest.mark.parametrize("comparison, threshold", [
+    (">", 0), (">=", 0), ("<", 0), ("<=", 0), ("between", [-1e9, 1e9]), ("in_band", "early"), ("in_band", "last"),
+    (">", float("-inf")), ("<", float("inf")),
+])
+def test_nan_never_holds(comparison, threshold):
+    assert claim(comparison, threshold).compare(float("nan")) is False
+
+
+def test_describe_comparison():
+    assert claim("between", [0.0, 20.0]).describe_comparison() == "in [0.0, 20.0]"
+    assert claim(">=", 10).describe_comparison() == ">= 10"
+    assert claim("in_band", "early").describe_comparison() == "early (0.00, 0.33] of depth"
+
+
+# ---- evaluate ---------------------------------------------------------------------------------------------
+
+METRIC = "test_constant_metric_xyz"
+NA_METRIC = "test_not_applicable_metric_xyz"
+
+
+def _constant(pr, scale: float = 1.0) -> Measurement:
+    """Reads the fake pass result: ``result`` is the value, ``n_examples`` the n."""
+    return Measurement(pr.result * scale, n=pr.n_examples, n_unit="things", detail="constant", head="2-3", unit="u")
+
+
+def _not_applicable(pr) -> Measurement:
+    raise NotApplicable("nothing to measure here")
+
+
+for _name, _fn in ((METRIC, _constant), (NA_METRIC, _not_applicable)):
+    if _name not in registry.METRICS:
+        registry.metric(_name)(_fn)
+
+
+def info(**kw) -> ModelInfo:
+    base = dict(name="fake-model", slug="fake-model", n_layers=6, n_heads=12, max_positions=512, has_mlm_head=False,
+                attn_implementation="bertattn_eager", device="cpu", cls_token_id=101, sep_token_id=102,
+                pad_token_id=0)
+    return ModelInfo(**(base | kw))
+
+
+@dataclass
+class FakePass:
+    result: float
+    n_examples: int = 100
+    model: ModelInfo = field(default_factory=info)
+    data: str = "fake data"
+    corpus: str = "fake_corpus"
+    skipped: Skipped = field(default_factory=Skipped)
+
+
+def baseline(measured, holds, n=100, claim_id="t.claim", corpus="fake_corpus") -> dict:
+    return {"results": {baseline_key(claim_id, corpus): {"measured": measured, "holds": holds, "n": n}}}
+
+
+def test_registered_test_metrics():
+    metrics = registry.load_all_metrics()
+    assert metrics[METRIC] is _constant or metrics[METRIC].__name__ == "_constant"
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.metric(METRIC)(_constant)
+
+
+def test_no_baseline_passed_follows_holds():
+    c = claim(">", 1.0)
+    out = evaluate(c, FakePass(2.0))
+    assert (out.measured, out.holds, out.passed, out.baseline, out.baseline_ok) == (2.0, True, True, None, None)
+    assert (out.n, out.n_unit, out.unit, out.head) == (100, "things", "u", "2-3")
+    assert out.verdict == "holds"
+    assert out.comparison == "> 1.0" and out.model == "fake-model" and out.corpus == "fake_corpus"
+    out = evaluate(c, FakePass(0.5))
+    assert (out.holds, out.passed, out.verdict) == (False, False, "does not hold")
+    out = evaluate(c, FakePass(2.0), baseline={})
+    assert out.passed is True and out.baseline_ok is None
+
+
+def test_params_are_passed_to_the_metric():
+    out = evaluate(claim(">", 1.0, params={"scale": 3.0}), FakePass(0.5))
+    assert out.measured == 1.5 and out.holds is True
+
+
+def test_baseline_within_tolerance_passes_even_when_the_claim_does_not_hold():
+    c = claim(">", 1.0, tolerance=0.5)
+    out = evaluate(c, FakePass(0.5), baseline(0.8, holds=False))
+    assert out.holds is False
+    assert out.baseline == 0.8 and out.baseline_holds is False
+    assert out.baseline_ok is True and out.passed is True
+
+
+def test_baseline_at_exactly_the_tolerance_passes():
+    c = claim(">", 10.0, tolerance=0.5)
+    out = evaluate(c, FakePass(2.0), baseline(2.5, holds=False))
+    assert out.baseline_ok is True and out.passed is True
+
+
+def test_baseline_outside_tolerance_fails_even_when_the_claim_holds():
+    c = claim(">", 1.0, tolerance=0.5)
+    out = evaluate(c, FakePass(3.0), baseline(2.4, holds=True))
+    assert out.holds is True
+    assert out.baseline_ok is False and out.passed is False
+
+
+def test_baseline_with_a_different_verdict_fails():
+    # within tolerance but the value crossed the threshold: holds now, did not when recorded
+    c = claim(">", 1.0, tolerance=0.5)
+    out = evaluate(c, FakePass(1.1), baseline(0.9, holds=False))
+    assert out.holds is True
+    assert out.baseline_ok is False and out.passed is False
+
+
+def test_baseline_with_a_different_n_fails():
+    c = claim(">", 1.0, tolerance=0.5)
+    out = evaluate(c, FakePass(2.0, n_examples=100), baseline(2.0, holds=True, n=99))
+    assert out.baseline_ok is False and out.passed is False
+    out = evaluate(c, FakePass(2.0, n_examples=100), baseline(2.0, holds=True, n=100))
+    assert out.baseline_ok is True and out.passed is True
+
+
+def test_baseline_without_n_fails():
+    c = claim(">", 1.0)
+    b = {"results": {baseline_key("t.claim", "fake_corpus"): {"measured": 2.0, "holds": True}}}
+    assert evaluate(c, FakePass(2.0), b).baseline_ok is False
+
+
+def test_baseline_with_no_measured_value_fails():
+    c = claim(">", 1.0)
+    out = evaluate(c, FakePass(2.0), baseline(None, holds=True))
+    assert out.baseline_ok is False and out.passed is False
+
+
+def test_baseline_of_another_corpus_or_claim_is_ignored():
+    c = claim(">", 1.0)
+    out = evaluate(c, FakePass(0.0), baseline(0.0, holds=False, corpus="other_corpus"))
+    assert out.baseline_ok is None and out.passed is False  # follows holds
+    out = evaluate(c, FakePass(2.0), baseline(0.0, holds=False, claim_id="other.claim"))
+    assert out.baseline_ok is None and out.passed is True
+
+
+def test_nan_measurement_never_passes():
+    c = claim(">", 1.0)
+    out = evaluate(c, FakePass(float("nan")))
+    assert out.holds is False and out.passed is False
+    out = evaluate(c, FakePass(float("nan")), baseline(float("nan"), holds=False))
+    assert out.baseline_ok is False and out.passed is False
+
+
+def test_skipped_examples_are_reported_in_the_detail():
+    pr = FakePass(2.0, skipped=Skipped(n=3, max_tokens=128, indices=[1, 2, 3]))
+    out = evaluate(claim(">", 1.0), pr)
+    assert out.detail == "constant [3 example(s) over 128 word pieces skipped]"
+    assert evaluate(claim(">", 1.0), FakePass(2.0)).detail == "constant"
+
+
+def test_unmet_requirements_skip_the_claim():
+    c = claim(">", 1.0, requires={"min_layers": 12})
+    out = evaluate(c, FakePass(2.0, model=info(n_layers=6)), baseline(2.0, holds=True))
+    assert out.skipped and "12 layers" in out.skipped and "fake-model" in out.skipped
+    assert (out.measured, out.holds, out.passed, out.baseline_ok) == (None, None, None, None)
+    assert out.verdict == "skipped" and out.n == 100 and out.n_unit == "examples"
+    out = evaluate(c, FakePass(2.0, model=info(n_layers=12)))
+    assert out.skipped is None and out.passed is True
+    c = claim(">", 1.0, requires={"mlm_head": True})
+    assert "masked-LM" in evaluate(c, FakePass(2.0)).skipped
+    assert evaluate(c, FakePass(2.0, model=info(has_mlm_head=True))).skipped is None
+
+
+def test_not_applicable_metric_skips_with_its_reason():
+    out = evaluate(claim(">", 1.0, metric=NA_METRIC), FakePass(2.0))
+    assert out.skipped == "nothing to measure here"
+    assert out.passed is None and out.holds is None
+
+
+def test_record_round_trip_keys():
+    out = evaluate(claim("between", [0, 5]), FakePass(2.0))
+    rec = out.record()
+    assert rec["claim_id"] == "t.claim" and rec["measured"] == 2.0 and rec["holds"] is True
+    assert rec["comparison"] == "in [0, 5]"
+
+
+def test_load_baseline_missing_and_invalid(tmp_path):
+    assert load_baseline("no-such-model", tmp_path) == {}
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(BenchError) as err:
+        load_baseline("broken", tmp_path)
+    assert str(tmp_path / "broken.json") in str(err.value)
+
+
+def test_recorded_baselines_name_known_claims():
+    """Every key of every committed baseline file is <known claim id>@<corpus> with the fields evaluate reads."""
+    ids = {c.id for c in load_claims()}
+    for path in sorted((REFERENCE_DIR / "baselines").glob("*.json")):
+        doc = load_baseline(path.stem)
+        for key, rec in doc.get("results", {}).items():
+            claim_id, _, corpus = key.rpartition("@")
+            assert claim_id in ids, (path, key)
+            assert corpus, (path, key)
+            assert {"measured", "holds", "n"} <= set(rec), (path, key)
+            assert isinstance(rec["measured"], (int, float)) and not math.isnan(rec["measured"]), (path, key)
+
+
+# ---- report (the claim table consumes ClaimOutcome) -------------------------------------------------------------
+
+def test_report_check_column():
+    from bertattn_bench.report import rows
+
+    ok = evaluate(claim(">", 1.0), FakePass(0.5), baseline(0.5, holds=False))
+    bad = evaluate(replace(claim(">", 1.0), id="t.other"), FakePass(3.0))
+    skipped = evaluate(claim(">", 1.0, metric=NA_METRIC, id="t.z"), FakePass(1.0))
+    table = {r["claim"]: r for r in rows([skipped, bad, ok])}
+    assert table["t.claim"]["check"] == "PASS (baseline 0.5)"
+    assert table["t.claim"]["verdict"] == "does not hold"
+    assert table["t.other"]["check"] == "PASS" and table["t.other"]["verdict"] == "holds"
+    assert table["t.z"]["check"] == "skip" and table["t.z"]["verdict"].startswith("skipped: ")
+    assert table["t.other"]["measured"] == "3 u [2-3]"
+
+
+def test_report_with_a_recorded_baseline_without_value():
+    """evaluate() accepts a recorded ``"measured": null`` (baseline_ok False, baseline None); the table must not crash."""
+    from bertattn_bench.report import rows, terminal_table
+
+    out = evaluate(claim(">", 1.0), FakePass(2.0), baseline(None, holds=True))
+    assert out.baseline is None and out.baseline_ok is False
+    (row,) = rows([out])
+    assert row["check"].startswith("FAIL")
+    assert "FAIL" in terminal_table([out])
+
+
+def test_write_report_files(tmp_path):
+    import json
+
+    from bertattn_bench.report import write_report
+
+    outs = [evaluate(claim(">", 1.0), FakePass(2.0)),
+            evaluate(claim(">", 1.0, metric=NA_METRIC, id="t.z"), FakePass(1.0))]
+    paths = write_report(outs, tmp_path / "rep")
+    assert [p.name for p in paths] == ["claims.md", "claims.csv", "claims.json"]
+    records = json.loads((tmp_path / "rep" / "claims.json").read_text(encoding="utf-8"))
+    assert [(r["claim_id"], r["verdict"], r["passed"]) for r in records] == [("t.claim", "holds", True),
+                                                                             ("t.z", "skipped", None)]
+    assert "t.claim" in (tmp_path / "rep" / "claims.md").read_text(encoding="utf-8")
+    assert (tmp_path / "rep" / "claims.csv").read_text(encoding="utf-8").count("\n") == 3
