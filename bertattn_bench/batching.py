@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 PUNCT_PIECES = (".", ",")
@@ -99,35 +100,35 @@ class Batch:
 
 
 def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:
+    """Pad on the host with numpy (one array per field), then one copy per field to ``device``."""
     b, t = len(examples), max(len(e.input_ids) for e in examples)
-    ids = torch.full((b, t), tokenizer.pad_token_id, dtype=torch.long)
-    types = torch.zeros((b, t), dtype=torch.long)
-    mask = torch.zeros((b, t), dtype=torch.long)
-    for i, e in enumerate(examples):
-        n = len(e.input_ids)
-        ids[i, :n] = torch.tensor(e.input_ids)
-        types[i, :n] = torch.tensor(e.token_type_ids)
-        mask[i, :n] = 1
-    punct_ids = torch.tensor(tokenizer.convert_tokens_to_ids(list(PUNCT_PIECES)))
+    lengths = np.array([len(e.input_ids) for e in examples])
+    mask = np.arange(t)[None, :] < lengths[:, None]
+    ids = np.full((b, t), tokenizer.pad_token_id, dtype=np.int64)
+    types = np.zeros((b, t), dtype=np.int64)
+    ids[mask] = np.concatenate([e.input_ids for e in examples])
+    types[mask] = np.concatenate([e.token_type_ids for e in examples])
+    punct_ids = tokenizer.convert_tokens_to_ids(list(PUNCT_PIECES))
+    to = lambda a: torch.from_numpy(a).to(device, non_blocking=True)  # noqa: E731
     batch = Batch(
         examples=examples,
-        input_ids=ids.to(device),
-        token_type_ids=types.to(device),
-        attention_mask=mask.to(device),
-        is_cls=((ids == tokenizer.cls_token_id) & mask.bool()).to(device),
-        is_sep=((ids == tokenizer.sep_token_id) & mask.bool()).to(device),
-        is_punct=(torch.isin(ids, punct_ids) & mask.bool()).to(device),
+        input_ids=to(ids),
+        token_type_ids=to(types),
+        attention_mask=to(mask.astype(np.int64)),
+        is_cls=to((ids == tokenizer.cls_token_id) & mask),
+        is_sep=to((ids == tokenizer.sep_token_id) & mask),
+        is_punct=to(np.isin(ids, punct_ids) & mask),
     )
     if with_words:
         w = max(e.n_words for e in examples)
-        word_to = torch.zeros((b, t, w))
-        for i, e in enumerate(examples):
-            pieces = torch.tensor([p for p, wi in enumerate(e.word_index) if wi >= 0], dtype=torch.long)
-            words = torch.tensor([wi for wi in e.word_index if wi >= 0], dtype=torch.long)
-            word_to[i, pieces, words] = 1.0
+        word = np.full((b, t), -1, dtype=np.int64)
+        word[mask] = np.concatenate([e.word_index for e in examples])
+        rows, pieces = np.nonzero(word >= 0)
+        word_to = np.zeros((b, t, w), dtype=np.float32)
+        word_to[rows, pieces, word[rows, pieces]] = 1.0
         counts = word_to.sum(1)  # (B, W)
-        word_from = word_to.transpose(1, 2) / counts.clamp(min=1).unsqueeze(-1)
-        batch.word_to, batch.word_from, batch.word_mask = word_to.to(device), word_from.to(device), (counts > 0).to(device)
+        word_from = word_to.transpose(0, 2, 1) / np.maximum(counts, 1)[:, :, None]
+        batch.word_to, batch.word_from, batch.word_mask = to(word_to), to(np.ascontiguousarray(word_from)), to(counts > 0)
     return batch
 
 

@@ -167,7 +167,9 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
     tok = _load_tokenizer(source, readable)
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
     try:
-        model = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION, **_hub_kwargs())
+        # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
+        model = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION, dtype=torch.float32,
+                                    **_hub_kwargs())
     except Exception as exc:
         if Path(source).exists():
             raise ModelLoadError(f"--model {name!r}: loading the folder failed: {exc}") from exc

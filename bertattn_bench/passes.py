@@ -55,6 +55,7 @@ class PreparedPass:
         dev = torch.device(self.loaded.info.device)
         sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
         reducer = self.make_reducer()
+        self.warm_up(dev)
         sync()
         start = time.perf_counter()
         batches = iter_batches(self.encoded, self.loaded.tokenizer, dev, self.batch_size, self.with_words)
@@ -64,6 +65,16 @@ class PreparedPass:
         seconds = time.perf_counter() - start
         return PassResult(self.family, self.corpus, self.data, self.loaded.info, self.finish(raw),
                           len(self.encoded), self.skipped, seconds)
+
+
+    def warm_up(self, device) -> None:
+        """One untimed forward pass on a small batch: CUDA context, cuBLAS handles and kernels load outside the
+        timing (a first pass on a GPU is several times slower than the rest)."""
+        if not self.encoded:
+            return
+        batch = next(iter_batches(self.encoded[:2], self.loaded.tokenizer, device, 2, False))
+        with torch.inference_mode():
+            self.loaded.model(**batch.model_inputs())
 
 
 def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,

@@ -47,15 +47,15 @@ class SurfaceReducer(Reducer):
     def __init__(self, n_layers: int, n_heads: int, device):
         self.sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for k in FIELDS}
         self.n_segments = 0
-        self.n_tokens = 0
-        self.sep_chance_sum = 0.0
+        self.n_tokens = torch.zeros((), dtype=torch.long, device=device)  # on device: no sync per batch
+        self.sep_chance_sum = torch.zeros((), dtype=torch.float64, device=device)
 
     def start_batch(self, batch) -> None:
         mask = batch.token_mask
         self.n_segments += mask.shape[0]
         lengths = mask.sum(-1)
-        self.n_tokens += int(lengths.sum())
-        self.sep_chance_sum += float((2.0 / lengths.double()).sum())
+        self.n_tokens += lengths.sum()
+        self.sep_chance_sum += (2.0 / lengths.double()).sum()
         has_prev = mask.clone()
         has_prev[:, 0] = False  # query 0 has no previous token
         has_next = torch.zeros_like(mask)
@@ -97,8 +97,8 @@ class SurfaceReducer(Reducer):
         return SurfaceResult(
             stats={k: (v / n).float().cpu() for k, v in self.sums.items()},
             n_segments=self.n_segments,
-            n_tokens=self.n_tokens,
-            sep_chance=self.sep_chance_sum / n,
+            n_tokens=int(self.n_tokens),
+            sep_chance=float(self.sep_chance_sum) / n,
         )
 
 

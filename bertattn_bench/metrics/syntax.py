@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..attention import Reducer, head_name
@@ -160,18 +161,21 @@ class DependencyReducer(Reducer):
 
     def __init__(self, arcs_per_example: list[list[Arc]], n_layers: int, n_heads: int, device,
                  relations=RELATIONS):
-        self.arcs = arcs_per_example
         self.relations = tuple(relations)
         self.rel_id = {r: i for i, r in enumerate(self.relations)}
+        # per example: (n_arcs, 4) int arrays [dependent, head, alt, relation id], built once, not per batch
+        self.arc_arrays = [np.array([(a.dependent, a.head, a.alt, self.rel_id[a.relation]) for a in arcs
+                                     if a.relation in self.rel_id], dtype=np.int64).reshape(-1, 4)
+                           for arcs in arcs_per_example]
         self.correct = torch.zeros(n_layers, 2, len(self.relations), n_heads, dtype=torch.float64, device=device)
         self.n_arcs = torch.zeros(len(self.relations), dtype=torch.long, device=device)
         self.device = device
         self.n_sentences = self.n_words = self.n_split = 0
 
     def start_batch(self, batch) -> None:
-        rows = [(b, a.dependent, a.head, a.alt, self.rel_id[a.relation])
-                for b, ex in enumerate(batch.examples) for a in self.arcs[ex.index] if a.relation in self.rel_id]
-        t = torch.tensor(rows, dtype=torch.long, device=self.device).view(-1, 5)
+        per = [self.arc_arrays[ex.index] for ex in batch.examples]
+        rows = np.concatenate([np.full((len(a), 1), b, dtype=np.int64) for b, a in enumerate(per)])
+        t = torch.from_numpy(np.concatenate([rows, np.concatenate(per)], axis=1)).to(self.device)
         self.arc_b, self.arc_dep, self.arc_head, self.arc_alt, self.arc_rel = t.unbind(1)
         self.n_arcs += torch.bincount(self.arc_rel, minlength=len(self.relations))
         self.batch = batch
