@@ -8,9 +8,10 @@ import pytest
 from bertattn_bench.claims import load_claims
 from bertattn_bench.model import RANDOM_PREFIX
 from bertattn_bench.pytest_plugin import Target, requested_corpora, requested_models
+from bertattn_bench.registry import families
 
 
-@pytest.mark.parametrize("family", ["surface", "dependency"])
+@pytest.mark.parametrize("family", sorted(families()))
 def test_learned_claims_fail_on_random_init(bench, request, family):
     base = requested_models(request.config)[0]
     name = base if base.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{base}"

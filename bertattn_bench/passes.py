@@ -15,9 +15,8 @@ import torch
 from .attention import run_reducers
 from .batching import Encoded, Skipped, drop_too_long, encode_pair, encode_words, iter_batches
 from .model import LoadedModel, ModelInfo
+from .registry import family
 
-FAMILY_CORPORA = {"surface": ("wikitext2", "gum_paragraphs"), "dependency": ("ewt_dev", "ewt_test", "gum_dev", "gum_test")}
-DEFAULT_CORPUS = {"surface": "wikitext2", "dependency": "ewt_dev"}
 
 
 @dataclass
@@ -77,6 +76,7 @@ class PreparedPass:
             self.loaded.model(**batch.model_inputs())
 
 
+@family("surface", corpora=("wikitext2", "gum_paragraphs"), default_corpus="wikitext2")
 def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                     limit: int | None = None, batch_size: int = 32) -> PreparedPass:
     """Clark §3: paragraph pairs of at most ``max_tokens`` pieces."""
@@ -93,6 +93,7 @@ def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext
                         batch_size=batch_size)
 
 
+@family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
 def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None,
                        batch_size: int = 32, max_tokens: int | None = None) -> PreparedPass:
     """Clark §4.2: one sentence per example; sentences longer than the model's positions are skipped, counted."""
@@ -115,5 +116,3 @@ def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_d
                         lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device),
                         finish=finish, with_words=True, batch_size=batch_size)
 
-
-PREPARE = {"surface": prepare_surface, "dependency": prepare_dependency}

@@ -18,7 +18,8 @@ from .claims import ClaimOutcome, evaluate, load_baseline, load_claims
 from .errors import BenchError
 from .model import EMBEDDED, RANDOM_PREFIX, load_model
 from .report import _num
-from .passes import DEFAULT_CORPUS, FAMILY_CORPORA, PREPARE, PassResult
+from .passes import PassResult
+from .registry import families
 from .settings import DATA_DIR_ENV, DEVICE_ENV, MODEL_ENV, resolve_data_dir
 
 
@@ -31,7 +32,7 @@ def pytest_addoption(parser):
     g.addoption("--device", default=None, help=f"auto (default: CUDA when present), cpu, cuda, cuda:N (env: {DEVICE_ENV})")
     g.addoption("--corpus", action="append", default=[],
                 help="family=corpus[,corpus] e.g. dependency=ewt_dev,gum_dev (defaults: "
-                     + ", ".join(f"{f}={c}" for f, c in DEFAULT_CORPUS.items()) + ")")
+                     + ", ".join(f"{f.name}={f.default_corpus}" for f in families().values()) + ")")
     g.addoption("--limit", type=int, default=None, help="at most N examples per corpus (quick runs; n is reported)")
     g.addoption("--batch-size", type=int, default=32, help="examples per forward pass (default 32)")
     g.addoption("--claims-report", default=None, metavar="DIR", help="write claims.md, claims.csv, claims.json to DIR")
@@ -64,16 +65,19 @@ def requested_models(config) -> list[str]:
 
 
 def requested_corpora(config, family: str) -> list[str]:
+    fams = families()
     for entry in config.getoption("--corpus"):
         fam, _, names = entry.partition("=")
+        if fam not in fams:
+            raise pytest.UsageError(f"--corpus {entry}: unknown family {fam!r}; known: {', '.join(fams)}")
         if fam == family:
             corpora = [c for c in names.split(",") if c]
-            unknown = [c for c in corpora if c not in FAMILY_CORPORA[family]]
+            unknown = [c for c in corpora if c not in fams[family].corpora]
             if unknown:
                 raise pytest.UsageError(f"--corpus {entry}: unknown {family} corpus {unknown}; "
-                                        f"known: {', '.join(FAMILY_CORPORA[family])}")
+                                        f"known: {', '.join(fams[family].corpora)}")
             return corpora
-    return [DEFAULT_CORPUS[family]]
+    return [fams[family].default_corpus]
 
 
 class BenchSession:
@@ -108,7 +112,7 @@ class BenchSession:
     def prepare(self, target: Target):
         loaded = self.model(target.model)
         try:
-            return PREPARE[target.family](loaded, self.data_dir, target.corpus, limit=self.config.getoption("--limit"),
+            return families()[target.family].prepare(loaded, self.data_dir, target.corpus, limit=self.config.getoption("--limit"),
                                           batch_size=self.config.getoption("--batch-size"))
         except BenchError as exc:
             pytest.fail(f"{target.family} / {target.corpus}: {exc}", pytrace=False)
@@ -204,7 +208,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 + (f"; {r.skipped.describe()}" if r.skipped.n else ""))
     report_dir = config.getoption("--claims-report")
     if report_dir:
+        from .registry import FIGURES
+
         paths = write_report(session.outcomes, Path(report_dir))
+        by_family: dict[str, list[PassResult]] = {}
+        for r in session.results.values():
+            by_family.setdefault(r.family, []).append(r)
+        for fam, results in sorted(by_family.items()):
+            if fam in FIGURES:
+                paths += FIGURES[fam](results, Path(report_dir) / "figures")
         terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
     record_dir = config.getoption("--record-baseline")
     if record_dir:

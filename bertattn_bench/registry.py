@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 METRICS: dict[str, Callable] = {}
+FAMILIES: dict[str, "Family"] = {}
+FIGURES: dict[str, Callable] = {}  # family -> fn(pass_results: list[PassResult], directory: Path) -> list[Path]
 
 # Relative-depth bands (Clark's layers rescaled: layer k of L sits at k/L). Thirds as in the claims catalogue:
 # early = L1-4 of 12 and L1-2 of 6; middle = L5-8 / L3-4; late = L9-12 / L5-6.
@@ -35,6 +37,34 @@ class Measurement:
     unit: str = ""
 
 
+@dataclass(frozen=True)
+class Family:
+    """A claim family: how to prepare its pass over one corpus, which corpora it knows, and the default."""
+
+    name: str
+    prepare: Callable  # (loaded, data_dir, corpus, limit=None, batch_size=32) -> passes.PreparedPass
+    corpora: tuple[str, ...]
+    default_corpus: str
+
+
+def family(name: str, corpora: tuple[str, ...], default_corpus: str):
+    """Register a family's prepare function (``bertattn_bench.passes.PreparedPass`` factory)."""
+    def register(fn):
+        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus)
+        return fn
+
+    return register
+
+
+def figure(family_name: str):
+    """Register a figure writer for a family: ``fn(pass_results, directory) -> list[Path]`` (matplotlib, Agg)."""
+    def register(fn):
+        FIGURES[family_name] = fn
+        return fn
+
+    return register
+
+
 def metric(name: str):
     def register(fn):
         if name in METRICS:
@@ -57,7 +87,17 @@ def in_band(depth: float, band: str) -> bool:
 
 
 def load_all_metrics() -> dict[str, Callable]:
-    """Import every metric module so its functions register."""
-    from .metrics import surface, syntax  # noqa: F401
+    """Import every module of ``bertattn_bench.metrics`` (and the passes) so metrics and families register."""
+    import importlib
+    import pkgutil
 
+    from . import metrics, passes  # noqa: F401
+
+    for mod in pkgutil.iter_modules(metrics.__path__):
+        importlib.import_module(f"{metrics.__name__}.{mod.name}")
     return METRICS
+
+
+def families() -> dict[str, Family]:
+    load_all_metrics()
+    return FAMILIES
