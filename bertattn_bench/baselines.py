@@ -64,14 +64,14 @@ def record_baselines(session, directory: Path) -> list[Path]:
         if path.is_file():  # keep what other corpora/claims recorded earlier
             old = json.loads(path.read_text(encoding="utf-8"))
             results = {**old.get("results", {}), **results}
-        info = next(r.model for r in session.results.values() if r.model.slug == slug)
+        info = next(p for p in session.passes if p["slug"] == slug)
         doc = {
             "provenance": {
-                "model": info.name, "source": info.source.replace(str(Path(sys.prefix)), "<venv>"),
+                "model": info["model"], "source": info["source"].replace(str(Path(sys.prefix)), "<venv>"),
                 "command": "pytest " + " ".join(session.config.invocation_params.args),
                 "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "commit": git_commit(), "data": data_files(session, {o.corpus for o in outcomes}),
-                "attn_implementation": info.attn_implementation, "device": info.device,
+                "attn_implementation": info["attn_implementation"], "device": info["device"],
                 "torch": torch.__version__, "transformers": transformers.__version__,
                 "python": platform.python_version(), "limit": session.config.getoption("--limit"),
             },

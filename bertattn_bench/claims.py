@@ -99,6 +99,8 @@ class ClaimOutcome:
     baseline: float | None = None
     baseline_holds: bool | None = None
     baseline_ok: bool | None = None
+    baseline_model: str | None = None  # whose recorded baseline ``baseline`` is
+    delta: float | None = None  # measured - baseline
     tolerance: float = 0.0
     skipped: str | None = None
     passed: bool | None = None
@@ -173,8 +175,13 @@ def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
         raise BenchError(f"{path}: invalid JSON baseline: {exc}") from exc
 
 
-def evaluate(claim: Claim, pass_result, baseline: dict | None = None) -> ClaimOutcome:
-    """Measure ``claim`` on a pass result and judge it against the paper and against the recorded baseline."""
+def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own") -> ClaimOutcome:
+    """Measure ``claim`` on a pass result and judge it against the paper and against a recorded baseline.
+
+    ``mode="own"``: the baseline is this model's; the check is value within tolerance, same verdict, same n.
+    ``mode="compare"``: the baseline is another model's (model A); the check fails only on a regression, a
+    claim that held on A and does not hold here.
+    """
     info = pass_result.model
     base = dict(claim_id=claim.id, paper=claim.paper, section=claim.section, statement=claim.statement,
                 model=info.name, model_slug=info.slug, data=pass_result.data, corpus=pass_result.corpus,
@@ -194,11 +201,17 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None) -> ClaimOu
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""))
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, pass_result.corpus))
-    if recorded is not None:
-        out.baseline, out.baseline_holds = recorded["measured"], recorded["holds"]
-        out.baseline_ok = (recorded["measured"] is not None and abs(m.value - recorded["measured"]) <= claim.tolerance
-                           + 1e-9 and recorded["holds"] == out.holds and recorded.get("n") == m.n)
-        out.passed = out.baseline_ok
+    if recorded is None:
+        out.passed = True if mode == "compare" else out.holds
+        return out
+    out.baseline, out.baseline_holds = recorded["measured"], recorded["holds"]
+    out.baseline_model = (baseline or {}).get("provenance", {}).get("model")
+    if recorded["measured"] is not None:
+        out.delta = m.value - recorded["measured"]
+    if mode == "compare":
+        out.baseline_ok = not (recorded["holds"] and not out.holds)
     else:
-        out.passed = out.holds
+        out.baseline_ok = (out.delta is not None and abs(out.delta) <= claim.tolerance + 1e-9
+                           and recorded["holds"] == out.holds and recorded.get("n") == m.n)
+    out.passed = out.baseline_ok
     return out

@@ -48,6 +48,7 @@ class PreparedPass:
     finish: Callable[[object], object] = lambda r: r
     with_words: bool = False
     batch_size: int = 32
+    data_paths: list = field(default_factory=list)  # files/folders read: part of the cache key
 
     def run(self, progress: bool = False) -> PassResult:
         """The timed attention core: batched forward passes reduced to statistics on the model's device."""
@@ -90,7 +91,7 @@ def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext
     info = loaded.info
     return PreparedPass("surface", corpus, f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces)", loaded,
                         encoded, skipped, lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device),
-                        batch_size=batch_size)
+                        batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
 
 
 @family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
@@ -114,5 +115,5 @@ def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_d
     return PreparedPass("dependency", corpus, f"{CORPORA[corpus]} (UD trees mapped to SD, Clark Table 1 relations)",
                         loaded, encoded, skipped,
                         lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device),
-                        finish=finish, with_words=True, batch_size=batch_size)
+                        finish=finish, with_words=True, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .claims import ClaimOutcome, evaluate, load_baseline, load_claims
+from .cache import CACHE_ENV, PassCache, cache_key
+from .claims import REFERENCE_DIR, ClaimOutcome, baseline_path, evaluate, load_baseline, load_claims
 from .errors import BenchError
 from .model import EMBEDDED, RANDOM_PREFIX, load_model
 from .report import _num
@@ -38,6 +39,11 @@ def pytest_addoption(parser):
     g.addoption("--claims-report", default=None, metavar="DIR", help="write claims.md, claims.csv, claims.json to DIR")
     g.addoption("--record-baseline", default=None, metavar="DIR", nargs="?", const="reference_numbers/baselines",
                 help="record every measured claim value as the model's baseline (default DIR reference_numbers/baselines)")
+    g.addoption("--compare-to", default=None, metavar="MODEL_OR_JSON",
+                help="judge every model against another model's recorded baseline (a model name/slug or a baseline "
+                     "JSON file): a claim that held there and does not hold here is a regression (test fails)")
+    g.addoption("--cache-dir", default=None, help=f"pass-result cache (default .bertattn_cache; env {CACHE_ENV})")
+    g.addoption("--no-cache", action="store_true", help="recompute every pass; read and write no cache")
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,14 @@ class BenchSession:
         self.config = config
         self.models: dict[str, object] = {}
         self.results: dict[Target, PassResult] = {}
-        self.outcomes: list[ClaimOutcome] = []
+        self.outcomes: list[ClaimOutcome] = []  # collected from test reports (also from xdist workers)
+        self.passes: list[dict] = []  # pass summaries from test reports: timings, model provenance
+        self.current_item = None
         self._data_dir = None
+        self._compare = None
+        cache_dir = None if config.getoption("--no-cache") else Path(
+            config.getoption("--cache-dir") or os.environ.get(CACHE_ENV) or Path(config.rootpath) / ".bertattn_cache")
+        self.cache = PassCache(cache_dir)
 
     @property
     def data_dir(self) -> Path:
@@ -117,22 +129,72 @@ class BenchSession:
         except BenchError as exc:
             pytest.fail(f"{target.family} / {target.corpus}: {exc}", pytrace=False)
 
+    def _cached(self, target: Target, compute, prepared, force: bool = False) -> PassResult:
+        info = prepared.loaded.info
+        key = cache_key(target.family, target.corpus, info, list(getattr(prepared, "data_paths", [])),
+                        {"limit": self.config.getoption("--limit"), "data": prepared.data})
+        path = self.cache.path(info.slug, target.family, target.corpus, key) if self.cache.directory else None
+        result, hit = self.cache.get_or_compute(path, compute, force=force)
+        self.results[target] = result
+        self._publish_pass(target, result, cached=hit, path=path)
+        return result
+
     def result(self, target: Target) -> PassResult:
+        """The pass for ``target``: from memory, else from the disk cache, else computed (and cached)."""
         if target not in self.results:
-            self.results[target] = self.prepare(target).run(progress=not os.environ.get("CI"))
+            prepared = self.prepare(target)
+            self._cached(target, lambda: prepared.run(progress=not os.environ.get("CI")), prepared)
         return self.results[target]
+
+    def _publish_pass(self, target: Target, r: PassResult, cached: bool, path: Path | None = None) -> None:
+        if self.current_item is not None:
+            self.current_item.user_properties.append(("bertattn_pass", {
+                "family": r.family, "corpus": r.corpus, "data": r.data, "model": r.model.name, "slug": r.model.slug,
+                "source": r.model.source, "device": r.model.device, "attn_implementation": r.model.attn_implementation,
+                "n_examples": r.n_examples, "seconds": r.seconds, "skipped": r.skipped.describe(), "cached": cached,
+                "limit": self.config.getoption("--limit"), "cache_path": str(path) if path else None}))
+
+    def compare_baseline(self) -> dict:
+        """The other model's baseline named by --compare-to (a JSON path, a model slug or name)."""
+        if self._compare is None:
+            name = self.config.getoption("--compare-to")
+            candidates = [Path(name), baseline_path(name), baseline_path(Path(name).name)]
+            if name in ("embedded", ""):
+                from .model import EMBEDDED_NAME
+
+                candidates.insert(0, baseline_path(EMBEDDED_NAME))
+            path = next((c for c in candidates if c.is_file()), None)
+            if path is None:
+                raise pytest.UsageError(f"--compare-to {name}: no baseline file (looked for {candidates[0]} and "
+                                        f"{baseline_path(name)}; record one with --record-baseline)")
+            self._compare = load_baseline_file(path)
+        return self._compare
 
     def outcome(self, claim, target: Target, negative_control: bool = False) -> ClaimOutcome:
         pr = self.result(target)
         recording = self.config.getoption("--record-baseline")
-        out = evaluate(claim, pr, None if (recording or negative_control) else load_baseline(pr.model.slug))
+        comparing = self.config.getoption("--compare-to") and not negative_control
+        if comparing:
+            out = evaluate(claim, pr, self.compare_baseline(), mode="compare")
+        else:
+            out = evaluate(claim, pr, None if (recording or negative_control) else load_baseline(pr.model.slug))
         if negative_control and out.skipped is None:
             out.passed = out.holds is False  # a learned-structure claim must fail on random weights
             out.comparison = f"NOT {out.comparison} (negative control)"
-        elif recording and out.skipped is None:
+        elif recording and out.skipped is None and not comparing:
             out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
-        self.outcomes.append(out)
+        if self.current_item is not None:
+            self.current_item.user_properties.append(("bertattn_outcome", out.record()))
         return out
+
+
+def load_baseline_file(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise pytest.UsageError(f"{path}: invalid baseline JSON: {exc}") from exc
 
 
 def _bench(config) -> BenchSession:
@@ -160,6 +222,10 @@ def pytest_generate_tests(metafunc):
 
 
 def failure_message(o: ClaimOutcome) -> str:
+    if o.baseline_ok is not None and o.baseline_model and o.baseline_model != o.model:
+        return (f"{o.claim_id} regressed on {o.model} / {o.corpus}: it holds on {o.baseline_model} "
+                f"(measured {_num(o.baseline)}) but not here: {o.measured:.4g} {o.unit} (n={o.n} {o.n_unit}), "
+                f"needs {o.comparison}: {o.detail}")
     if o.baseline_ok is not None:
         return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
                 f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
@@ -180,14 +246,62 @@ def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
 def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
     """Time one attention pass with pytest-benchmark and keep its result for the claims."""
     prepared = bench.prepare(target)
-    result = benchmark.pedantic(prepared.run, rounds=1, iterations=1, warmup_rounds=0)
-    bench.results[target] = result
+    # always timed (that is what this test measures); the fresh result replaces any cached one
+    result = bench._cached(target, lambda: benchmark.pedantic(prepared.run, rounds=1, iterations=1, warmup_rounds=0),
+                           prepared, force=True)
+    claims = {}
+    for claim in load_claims(family=target.family):
+        o = evaluate(claim, result)
+        claims[claim.id] = {"measured": o.measured, "n": o.n, "holds": o.holds, "head": o.head, "skipped": o.skipped}
     benchmark.extra_info.update({
+        "claims": claims,
         "model": result.model.name, "corpus": target.corpus, "data": result.data, "n_examples": result.n_examples,
         "examples_per_second": round(result.examples_per_second, 2), "device": result.model.device,
         "attn_implementation": result.model.attn_implementation, "skipped": result.skipped.describe(),
     })
     return result
+
+
+def pass_results(session: BenchSession) -> list[PassResult]:
+    """The pass results of this run: in memory, or (from xdist workers) loaded from the cache files they wrote."""
+    import pickle
+
+    out = {(r.model.slug, r.family, r.corpus): r for r in session.results.values()}
+    for p in session.passes:
+        key = (p["slug"], p["family"], p["corpus"])
+        if key not in out and p.get("cache_path") and Path(p["cache_path"]).is_file():
+            with open(p["cache_path"], "rb") as f:
+                out[key] = pickle.load(f)
+    return list(out.values())
+
+
+def pytest_runtest_setup(item):
+    _bench(item.config).current_item = item
+
+
+def pytest_runtest_teardown(item):
+    _bench(item.config).current_item = None
+
+
+class _ReportCollector:
+    """Collects outcomes from test reports' user_properties, so the table is the same with pytest-xdist workers."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "teardown":  # every phase's report carries the item's properties: read them once
+            return
+        bench = _bench(self.config)
+        for key, value in getattr(report, "user_properties", []):
+            if key == "bertattn_outcome":
+                bench.outcomes.append(ClaimOutcome(**value))
+            elif key == "bertattn_pass":
+                bench.passes.append(value)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_ReportCollector(config), "bertattn-report-collector")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -198,21 +312,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
     terminalreporter.write_line(terminal_table(session.outcomes))
-    timings = [r for r in session.results.values()]
-    if timings:
+    if session.passes:
         terminalreporter.write_line("")
-        for r in timings:
+        seen = set()
+        for p in session.passes:
+            key = (p["slug"], p["family"], p["corpus"], p["cached"])
+            if key in seen:
+                continue
+            seen.add(key)
+            rate = p["n_examples"] / p["seconds"] if p["seconds"] else float("nan")
+            what = "loaded from cache (computed earlier: " if p["cached"] else "attention core: "
             terminalreporter.write_line(
-                f"attention core: {r.model.name} / {r.corpus}: {r.n_examples} examples in {r.seconds:.2f}s = "
-                f"{r.examples_per_second:.1f}/s on {r.model.device} ({r.model.attn_implementation})"
-                + (f"; {r.skipped.describe()}" if r.skipped.n else ""))
+                f"{what}{p['model']} / {p['family']}:{p['corpus']}: {p['n_examples']} examples in {p['seconds']:.2f}s"
+                f" = {rate:.1f}/s on {p['device']}{')' if p['cached'] else ''}"
+                + (f"; {p['skipped']}" if p["skipped"] else ""))
     report_dir = config.getoption("--claims-report")
     if report_dir:
         from .registry import FIGURES
 
         paths = write_report(session.outcomes, Path(report_dir))
         by_family: dict[str, list[PassResult]] = {}
-        for r in session.results.values():
+        for r in pass_results(session):
             by_family.setdefault(r.family, []).append(r)
         for fam, results in sorted(by_family.items()):
             if fam in FIGURES:

@@ -22,6 +22,11 @@ def _check(o: ClaimOutcome) -> str:
         return "skip"
     if o.baseline_ok is None:
         return "PASS" if o.passed else "FAIL"
+    if o.baseline_model and o.baseline_model != o.model:  # --compare-to: judged against another model
+        verdict = "ok" if o.baseline_ok else "REGRESSION"
+        held = "held" if o.baseline_holds else "did not hold"
+        delta = f", Δ {o.delta:+.3g}" if o.delta is not None else ""
+        return f"{verdict} (A={_num(o.baseline)}, {held}{delta})"
     return ("PASS" if o.baseline_ok else "FAIL") + f" (baseline {_num(o.baseline)})"
 
 

@@ -1,0 +1,35 @@
+"""Command line: ``python -m bertattn_bench record|compare|run`` (thin wrappers over the pytest benchmarks).
+
+  record  [--model M] [pytest args]           record M's baseline into reference_numbers/baselines/
+  compare --model B --against A [pytest args] run B, judged against A's recorded baseline: exit 1 on a regression
+  run     [pytest args]                       the claim benchmarks (same as `pytest benchmarks`)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pytest
+
+    parser = argparse.ArgumentParser(prog="python -m bertattn_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["record", "compare", "run"])
+    parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
+    args, rest = parser.parse_known_args(argv)
+    pytest_args = [str(ROOT / "benchmarks"), "-p", "no:cacheprovider", "--rootdir", str(ROOT), *rest]
+    if args.command == "record":
+        pytest_args.append("--record-baseline")
+    elif args.command == "compare":
+        if not args.against:
+            parser.error("compare needs --against MODEL_A")
+        pytest_args += ["--compare-to", args.against]
+    return int(pytest.main(pytest_args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
