@@ -330,13 +330,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if report_dir:
         from .registry import FIGURES
 
-        paths = write_report(session.outcomes, Path(report_dir))
         by_family: dict[str, list[PassResult]] = {}
         for r in pass_results(session):
             by_family.setdefault(r.family, []).append(r)
+        figures = []
         for fam, results in sorted(by_family.items()):
             if fam in FIGURES:
-                paths += FIGURES[fam](results, Path(report_dir) / "figures")
+                figures += FIGURES[fam](results, Path(report_dir) / "figures")
+        paths = write_report(session.outcomes, Path(report_dir), figures) + figures
         terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
     record_dir = config.getoption("--record-baseline")
     if record_dir:

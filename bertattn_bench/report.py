@@ -58,7 +58,20 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 46) -> str:
     return tabulate(table, headers="keys", tablefmt="github") + summary
 
 
-def write_report(outcomes: list[ClaimOutcome], directory: Path) -> list[Path]:
+def markdown_page(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> str:
+    """One page: the table, each claim's detail (heads, per-layer values, baselines) with its n, the figures."""
+    details = "\n".join(f"- **{o.claim_id}** ({o.model}, {o.corpus}, n={o.n} {o.n_unit}): {o.statement} "
+                        f"{o.detail or o.skipped or ''}" for o in outcomes)
+    page = ("# bertattn-bench: claims vs measured\n\n" + tabulate(rows(outcomes), headers="keys", tablefmt="github")
+            + "\n\n## Details\n\n" + details + "\n")
+    if figures:
+        links = [f"![{Path(f).stem}]({Path(f).relative_to(directory).as_posix()})" for f in figures]
+        page += "\n## Figures\n\n" + "\n\n".join(links) + "\n"
+    return page
+
+
+def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> list[Path]:
+    """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a list, one record per claim/model/corpus)."""
     directory.mkdir(parents=True, exist_ok=True)
     records = [o.record() | {"verdict": o.verdict} for o in outcomes]
     json_path = directory / "claims.json"
@@ -66,8 +79,5 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path) -> list[Path]:
     csv_path = directory / "claims.csv"
     pd.DataFrame.from_records(records).to_csv(csv_path, index=False)
     md_path = directory / "claims.md"
-    md_path.write_text("# bertattn-bench: claims vs measured\n\n"
-                       + tabulate(rows(outcomes), headers="keys", tablefmt="github") + "\n\n## Details\n\n"
-                       + "\n".join(f"- **{o.claim_id}** ({o.model}, {o.corpus}, n={o.n} {o.n_unit}): {o.statement} "
-                                   f"{o.detail or o.skipped or ''}" for o in outcomes) + "\n", encoding="utf-8")
+    md_path.write_text(markdown_page(outcomes, directory, figures), encoding="utf-8")
     return [md_path, csv_path, json_path]
