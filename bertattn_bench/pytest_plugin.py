@@ -245,10 +245,15 @@ def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
 
 def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
     """Time one attention pass with pytest-benchmark and keep its result for the claims."""
-    prepared = bench.prepare(target)
-    # always timed (that is what this test measures); the fresh result replaces any cached one
-    result = bench._cached(target, lambda: benchmark.pedantic(prepared.run, rounds=1, iterations=1, warmup_rounds=0),
-                           prepared, force=True)
+    if getattr(benchmark, "disabled", False):
+        # --benchmark-disable (or xdist): nothing is timed, so a finished pass is read from the cache (resume)
+        result = bench.result(target)
+        benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    else:
+        prepared = bench.prepare(target)
+        # timed, so always computed; the fresh result replaces any cached one
+        result = bench._cached(target, lambda: benchmark.pedantic(prepared.run, rounds=1, iterations=1,
+                                                                  warmup_rounds=0), prepared, force=True)
     claims = {}
     for claim in load_claims(family=target.family):
         o = evaluate(claim, result)
