@@ -67,12 +67,16 @@ class Claim:
         return in_band(value, t)
 
     def unmet_requirement(self, info) -> str | None:
+        if self.requires.get("unavailable"):
+            return self.requires["unavailable"]
         need_layers = self.requires.get("min_layers")
         if need_layers and info.n_layers < need_layers:
             return (f"needs {need_layers} layers (the claim names bert-base layer/head ids); "
                     f"{info.name} has {info.n_layers}")
         if self.requires.get("mlm_head") and not info.has_mlm_head:
             return f"needs a masked-LM head; {info.name} has none"
+        if self.requires.get("model_type") and self.requires["model_type"] not in info.name:
+            return f"the claim names {self.requires['model_type']}'s heads; {info.name} is another model"
         return None
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from .attention import run_reducers
@@ -88,10 +89,18 @@ def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext
     pairs, not_fitting = load_segments(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
     encoded = [encode_pair(loaded.tokenizer, i, p.first, p.second) for i, p in enumerate(pairs)]
     skipped = Skipped(n=not_fitting, max_tokens=max_tokens)  # paragraphs that fit in no pair: counted, not silent
-    info = loaded.info
+    info, tok = loaded.info, loaded.tokenizer
+
+    def finish(result):
+        counts = result.token_counts.clone()
+        counts[tok.all_special_ids] = 0
+        top = torch.topk(counts, 20)
+        result.top_tokens = list(zip(tok.convert_ids_to_tokens(top.indices.tolist()), top.values.tolist()))
+        return result
+
     return PreparedPass("surface", corpus, f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces)", loaded,
-                        encoded, skipped, lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device),
-                        batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
+                        encoded, skipped, lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device, len(tok)),
+                        finish=finish, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
 
 
 @family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
@@ -99,13 +108,14 @@ def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_d
                        batch_size: int = 32, max_tokens: int | None = None) -> PreparedPass:
     """Clark §4.2: one sentence per example; sentences longer than the model's positions are skipped, counted."""
     from .data.ud import CORPORA, load_corpus
-    from .metrics.syntax import DependencyReducer, offset_baselines, sd_arcs
+    from .metrics.syntax import NOMINAL_UPOS, DependencyReducer, offset_baselines, sd_arcs
 
     sentences = load_corpus(data_dir, corpus, limit)
     encoded_all = [encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)]
     encoded, skipped = drop_too_long(encoded_all, min(max_tokens or loaded.info.max_positions, loaded.info.max_positions))
     arcs = [sd_arcs(s) for s in sentences]
     kept_arcs = [arcs[e.index] for e in encoded]
+    nominal = [np.array([u in NOMINAL_UPOS for u in s.upos], dtype=bool) for s in sentences]
     info = loaded.info
 
     def finish(result):
@@ -114,6 +124,6 @@ def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_d
 
     return PreparedPass("dependency", corpus, f"{CORPORA[corpus]} (UD trees mapped to SD, Clark Table 1 relations)",
                         loaded, encoded, skipped,
-                        lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device),
+                        lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device, nominal_per_example=nominal),
                         finish=finish, with_words=True, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
 

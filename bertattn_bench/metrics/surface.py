@@ -25,6 +25,8 @@ class SurfaceResult:
     n_segments: int
     n_tokens: int
     sep_chance: float  # mean over segments of 2 / L (share a twice-occurring token gets by chance)
+    token_counts: torch.Tensor | None = None  # (vocab,) word-piece frequencies over the segments
+    top_tokens: list = None  # [(piece, count)] most frequent first, special tokens excluded (set by the pass)
 
     def per_layer(self, name: str) -> torch.Tensor:
         """Mean over heads: Clark Fig. 2's per-layer curves."""
@@ -44,17 +46,20 @@ def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class SurfaceReducer(Reducer):
     """Accumulates every §3 statistic per (layer, head) in running sums on the model's device."""
 
-    def __init__(self, n_layers: int, n_heads: int, device):
+    def __init__(self, n_layers: int, n_heads: int, device, vocab_size: int | None = None):
         self.sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for k in FIELDS}
         self.n_segments = 0
         self.n_tokens = torch.zeros((), dtype=torch.long, device=device)  # on device: no sync per batch
         self.sep_chance_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.token_counts = torch.zeros(vocab_size, dtype=torch.long, device=device) if vocab_size else None
 
     def start_batch(self, batch) -> None:
         mask = batch.token_mask
         self.n_segments += mask.shape[0]
         lengths = mask.sum(-1)
         self.n_tokens += lengths.sum()
+        if self.token_counts is not None:
+            self.token_counts += torch.bincount(batch.input_ids[mask], minlength=self.token_counts.numel())
         self.sep_chance_sum += (2.0 / lengths.double()).sum()
         has_prev = mask.clone()
         has_prev[:, 0] = False  # query 0 has no previous token
@@ -99,6 +104,7 @@ class SurfaceReducer(Reducer):
             n_segments=self.n_segments,
             n_tokens=int(self.n_tokens),
             sep_chance=float(self.sep_chance_sum) / n,
+            token_counts=None if self.token_counts is None else self.token_counts.cpu(),
         )
 
 
@@ -247,3 +253,32 @@ def fraction_layers_close(pr, stat: str, other: str, tolerance: float, exclude_l
     diffs = " ".join(f"L{i + 1}={d:+.2f}" for i, d in enumerate((a - b).tolist()))
     return Measurement(close / len(a), detail=f"{close} of {len(a)} layers; differences {diffs}", **_n(pr.result))
 
+
+
+@metric("frequency_rank")
+def frequency_rank(pr, pieces: tuple) -> Measurement:
+    """Worst frequency rank of ``pieces`` among the segments' word pieces, specials excluded (Clark §3.2:
+    "." and "," are the most frequent tokens after "the")."""
+    top = pr.result.top_tokens or []
+    ranks = {p: next((i + 1 for i, (t, _) in enumerate(top) if t == p), None) for p in pieces}
+    missing = [p for p, r in ranks.items() if r is None]
+    worst = float("inf") if missing else float(max(ranks.values()))
+    return Measurement(worst, n=int(pr.result.n_tokens), n_unit="pieces", unit="rank",
+                       detail="ranks " + ", ".join(f"{p!r}={r}" for p, r in ranks.items())
+                       + "; top: " + " ".join(f"{t}({c})" for t, c in top[:6]))
+
+
+@metric("example_heads_bert_base")
+def example_heads_bert_base(pr) -> Measurement:
+    """Clark Fig. 1's example heads (bert-base ids): 1-1 broad, 3-1 next token, 8-7 [SEP], 11-6 punctuation.
+    Counts how many of the four behave as shown."""
+    st = pr.result.stats
+    entropy = st["entropy"].flatten()
+    checks = {
+        "1-1 in the top entropy quartile": bool(st["entropy"][0, 0] >= entropy.quantile(0.75)),
+        "3-1 next token > 0.5": bool(st["next"][2, 0] > 0.5),
+        "8-7 [SEP] > 0.5": bool(st["to_sep"][7, 6] > 0.5),
+        "11-6 mostly punctuation": bool(st["to_punct"][10, 5] > max(st["to_sep"][10, 5], st["to_cls"][10, 5])),
+    }
+    return Measurement(float(sum(checks.values())), unit="of 4", detail="; ".join(
+        f"{k}: {'yes' if v else 'no'}" for k, v in checks.items()), **_n(pr.result))

@@ -17,6 +17,7 @@ aux         aux, plus ``mark`` with XPOS ``TO`` (SD treats infinitival "to" as a
 mark        mark without XPOS ``TO``
 auxpass     aux:pass
 poss        nmod:poss; its ``'s`` (a ``case`` child) also counts as the dependent (Clark §4.2: "counts 's as correct")
+poss_s      (not in Table 1) that ``'s`` → the possessed noun: Clark's head 7-6 treats 's as the dependent
 pobj        a ``case`` child c (UPOS ADP) of an obl/nmod word n (not nmod:poss): SD pobj(head=c, dependent=n)
 prep        the same c, with n's head g: SD prep(head=g, dependent=c)
 ==========  ===================================================================================================
@@ -35,8 +36,11 @@ import torch
 
 from ..attention import Reducer, head_name
 
-RELATIONS = ("All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss", "auxpass",
-             "ccomp", "mark", "prt")
+TABLE1 = ("All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss", "auxpass",
+          "ccomp", "mark", "prt")
+# poss_s: the possessive 's (UD case child of an nmod:poss word) → the possessed noun (Clark §4.2, head 7-6)
+RELATIONS = TABLE1 + ("poss_s",)
+NOMINAL_UPOS = ("NOUN", "PROPN")
 DIRECTIONS = ("dependent→head", "head→dependent")
 UD_TO_SD = {"det": "det", "compound": "nn", "compound:prt": "prt", "obj": "dobj", "nsubj": "nsubj",
             "amod": "amod", "advmod": "advmod", "ccomp": "ccomp", "aux": "aux", "aux:pass": "auxpass",
@@ -78,6 +82,8 @@ def sd_arcs(sentence) -> list[Arc]:
             alt = next((c for c in children[i] if sentence.deprels[c] == "case"
                         and sentence.words[c].lower() in POSSESSIVE_MARKERS), -1)
             arcs.append(Arc("poss", i, g, alt))
+            if alt >= 0:
+                arcs.append(Arc("poss_s", alt, g))
         elif rel in UD_TO_SD:
             arcs.append(Arc(UD_TO_SD[rel], i, g))
         elif rel == "case" and sentence.upos[i] == "ADP" and _is_nominal_modifier(sentence.deprels[g]):
@@ -137,6 +143,10 @@ class DependencyResult:
     n_sentences: int
     n_words: int
     n_split_words: int  # words of more than one word piece
+    all_correct_with_special: torch.Tensor | None = None  # (L, H): All, dependent→head, [CLS]/[SEP] candidates too
+    sink_share: torch.Tensor | None = None  # (L, H, 2): mean attention to [CLS]+[SEP] from [non-nominal, nominal] words
+    n_nominal: tuple[int, int] = (0, 0)  # words counted in sink_share: (non-nominal, nominal)
+    max_row_sum_error: float = 0.0  # max |sum of a word's attention over words + [CLS]/[SEP] - 1|
 
     def accuracy(self) -> torch.Tensor:
         """Percent correct, (n_layers, 2, n_relations, n_heads)."""
@@ -160,8 +170,10 @@ class DependencyReducer(Reducer):
     """Per (layer, direction, relation, head) counts of correct argmax predictions, accumulated on device."""
 
     def __init__(self, arcs_per_example: list[list[Arc]], n_layers: int, n_heads: int, device,
-                 relations=RELATIONS):
+                 relations=RELATIONS, nominal_per_example: list | None = None):
         self.relations = tuple(relations)
+        # per example: bool array, word is a noun/proper noun (for the no-op [SEP] claim, Clark §3.2 / Fig. 5)
+        self.nominal = nominal_per_example
         self.rel_id = {r: i for i, r in enumerate(self.relations)}
         # per example: (n_arcs, 4) int arrays [dependent, head, alt, relation id], built once, not per batch
         self.arc_arrays = [np.array([(a.dependent, a.head, a.alt, self.rel_id[a.relation]) for a in arcs
@@ -169,6 +181,11 @@ class DependencyReducer(Reducer):
                            for arcs in arcs_per_example]
         self.correct = torch.zeros(n_layers, 2, len(self.relations), n_heads, dtype=torch.float64, device=device)
         self.n_arcs = torch.zeros(len(self.relations), dtype=torch.long, device=device)
+        self.with_special = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
+        self.sink_sum = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)
+        self.n_nominal = torch.zeros(2, dtype=torch.long, device=device)
+        self.max_row_error = torch.zeros((), dtype=torch.float64, device=device)
+        self.all_id = self.rel_id.get("All", -1)
         self.device = device
         self.n_sentences = self.n_words = self.n_split = 0
 
@@ -179,6 +196,14 @@ class DependencyReducer(Reducer):
         self.arc_b, self.arc_dep, self.arc_head, self.arc_alt, self.arc_rel = t.unbind(1)
         self.n_arcs += torch.bincount(self.arc_rel, minlength=len(self.relations))
         self.batch = batch
+        w = batch.word_mask.shape[1]
+        nominal = np.zeros((len(batch.examples), w), dtype=bool)
+        if self.nominal is not None:
+            for i, ex in enumerate(batch.examples):
+                nominal[i, :ex.n_words] = self.nominal[ex.index]
+        self.is_nominal = torch.from_numpy(nominal).to(self.device) & batch.word_mask
+        self.is_other = ~self.is_nominal & batch.word_mask
+        self.n_nominal += torch.stack([self.is_other.sum(), self.is_nominal.sum()])
         self.n_sentences += len(batch.examples)
         for ex in batch.examples:
             pieces = Counter(w for w in ex.word_index if w >= 0)
@@ -187,10 +212,22 @@ class DependencyReducer(Reducer):
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         b = self.batch
-        words = b.word_from.unsqueeze(1) @ probs.float() @ b.word_to.unsqueeze(1)  # (B, H, W, W)
+        from_words = b.word_from.unsqueeze(1) @ probs.float()  # (B, H, W, T): mean over the pieces attending
+        words = from_words @ b.word_to.unsqueeze(1)  # (B, H, W, W): sum over the pieces attended to
+        special = torch.stack([(from_words * b.is_cls[:, None, None, :]).sum(-1),
+                               (from_words * b.is_sep[:, None, None, :]).sum(-1)], dim=-1)  # (B, H, W, 2)
         w = words.shape[-1]
         invalid = ~b.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=words.device)
-        pred = words.masked_fill(invalid, float("-inf")).argmax(-1).transpose(1, 2)  # (B, W, H)
+        masked = words.masked_fill(invalid, float("-inf"))
+        pred = masked.argmax(-1).transpose(1, 2)  # (B, W, H)
+        # Clark fn. 2: the same argmax with [CLS]/[SEP] as candidates (index W, W+1 never equals a word)
+        pred_special = torch.cat([masked, special], dim=-1).argmax(-1).transpose(1, 2)
+        row_sum = words.sum(-1) + special.sum(-1)  # every word's attention sums to 1 (Clark §4.1)
+        self.max_row_error = torch.maximum(self.max_row_error,
+                                           ((row_sum - 1).abs() * b.word_mask[:, None, :]).max().double())
+        sink = special.sum(-1)  # (B, H, W)
+        self.sink_sum[layer, :, 0] += (sink * self.is_other[:, None, :]).sum((0, 2)).double()
+        self.sink_sum[layer, :, 1] += (sink * self.is_nominal[:, None, :]).sum((0, 2)).double()
         has_alt = (self.arc_alt >= 0).unsqueeze(1)
         alt = self.arc_alt.clamp(min=0)
         head = self.arc_head.unsqueeze(1)
@@ -202,6 +239,10 @@ class DependencyReducer(Reducer):
         head_to_dep = (from_head == dep) | (has_alt & (from_head == alt.unsqueeze(1)))
         self.correct[layer, 0].index_add_(0, self.arc_rel, dep_to_head.double())
         self.correct[layer, 1].index_add_(0, self.arc_rel, head_to_dep.double())
+        if self.all_id >= 0:
+            is_all = self.arc_rel == self.all_id
+            hit = pred_special[self.arc_b[is_all], self.arc_dep[is_all]] == head[is_all]
+            self.with_special[layer] += hit.double().sum(0)
 
     def finalize(self) -> DependencyResult:
         return DependencyResult(
@@ -212,6 +253,10 @@ class DependencyReducer(Reducer):
             n_sentences=self.n_sentences,
             n_words=self.n_words,
             n_split_words=self.n_split,
+            all_correct_with_special=self.with_special.cpu(),
+            sink_share=(self.sink_sum / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
+            n_nominal=tuple(int(x) for x in self.n_nominal),
+            max_row_sum_error=float(self.max_row_error),
         )
 
 
@@ -244,7 +289,7 @@ def best_head_accuracy(pr, relation: str) -> Measurement:
 
 
 @metric("direction_agreement")
-def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = RELATIONS[1:]) -> Measurement:
+def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = TABLE1[1:]) -> Measurement:
     """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2)."""
     agree, lines = 0, []
     for r in relations:
@@ -269,7 +314,7 @@ def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
 
 
 @metric("max_relations_per_head")
-def max_relations_per_head(pr, margin: float, relations: tuple = RELATIONS[1:]) -> Measurement:
+def max_relations_per_head(pr, margin: float, relations: tuple = TABLE1[1:]) -> Measurement:
     """The most relations any one head beats the offset baseline on by ``margin`` points (Clark §1, §4.2)."""
     res = pr.result
     acc = res.accuracy().amax(dim=1)  # best direction, (L, R, H)
@@ -297,3 +342,40 @@ def right_branching_accuracy(pr, relation: str = "All") -> Measurement:
     base = pr.result.baselines[relation]
     return Measurement(base.right_branching, n=base.n, n_unit="arcs", unit="%",
                        detail=f"best fixed offset {base.offset:+d}: {base.accuracy:.1f}%")
+
+
+@metric("ignore_special_tokens")
+def ignore_special_tokens(pr, max_change: float) -> Measurement:
+    """Share of heads whose All accuracy changes by <= ``max_change`` points when [CLS]/[SEP] may be predicted
+    (Clark §4.1 fn. 2: ignoring them "does not significantly change the accuracies for most heads")."""
+    res = pr.result
+    r = res.relations.index("All")
+    n = int(res.n_arcs[r])
+    without = 100.0 * res.correct[:, 0, r, :] / max(n, 1)
+    with_special = 100.0 * res.all_correct_with_special / max(n, 1)
+    change = (with_special - without).abs()
+    small = int((change <= max_change).sum())
+    worst = int(torch.argmax(change))
+    layer, head = divmod(worst, change.shape[1])
+    return Measurement(small / change.numel(), n=n, n_unit="arcs", detail=(
+        f"{small} of {change.numel()} heads within {max_change} points; largest change {head_name(layer, head)}: "
+        f"{without[layer, head]:.1f}% → {with_special[layer, head]:.1f}%"))
+
+
+@metric("noop_sink_by_nominality")
+def noop_sink_by_nominality(pr, relation: str = "dobj") -> Measurement:
+    """In the best head for ``relation`` (Clark: 8-10 for dobj), non-nominal words' attention to [CLS]+[SEP]
+    minus nominal words' (Clark §3.2, Fig. 5: words outside the head's function attend to the no-op)."""
+    res = pr.result
+    best = res.best_head(relation)
+    other, nominal = res.sink_share[best.layer, best.head].tolist()
+    return Measurement(other - nominal, n=sum(res.n_nominal), n_unit="words", head=best.name, unit="share", detail=(
+        f"best {relation} head {best.describe()}: non-nominal → [CLS]+[SEP] {other:.3f} "
+        f"(n={res.n_nominal[0]}), nominal → {nominal:.3f} (n={res.n_nominal[1]})"))
+
+
+@metric("word_map_row_sum_error")
+def word_map_row_sum_error(pr) -> Measurement:
+    """Largest |row sum - 1| of the word-level maps with [CLS]/[SEP] kept (Clark §4.1: sums stay 1)."""
+    return Measurement(pr.result.max_row_sum_error, n=pr.result.n_words, n_unit="words",
+                       detail="sum over word columns + [CLS] + [SEP], per word, every head and layer")
