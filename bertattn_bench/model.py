@@ -168,12 +168,17 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
     try:
         # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
-        model = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION, dtype=torch.float32,
-                                    **_hub_kwargs())
+        model, loading = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION,
+                                             dtype=torch.float32, output_loading_info=True, **_hub_kwargs())
     except Exception as exc:
         if Path(source).exists():
             raise ModelLoadError(f"--model {name!r}: loading the folder failed: {exc}") from exc
         raise _hub_error(readable, exc) from exc
+    prefix = getattr(model, "base_model_prefix", "")
+    missing_head = [k for k in loading.get("missing_keys", []) if not k.startswith(prefix + ".")]
+    if with_mlm_head and missing_head:  # transformers would silently give a randomly initialised head
+        raise ModelLoadError(f"--model {name!r}: the checkpoint has no masked-LM head weights "
+                             f"(missing {missing_head[:3]}...); claims that need an MLM head cannot use it")
     return _finish(model, tok, readable, slug, source, dev, None)
 
 

@@ -322,7 +322,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         seen = set()
         for p in session.passes:
             key = (p["slug"], p["family"], p["corpus"], p["cached"])
-            if key in seen:
+            if key in seen or not p["n_examples"]:
                 continue
             seen.add(key)
             rate = p["n_examples"] / p["seconds"] if p["seconds"] else float("nan")
