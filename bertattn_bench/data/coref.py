@@ -1,0 +1,357 @@
+"""Coreference chains from GUM (Clark et al. §4.3 with GUM standing in for CoNLL-2012), cut into model-sized windows.
+
+GUM's per-document CoNLL-U files carry coreference as CorefUD brackets in MISC: ``Entity=(12-person-...`` opens a
+mention of entity 12, ``12)`` closes it, ``(12-...)`` is a one-word mention. The ``# global.Entity`` comment names
+the fields of an opening bracket (``GRP-etype-infstat-salience-centering-minspan-link-identity``); we read the
+entity (GRP) and the link type.
+
+Conventions (ours, to approximate OntoNotes/CoNLL-2012, which Clark used):
+
+* **Singletons are dropped** (entities with one mention in the document): OntoNotes does not annotate them.
+* **Appositive and copular-predicate mentions** (GUM link ``appos`` / ``pred``) are dropped: OntoNotes does not
+  link them by identity coreference.
+* A mention's **head word** is its syntactic head: the word of the span whose UD head lies outside the span (the
+  highest in the tree if several). Its **type** follows the head's UPOS: PRON → pronoun, PROPN → proper, else
+  nominal.
+* **Windows**: Clark truncated documents to 128 tokens; we cut every document into non-overlapping windows of
+  consecutive whole sentences of at most ``max_tokens`` word pieces ([CLS] and [SEP] included). A sentence that
+  alone does not fit is skipped (counted). A mention counts as an anaphor only if an antecedent (an earlier
+  mention of its entity, by head-word position) lies in the same window.
+
+Splits: the ``# newdoc id`` lines of ``ud_english_gum/en_gum-ud-{dev,test}.conllu`` (``gum/files.*`` are stale,
+see ``gum/SOURCE.md``); train = the other documents.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DataError
+from .ud import _blocks, _check_block
+
+KINDS = ("pronoun", "proper", "nominal")
+DROPPED_LINKS = ("appos", "pred")
+GUM_DOCUMENTS = "gum/documents"
+SPLIT_FILES = {"dev": "ud_english_gum/en_gum-ud-dev.conllu", "test": "ud_english_gum/en_gum-ud-test.conllu"}
+CORPORA = {"gum_dev": "dev", "gum_test": "test", "gum_train": "train"}
+DEFAULT_ENTITY_FIELDS = ("GRP", "etype", "infstat", "salience", "centering", "minspan", "link", "identity")
+_BRACKET = re.compile(r"\(([^()]+)\)|\(([^()]+)|([^()]+)\)")
+
+
+def mention_kind(upos: str) -> str:
+    """Clark Table 2's mention types from the head word's UPOS."""
+    return "pronoun" if upos == "PRON" else "proper" if upos == "PROPN" else "nominal"
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A mention over document word indices ``[start, end)``; ``head`` is a document word index."""
+
+    start: int
+    end: int
+    entity: str
+    head: int
+    kind: str
+    link: str = ""
+    source: str = ""  # file:line of its opening bracket
+
+
+@dataclass
+class CorefDocument:
+    doc_id: str
+    path: str
+    words: list[str]
+    upos: list[str]
+    feats: list[dict]
+    heads: list[int]  # document word index of the syntactic head, -1 for a sentence root
+    sentence_starts: list[int]  # document word index of each sentence's first word
+    mentions: list[Mention]  # singletons and dropped link types removed, sorted by (head, start)
+    n_singletons: int = 0
+    n_dropped: int = 0  # appositive / predicate mentions
+
+
+@dataclass(frozen=True)
+class Anaphor:
+    """A non-first mention in a window, with everything the head and the baselines need (window word indices)."""
+
+    head: int
+    kind: str
+    antecedent_heads: tuple[int, ...]  # head words of the earlier mentions of the same entity in the window
+    nearest: bool  # the nearest preceding mention is coreferent (Clark's "nearest other mention")
+    head_word: bool  # the nearest preceding mention with the same (lower-cased) head word is coreferent
+    rules: bool  # the 4-sieve rule-based system picks a coreferent mention
+    source: str = ""
+
+
+@dataclass
+class CorefWindow:
+    doc_id: str
+    offset: int  # document word index of the window's first word
+    words: list[str]
+    anaphors: list[Anaphor]
+    n_mentions: int
+
+
+@dataclass
+class WindowStats:
+    n_windows: int = 0
+    n_sentences: int = 0
+    n_skipped_sentences: int = 0  # sentences longer than a window on their own
+    n_cut_mentions: int = 0  # mentions that straddle a window boundary
+    n_mentions: int = 0  # mentions inside windows
+    n_first: int = 0  # mentions with no antecedent in their window (not scored)
+    n_singletons: int = 0  # dropped: entities with one mention in their document
+    n_dropped_links: int = 0  # dropped: appositive / predicate mentions
+    skipped_sources: list[str] = field(default_factory=list)
+
+
+# ---- reading ---------------------------------------------------------------------------------------------------
+
+def _parse_feats(text: str) -> dict:
+    if text in ("_", ""):
+        return {}
+    return dict(kv.split("=", 1) for kv in text.split("|") if "=" in kv)
+
+
+def _entity_value(misc: str) -> str | None:
+    for item in misc.split("|"):
+        if item.startswith("Entity="):
+            return item[len("Entity="):]
+    return None
+
+
+def read_gum_document(path: str | Path) -> CorefDocument:
+    """One GUM document: words, UD heads, FEATS and its coreference mentions (see the module doc)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"missing GUM document: {path}")
+    text = path.read_text(encoding="utf-8")
+    fields = list(DEFAULT_ENTITY_FIELDS)
+    doc_id = path.stem
+    words, upos, feats, heads, sentence_starts = [], [], [], [], []
+    open_stack: list[tuple[str, int, str, str]] = []  # (entity, start, link, source)
+    raw: list[tuple[int, int, str, str, str]] = []  # (start, end, entity, link, source)
+    for start, lines in _blocks(text):
+        _check_block(path, start, lines)
+        base = len(words)
+        sentence_starts.append(base)
+        for offset, line in enumerate(lines):
+            where = f"{path}:{start + offset}"
+            if line.startswith("#"):
+                key, _, value = line[1:].partition("=")
+                if key.strip() == "global.Entity":
+                    fields = value.strip().split("-")
+                elif key.strip() == "newdoc id":
+                    doc_id = value.strip()
+                continue
+            cols = line.split("\t")
+            if not cols[0].isdigit():
+                if _entity_value(cols[9]) is not None:
+                    raise DataError(f"{where}: Entity= on a multiword-token or empty-node line is not supported")
+                continue
+            i = len(words)
+            if int(cols[0]) != i - base + 1:
+                raise DataError(f"{where}: word id {cols[0]} out of order (expected {i - base + 1})")
+            words.append(cols[1])
+            upos.append(cols[3])
+            feats.append(_parse_feats(cols[5]))
+            h = int(cols[6])
+            heads.append(base + h - 1 if h > 0 else -1)
+            value = _entity_value(cols[9])
+            if value is not None:
+                _parse_brackets(value, i, fields, open_stack, raw, where)
+    if open_stack:
+        ent, _, _, src = open_stack[-1]
+        raise DataError(f"{src}: mention of entity {ent} is never closed (Entity= bracket)")
+    if not words:
+        raise DataError(f"{path}: no words found (empty or not CoNLL-U)")
+    return _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw)
+
+
+def _parse_brackets(value, i, fields, open_stack, raw, where) -> None:
+    pos = 0
+    link_at = fields.index("link") if "link" in fields else None
+    for m in _BRACKET.finditer(value):
+        if m.start() != pos:
+            break
+        pos = m.end()
+        single, opening, closing = m.groups()
+        desc = single or opening
+        if desc is not None:
+            parts = desc.split("-")
+            entity = parts[0]
+            if not entity or "[" in entity:
+                raise DataError(f"{where}: unsupported Entity= bracket {desc!r} (discontinuous mentions are not read)")
+            link = parts[link_at] if link_at is not None and len(parts) > link_at else ""
+            if single is not None:
+                raw.append((i, i + 1, entity, link, where))
+            else:
+                open_stack.append((entity, i, link, where))
+        else:
+            entity = closing
+            for k in range(len(open_stack) - 1, -1, -1):
+                if open_stack[k][0] == entity:
+                    ent, s, link, src = open_stack.pop(k)
+                    raw.append((s, i + 1, ent, link, src))
+                    break
+            else:
+                raise DataError(f"{where}: Entity= closes {entity!r}, which is not open")
+    if pos != len(value):
+        raise DataError(f"{where}: malformed Entity= value {value!r} (CorefUD brackets expected)")
+
+
+def span_head(start: int, end: int, heads: list[int]) -> int:
+    """The span's syntactic head: the word whose head lies outside ``[start, end)``; the highest if several."""
+    def depth(i: int) -> int:
+        d = 0
+        while heads[i] >= 0 and d < 1000:
+            i, d = heads[i], d + 1
+        return d
+
+    outside = [i for i in range(start, end) if not start <= heads[i] < end]
+    return min(outside, key=lambda i: (depth(i), i))
+
+
+def _build_document(doc_id, path, words, upos, feats, heads, sentence_starts, raw) -> CorefDocument:
+    sizes: dict[str, int] = {}
+    for _, _, ent, link, _ in raw:
+        if link not in DROPPED_LINKS:
+            sizes[ent] = sizes.get(ent, 0) + 1
+    mentions, singletons, dropped = [], 0, 0
+    seen = set()
+    for s, e, ent, link, src in raw:
+        if link in DROPPED_LINKS:
+            dropped += 1
+            continue
+        if sizes[ent] < 2:
+            singletons += 1
+            continue
+        h = span_head(s, e, heads)
+        if (h, ent) in seen:  # nested mentions of one entity with one head word: one mention
+            continue
+        seen.add((h, ent))
+        mentions.append(Mention(s, e, ent, h, mention_kind(upos[h]), link, src))
+    mentions.sort(key=lambda m: (m.head, m.start, -m.end))
+    return CorefDocument(doc_id, path, words, upos, feats, heads, sentence_starts, mentions, singletons, dropped)
+
+
+def split_documents(data_dir: Path, split: str) -> list[str]:
+    """GUM document ids of a split (dev/test from the UD release's ``# newdoc id`` lines; train = the rest)."""
+    from ..settings import data_file
+
+    def ids(name: str) -> list[str]:
+        path = data_file(data_dir, SPLIT_FILES[name])
+        out = [ln.split("=", 1)[1].strip() for ln in path.read_text(encoding="utf-8").splitlines()
+               if ln.startswith("# newdoc id")]
+        if not out:
+            raise DataError(f"{path}: no '# newdoc id' lines (cannot tell which GUM documents are in {name})")
+        return out
+
+    if split in SPLIT_FILES:
+        return ids(split)
+    held_out = set(ids("dev")) | set(ids("test"))
+    folder = data_file(data_dir, GUM_DOCUMENTS)
+    return sorted(p.stem for p in folder.glob("*.conllu") if p.stem not in held_out)
+
+
+def load_documents(data_dir: Path, corpus: str, limit: int | None = None) -> list[CorefDocument]:
+    """The documents of ``corpus`` (gum_dev, gum_test, gum_train); ``limit`` = at most that many documents."""
+    from ..settings import data_file
+
+    if corpus not in CORPORA:
+        raise DataError(f"unknown coreference corpus {corpus!r}; known: {', '.join(CORPORA)}")
+    folder = data_file(data_dir, GUM_DOCUMENTS)
+    ids = split_documents(data_dir, CORPORA[corpus])
+    if limit is not None:
+        ids = ids[:limit]
+    return [read_gum_document(folder / f"{d}.conllu") for d in ids]
+
+
+# ---- windows and baselines -------------------------------------------------------------------------------------
+
+def _agree(a: dict, b: dict, upos_a: str, upos_b: str) -> bool:
+    """Number, gender and person compatible (UD FEATS; an unmarked value agrees; non-pronouns are 3rd person)."""
+    for key in ("Number", "Gender", "Person"):
+        va, vb = a.get(key), b.get(key)
+        if key == "Person":
+            va = va or (None if upos_a == "PRON" else "3")
+            vb = vb or (None if upos_b == "PRON" else "3")
+        if va and vb and va != vb:
+            return False
+    return True
+
+
+def _anaphors(doc: CorefDocument, mentions: list[Mention], offset: int) -> tuple[list[Anaphor], int]:
+    """Anaphors of one window (mentions sorted by head word) with the three baselines' verdicts (Clark §4.3)."""
+    lower = [w.lower() for w in doc.words]
+    text = {m: tuple(lower[m.start:m.end]) for m in mentions}
+    out, first = [], 0
+    for j, m in enumerate(mentions):
+        before = [c for c in mentions[:j] if c.head < m.head]
+        antecedent_heads = sorted({c.head for c in before if c.entity == m.entity})
+        if not antecedent_heads:
+            first += 1
+            continue
+        nearest = before[-1]
+        same_head = [c for c in before if lower[c.head] == lower[m.head]]
+        rules = None
+        for sieve in (lambda c: text[c] == text[m], lambda c: lower[c.head] == lower[m.head],
+                      lambda c: _agree(doc.feats[c.head], doc.feats[m.head], doc.upos[c.head], doc.upos[m.head]),
+                      lambda c: True):
+            passing = [c for c in before if sieve(c)]
+            if passing:
+                rules = passing[-1]
+                break
+        out.append(Anaphor(
+            head=m.head - offset, kind=m.kind, antecedent_heads=tuple(h - offset for h in antecedent_heads),
+            nearest=nearest.entity == m.entity,
+            head_word=bool(same_head) and same_head[-1].entity == m.entity,
+            rules=rules.entity == m.entity, source=m.source))
+    return out, first
+
+
+def make_windows(docs: list[CorefDocument], tokenizer, max_tokens: int = 128) -> tuple[list[CorefWindow], WindowStats]:
+    """Non-overlapping windows of whole consecutive sentences, at most ``max_tokens`` pieces with [CLS]/[SEP]."""
+    stats = WindowStats()
+    windows: list[CorefWindow] = []
+    budget = max_tokens - 2
+    for doc in docs:
+        stats.n_singletons += doc.n_singletons
+        stats.n_dropped_links += doc.n_dropped
+        bounds = doc.sentence_starts + [len(doc.words)]
+        spans: list[tuple[int, int]] = []  # word ranges of windows
+        cur_start, cur_end, cur_pieces = None, None, 0
+        for k in range(len(doc.sentence_starts)):
+            s, e = bounds[k], bounds[k + 1]
+            stats.n_sentences += 1
+            pieces = sum(max(1, len(tokenizer.tokenize(w))) for w in doc.words[s:e])
+            if pieces > budget:
+                stats.n_skipped_sentences += 1
+                stats.skipped_sources.append(f"{doc.path} sentence {k + 1}")
+                if cur_start is not None:
+                    spans.append((cur_start, cur_end))
+                cur_start, cur_pieces = None, 0
+                continue
+            if cur_start is not None and cur_pieces + pieces <= budget:
+                cur_end, cur_pieces = e, cur_pieces + pieces
+            else:
+                if cur_start is not None:
+                    spans.append((cur_start, cur_end))
+                cur_start, cur_end, cur_pieces = s, e, pieces
+        if cur_start is not None:
+            spans.append((cur_start, cur_end))
+        for s, e in spans:
+            inside = [m for m in doc.mentions if s <= m.start and m.end <= e]
+            stats.n_cut_mentions += sum(1 for m in doc.mentions if m.start < e and m.end > s
+                                        and not (s <= m.start and m.end <= e))
+            anaphors, first = _anaphors(doc, inside, s)
+            stats.n_mentions += len(inside)
+            stats.n_first += first
+            windows.append(CorefWindow(doc.doc_id, s, doc.words[s:e], anaphors, len(inside)))
+    stats.n_windows = len(windows)
+    return windows, stats
+
+
+__all__ = ["KINDS", "CORPORA", "Mention", "CorefDocument", "Anaphor", "CorefWindow", "WindowStats",
+           "read_gum_document", "load_documents", "split_documents", "make_windows", "span_head", "mention_kind"]

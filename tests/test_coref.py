@@ -1,0 +1,264 @@
+"""Clark §4.3 coreference: GUM Entity= parsing, windows, baselines, the reducer on planted maps, the claim metrics.
+
+The toy document (fixtures/coref/GUM_toy_coref.conllu), document word indices:
+  S1  0 John 1 Smith 2 saw 3 Zbrowskiova 4 .                     e1=[John Smith]  e2=[Zbrowskiova] (4 pieces)
+  S2  5 He 6 gave 7 her 8 a 9 hat 10 .                           e1=He  e2=her  e4=[a hat] (singleton: dropped)
+  S3  11 John 12 Smith 13 and 14 John 15 Doe 16 , 17 a 18 doctor 19 , 20 met 21 .
+                                                                 e1=[John Smith]  e3=[John Doe]  [a doctor] (appos: dropped)
+  S4  22 Doe 23 thanked 24 John 25 Smith 26 .                    e3=Doe  e1=[John Smith]
+  S5  27 The 28 doctor 29 left 30 .                              e3=[The doctor]
+Anaphors (head word: nearest / head-word / rules correct):
+  He 5 (pronoun: F F F), her 7 (pronoun: F F T — "He" fails gender), John 11 (proper: F T T),
+  Doe 22 (proper: T F T), John 24 (proper: F F T — head-word finds John Doe, the full string finds John Smith),
+  doctor 28 (nominal: F F F — the appositive "a doctor" is not a mention).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertattn_bench.batching import encode_words, make_batch
+from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
+from bertattn_bench.errors import DataError
+from bertattn_bench.metrics.coref import CorefReducer, CorefResult, baseline_counts
+from bertattn_bench.registry import METRICS, NotApplicable, load_all_metrics
+
+TOY = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
+EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
+    5: ("pronoun", (0,), False, False, False),
+    7: ("pronoun", (3,), False, False, True),
+    11: ("proper", (0, 5), False, True, True),
+    22: ("proper", (14,), True, False, True),
+    24: ("proper", (0, 5, 11), False, False, True),
+    28: ("nominal", (14, 22), False, False, False),
+}
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return read_gum_document(TOY)
+
+
+@pytest.fixture(scope="module")
+def window(doc, tokenizer):
+    windows, stats = make_windows([doc], tokenizer, 128)
+    assert len(windows) == 1 and stats.n_skipped_sentences == 0
+    return windows[0]
+
+
+# ---- data --------------------------------------------------------------------------------------------------------
+
+def test_mentions_heads_kinds_and_drops(doc):
+    got = [(m.start, m.end, m.entity, m.head, m.kind) for m in doc.mentions]
+    assert got == [(0, 2, "1", 0, "proper"), (3, 4, "2", 3, "proper"), (5, 6, "1", 5, "pronoun"),
+                   (7, 8, "2", 7, "pronoun"), (11, 13, "1", 11, "proper"), (14, 16, "3", 14, "proper"),
+                   (22, 23, "3", 22, "proper"), (24, 26, "1", 24, "proper"), (27, 29, "3", 28, "nominal")]
+    assert doc.n_singletons == 1 and doc.n_dropped == 1
+    assert doc.mentions[0].source.endswith("GUM_toy_coref.conllu:6")
+
+
+def test_span_head_is_the_word_headed_outside():
+    heads = [2, 0, -1, 2, 3]  # 0 -> 2, 1 -> 0, 2 root, 3 -> 2, 4 -> 3
+    assert span_head(0, 2, heads) == 0
+    assert span_head(3, 5, heads) == 3
+    assert span_head(0, 5, heads) == 2
+
+
+def test_anaphors_and_baselines(window):
+    got = {a.head: (a.kind, a.antecedent_heads, a.nearest, a.head_word, a.rules) for a in window.anaphors}
+    assert got == EXPECTED
+    counts = baseline_counts([window])
+    assert counts["nearest"].tolist() == [0, 1, 0]  # pronoun, proper, nominal
+    assert counts["head_word"].tolist() == [0, 1, 0]
+    assert counts["rules"].tolist() == [1, 3, 0]
+
+
+def test_windows_keep_antecedents_inside(doc, tokenizer):
+    pieces = [sum(len(tokenizer.tokenize(w)) for w in doc.words[s:e])
+              for s, e in zip(doc.sentence_starts, doc.sentence_starts[1:] + [len(doc.words)])]
+    windows, stats = make_windows([doc], tokenizer, pieces[0] + pieces[1] + 2)  # S1+S2 fit exactly
+    assert [w.offset for w in windows][:1] == [0] and len(windows[0].words) == 11
+    assert {a.head for a in windows[0].anaphors} == {5, 7}
+    for w in windows:
+        assert len(encode_words(tokenizer, 0, w.words).input_ids) <= pieces[0] + pieces[1] + 2
+        for a in w.anaphors:
+            assert all(0 <= h < len(w.words) for h in a.antecedent_heads)
+    # a window too small for S3 alone: S3 is skipped (counted), its mentions never reach an anaphor
+    windows, stats = make_windows([doc], tokenizer, pieces[2] + 1)
+    assert stats.n_skipped_sentences >= 1
+    assert all(not set(range(w.offset, w.offset + len(w.words))) & set(range(11, 22)) for w in windows)
+
+
+def _write(tmp_path, text: str) -> Path:
+    p = tmp_path / "GUM_bad.conllu"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_malformed_entity_brackets_name_file_and_line(tmp_path):
+    head = "# newdoc id = GUM_bad\n# sent_id = b-1\n"
+    row = "1\tJohn\tjohn\tPROPN\t_\t_\t0\troot\t_\t{}\n"
+    with pytest.raises(DataError, match=r"GUM_bad.conllu:3: .*closes '7'"):
+        read_gum_document(_write(tmp_path, head + row.format("Entity=7)") + "\n"))
+    with pytest.raises(DataError, match=r"GUM_bad.conllu:3: .*never closed"):
+        read_gum_document(_write(tmp_path, head + row.format("Entity=(7-person-new-nnnnn-cf1-1-coref") + "\n"))
+    with pytest.raises(DataError, match=r"GUM_bad.conllu:3: malformed Entity="):
+        read_gum_document(_write(tmp_path, head + row.format("Entity=(7-x)junk") + "\n"))
+
+
+def test_splits_from_ud_newdoc_lines(tmp_path):
+    data = _toy_data_dir(tmp_path)
+    assert [d.doc_id for d in load_documents(data, "gum_dev")] == ["GUM_toy_coref"]
+    assert [d.doc_id for d in load_documents(data, "gum_train")] == ["GUM_toy_other"]
+    with pytest.raises(DataError, match="unknown coreference corpus"):
+        load_documents(data, "conll2012")
+
+
+# ---- the reducer on planted attention ----------------------------------------------------------------------------
+
+def _pieces(enc, w):
+    return [t for t, wi in enumerate(enc.word_index) if wi == w]
+
+
+def _run_planted(window, tokenizer, rows_for, n_heads=2):
+    """One layer; head k's map from ``rows_for(k, enc)`` = {query word: {key piece: weight}}; other rows → [CLS]."""
+    enc = encode_words(tokenizer, 0, window.words)
+    batch = make_batch([enc], tokenizer, torch.device("cpu"), with_words=True)
+    t = len(enc.input_ids)
+    probs = torch.zeros(1, n_heads, t, t)
+    probs[..., 0] = 1.0
+    for k in range(n_heads):
+        for w, keys in rows_for(k, enc).items():
+            for q in _pieces(enc, w):
+                probs[0, k, q] = 0.0
+                for key, v in keys.items():
+                    probs[0, k, q, key] = v
+    red = CorefReducer([window], n_layers=1, n_heads=n_heads, device=torch.device("cpu"))
+    red.start_batch(batch)
+    red.update(0, probs)
+    return red.finalize()
+
+
+def test_reducer_counts_antecedent_hits(window, tokenizer):
+    def rows(k, enc):
+        if k == 0:  # head 0: every anaphor → its latest antecedent's head word (first piece)
+            return {a.head: {_pieces(enc, a.antecedent_heads[-1])[0]: 1.0} for a in window.anaphors}
+        return {a.head: {_pieces(enc, a.head - 1)[0]: 1.0} for a in window.anaphors}  # head 1: previous word
+
+    res = _run_planted(window, tokenizer, rows)
+    assert res.n.tolist() == [2, 3, 1]
+    assert res.correct[0, :, 0].tolist() == [2, 3, 1]
+    assert res.correct[0, :, 1].tolist() == [0, 0, 0]
+
+
+def test_reducer_sums_pieces_attended_to_and_skips_self(window, tokenizer):
+    """'her' (7) spreads 0.2 over each of Zbrowskiova's 4 pieces (sum 0.8) and gives 0.35 to 'gave': the word-level
+    argmax is Zbrowskiova (the antecedent). In head 1 'her' attends most to itself (excluded), then to 'He' (wrong).
+    'He' (5) attends to 'gave' in both heads (wrong)."""
+    def rows(k, enc):
+        he = {5: {_pieces(enc, 6)[0]: 1.0}}
+        if k == 0:
+            keys = {p: 0.2 for p in _pieces(enc, 3)}
+            keys[_pieces(enc, 6)[0]] = 0.35
+            return {7: keys, **he}
+        return {7: {_pieces(enc, 7)[0]: 0.7, _pieces(enc, 5)[0]: 0.3}, **he}
+
+    res = _run_planted(window, tokenizer, rows)
+    pronoun = res.kinds.index("pronoun")
+    assert res.correct[0, pronoun, 0] == 1
+    assert res.correct[0, pronoun, 1] == 0
+
+
+def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
+    from bertattn_bench.metrics.coref import prepare_coref
+
+    data = _toy_data_dir(tmp_path)
+    a = prepare_coref(tiny, data, "gum_dev", batch_size=8).run().result
+    b = prepare_coref(tiny, data, "gum_dev", batch_size=1).run().result
+    assert a.count() == 6 and a.n_documents == 1
+    assert torch.equal(a.correct, b.correct)
+    assert a.correct.shape == (tiny.info.n_layers, 3, tiny.info.n_heads)
+    assert a.baseline("rules") == pytest.approx(100 * 4 / 6)
+
+
+def _toy_data_dir(tmp_path) -> Path:
+    data = tmp_path / "data"
+    (data / "gum" / "documents").mkdir(parents=True)
+    (data / "ud_english_gum").mkdir()
+    shutil.copy(TOY, data / "gum" / "documents" / TOY.name)
+    other = TOY.read_text(encoding="utf-8").replace("GUM_toy_coref", "GUM_toy_other")
+    (data / "gum" / "documents" / "GUM_toy_other.conllu").write_text(other, encoding="utf-8")
+    (data / "ud_english_gum" / "en_gum-ud-dev.conllu").write_text("# newdoc id = GUM_toy_coref\n", encoding="utf-8")
+    (data / "ud_english_gum" / "en_gum-ud-test.conllu").write_text("# newdoc id = GUM_none\n", encoding="utf-8")
+    return data
+
+
+# ---- claim metrics on a result with known numbers ----------------------------------------------------------------
+
+class _PR:
+    def __init__(self, result):
+        self.result = result
+
+
+def _result(head_correct, baselines, n=(10, 10, 10)) -> CorefResult:
+    """One layer, two heads; ``head_correct[k]`` = per-type correct counts of head k."""
+    correct = torch.tensor([head_correct], dtype=torch.float64).transpose(1, 2)  # (1, kinds, heads)
+    return CorefResult(("pronoun", "proper", "nominal"), correct, torch.tensor(n),
+                       {k: torch.tensor(v, dtype=torch.float64) for k, v in baselines.items()})
+
+
+BASE = {"nearest": (3, 3, 2), "head_word": (5, 7, 4), "rules": (7, 8, 6)}  # percent = x10
+
+
+def test_best_head_gap_and_type_order():
+    load_all_metrics()
+    res = _result([(6, 8, 5), (1, 1, 1)], BASE)  # head 1-1: 60/80/50, all 63.3; head-word 53.3, nearest 26.7
+    m = METRICS["coref_best_head_gap"](_PR(res), baselines=("head_word", "nearest"), margins=(0, 15))
+    assert m.head == "1-1" and m.n == 30
+    assert m.value == pytest.approx(min(190 / 3 - 160 / 3, 190 / 3 - 80 / 3 - 15))
+    order = METRICS["coref_type_order"](_PR(res))
+    assert order.value == pytest.approx(min(80 - 60, 60 - 50))
+    weak = _result([(1, 1, 2), (0, 0, 0)], BASE)  # best head 13.3 <= nearest 26.7: no coreference head
+    with pytest.raises(NotApplicable, match="no coreference head"):
+        METRICS["coref_type_order"](_PR(weak))
+
+
+def test_baseline_rank_nominal_gap_and_named_head():
+    load_all_metrics()
+    res = _result([(6, 8, 5), (1, 1, 1)], BASE)
+    for name, rank in (("nearest", 1), ("head_word", 2), ("rules", 3)):
+        assert METRICS["coref_baseline_rank"](_PR(res), baseline=name, rank=rank).value == 4
+    assert METRICS["coref_baseline_rank"](_PR(res), baseline="rules", rank=1).value == 0
+    # gaps to rules: pronoun -10, proper 0, nominal -10 → nominal - best other = -10; nominal vs head-word +10
+    assert METRICS["coref_nominal_gap"](_PR(res)).value == pytest.approx(-10)
+    assert METRICS["coref_named_head"](_PR(res), head="1-2").value == 2
+    with pytest.raises(NotApplicable):
+        METRICS["coref_named_head"](_PR(res), head="5-4")
+
+
+def test_figure_writes_png(tmp_path):
+    from bertattn_bench.metrics.coref import coref_figure
+    class Info:
+        name, slug = "toy-model", "toy"
+
+    class PR:
+        result = _result([(6, 8, 5), (1, 1, 1)], BASE)
+        model = Info()
+        corpus = "gum_dev"
+
+    paths = coref_figure([PR()], tmp_path / "fig")
+    assert len(paths) == 1 and paths[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_claims_load():
+    from bertattn_bench.claims import load_claims
+
+    claims = load_claims(family="coref")
+    assert {c.id for c in claims} >= {"clark.coref_head", "clark.coref_by_type", "clark.coref_baseline_nearest",
+                                      "clark.coref_baseline_headword", "clark.coref_baseline_rules",
+                                      "clark.coref_beats_string_match", "clark.coref_nominal"}
+    assert np.all([not c.learned for c in claims if "baseline" in c.id])
