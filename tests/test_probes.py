@@ -1,0 +1,294 @@
+"""Clark §5 probes: data split, word maps from planted attention, probe orientation and maths, training on planted
+signals, the claim metrics, and the whole pass on the tiny model over hand-made treebanks."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from bertattn_bench.batching import encode_words, make_batch
+from bertattn_bench.data.ud import Sentence
+from bertattn_bench.errors import DataError
+from bertattn_bench.metrics import probes as P
+from bertattn_bench.metrics.syntax import HeadScore
+from bertattn_bench.model import LoadedModel
+from bertattn_bench.registry import NotApplicable
+
+CPU = torch.device("cpu")
+
+# "The cat sat on the mat ." (one piece per word) and "The snorkeling stopped ." (snorkeling = 4 pieces)
+CAT = [("The", 2, "det"), ("cat", 3, "nsubj"), ("sat", 0, "root"), ("on", 6, "case"), ("the", 6, "det"),
+       ("mat", 3, "obl"), (".", 3, "punct")]
+SNORKEL = [("The", 2, "det"), ("snorkeling", 3, "nsubj"), ("stopped", 0, "root"), (".", 3, "punct")]
+
+
+def sentence(rows) -> Sentence:
+    upos = {"det": "DET", "case": "ADP", "punct": "PUNCT"}
+    return Sentence(words=[r[0] for r in rows], heads=[r[1] for r in rows], deprels=[r[2] for r in rows],
+                    upos=[upos.get(r[2], "NOUN") for r in rows], xpos=["_"] * len(rows))
+
+
+def conllu(rows, sent_id: str, newdoc: str | None = None) -> str:
+    lines = ([f"# newdoc id = {newdoc}"] if newdoc else []) + [f"# sent_id = {sent_id}"]
+    s = sentence(rows)
+    for i, (w, h, d) in enumerate(rows, 1):
+        lines.append("\t".join([str(i), w, w, s.upos[i - 1], "_", "_", str(h), d, "_", "_"]))
+    return "\n".join(lines) + "\n\n"
+
+
+def make_data_dir(root: Path, train_docs: int = 3) -> Path:
+    """ud_english_gum dev/test (one document each), gum/documents (those two + train documents), EWT dev."""
+    (root / "ud_english_gum").mkdir(parents=True)
+    (root / "gum" / "documents").mkdir(parents=True)
+    (root / "ud_english_ewt").mkdir(parents=True)
+    for split in ("dev", "test"):
+        text = conllu(CAT, f"{split}-1", newdoc=f"GUM_x_{split}") + conllu(SNORKEL, f"{split}-2")
+        (root / "ud_english_gum" / f"en_gum-ud-{split}.conllu").write_text(text, encoding="utf-8")
+        (root / "gum" / "documents" / f"GUM_x_{split}.conllu").write_text(text, encoding="utf-8")
+    for d in range(train_docs):
+        text = conllu(CAT, f"t{d}-1", newdoc=f"GUM_y_train{d}") + conllu(SNORKEL, f"t{d}-2") \
+            + conllu([("Hello", 0, "root")], f"t{d}-3")
+        (root / "gum" / "documents" / f"GUM_y_train{d}.conllu").write_text(text, encoding="utf-8")
+    ewt = conllu(CAT, "e1") + conllu(SNORKEL, "e2") + conllu(CAT, "e3")
+    (root / "ud_english_ewt" / "en_ewt-ud-dev.conllu").write_text(ewt, encoding="utf-8")
+    return root
+
+
+# ---- data ----------------------------------------------------------------------------------------------------
+
+def test_train_documents_are_those_outside_dev_and_test(tmp_path):
+    root = make_data_dir(tmp_path, train_docs=2)
+    docs = P.gum_train_documents(root)
+    assert [p.name for p in docs] == ["GUM_y_train0.conllu", "GUM_y_train1.conllu"]
+    bad = root / "gum" / "documents" / "GUM_z.conllu"
+    bad.write_text(conllu(CAT, "z1"), encoding="utf-8")  # no newdoc id
+    with pytest.raises(DataError, match=r"GUM_z\.conllu:1: no '# newdoc id"):
+        P.gum_train_documents(root)
+
+
+def test_train_sample_is_seeded_and_skips_one_word_sentences(tmp_path):
+    docs = P.gum_train_documents(make_data_dir(tmp_path, train_docs=4))
+    a, n_docs = P.sample_train_sentences(docs, 3, seed=0)
+    b, _ = P.sample_train_sentences(docs, 3, seed=0)
+    assert len(a) == 3 and n_docs == 3  # 2 usable sentences per document: 3 documents give the pool of 6
+    assert [s.source for s in a] == [s.source for s in b]
+    assert all(len(s.words) > 1 for s in a)
+
+
+def test_gold_heads_skip_root_and_punct():
+    assert P.gold_heads(sentence(CAT)).tolist() == [1, 2, -1, 5, 5, 2, -1]
+
+
+# ---- word maps from planted attention ------------------------------------------------------------------------
+
+def test_word_maps_pool_pieces_and_vectors_average_embeddings(tokenizer):
+    sents = [sentence(CAT), sentence(SNORKEL)]
+    encs = [encode_words(tokenizer, i, s.words) for i, s in enumerate(sents)]
+    batch = make_batch(encs, tokenizer, CPU, with_words=True)
+    b, t = batch.input_ids.shape
+    probs = torch.zeros(b, 2, t, t)
+    for e, (enc, s) in enumerate(zip(encs, sents)):
+        first = {w: enc.word_index.index(w) for w in range(enc.n_words)}
+        for q, w in enumerate(enc.word_index):
+            probs[e, :, q, 0] = 1.0  # default: [CLS]
+            if w >= 0 and s.heads[w] > 0:
+                probs[e, 0, q] = 0.0
+                probs[e, 0, q, first[s.heads[w] - 1]] = 1.0  # head 0: every piece → first piece of the gold head
+    # head 1 of SNORKEL: "The" spreads over the 4 pieces of "snorkeling" (0.25 each): summed, it is 1
+    pieces = [q for q, w in enumerate(encs[1].word_index) if w == 1]
+    probs[1, 1, 1] = 0.0
+    probs[1, 1, 1, pieces] = 0.25
+    emb = torch.randn(tokenizer.vocab_size, 5)
+    red = P.WordMapReducer(n_layers=1, n_heads=2, embeddings=emb)
+    red.start_batch(batch)
+    red.update(0, probs)
+    maps, vectors = red.finalize()
+    assert maps[0].shape == (2, 7, 7) and maps[1].shape == (2, 4, 4) and maps[0].dtype == torch.float16
+    for e, s in enumerate(sents):
+        for w, h in enumerate(s.heads):
+            if h > 0:
+                assert maps[e][0, w, h - 1] == 1.0  # mean over the pieces attending (4 for "snorkeling")
+        assert maps[e][0].sum() == sum(h > 0 for h in s.heads)  # [CLS] is not a word: the root's row is empty
+    assert maps[1][1, 0, 1] == 1.0
+    assert torch.allclose(vectors[1][1], emb[batch.input_ids[1, pieces]].mean(0))
+    assert torch.allclose(vectors[0][2], emb[batch.input_ids[0, 3]])
+
+
+# ---- probes ---------------------------------------------------------------------------------------------------
+
+def features(maps, heads, dim=3, seed=0) -> P.Features:
+    g = torch.Generator().manual_seed(seed)
+    return P.Features([m.half() for m in maps], [torch.randn(m.shape[-1], dim, generator=g) for m in maps],
+                      [np.asarray(h, dtype=np.int64) for h in heads])
+
+
+def test_probe_orientation_both_directions():
+    heads = [1, 2, -1, 2]  # word 2 is the root
+    dep_to_head = torch.zeros(4, 4)
+    head_to_dep = torch.zeros(4, 4)
+    for j, h in enumerate(heads):
+        if h >= 0:
+            dep_to_head[j, h] = 1.0  # the dependent attends to its head: α_ji
+            head_to_dep[h, j] = 1.0  # the head attends to the dependent: α_ij
+    (bk,) = P.make_buckets(features([torch.stack([dep_to_head, head_to_dep])], [heads]), 8, CPU)
+    probe = P.AttnProbe(2)
+    with torch.no_grad():
+        probe.u[0] = 5.0  # u weighs α_ji: dependent → candidate
+    assert P.uas(probe, [bk]) == (100.0, 3)
+    probe = P.AttnProbe(2)
+    with torch.no_grad():
+        probe.w[1] = 5.0  # w weighs α_ij: candidate → dependent
+    assert P.uas(probe, [bk]) == (100.0, 3)
+    probe = P.AttnProbe(2)
+    with torch.no_grad():
+        probe.w[0] = 5.0  # the wrong direction for this map
+    assert P.uas(probe, [bk])[0] < 100.0
+
+
+def test_attn_words_probe_matches_the_formula():
+    torch.manual_seed(0)
+    maps = [torch.rand(3, 5, 5), torch.rand(3, 3, 3)]
+    feats = features(maps, [[1, -1, 1, 2, 0], [2, 0, -1]], dim=4)
+    (bk,) = P.make_buckets(feats, 8, CPU)
+    probe = P.AttnWordsProbe(3, 5)
+    with torch.no_grad():
+        probe.W.normal_()
+        probe.U.normal_()
+    scores = probe(bk)
+    v = bk.vectors
+    for b, m in enumerate(maps):
+        n = m.shape[-1]
+        order = 0 if n == 3 else 1  # buckets are length-sorted
+        assert torch.equal(bk.words[order, :n], torch.ones(n, dtype=torch.bool))
+        for j in range(n):
+            for i in range(n):
+                pair = torch.cat([v[order, i], v[order, j]])
+                a = m.half().float()  # the features keep maps as float16
+                want = sum((probe.W[k] @ pair) * a[k, i, j] + (probe.U[k] @ pair) * a[k, j, i] for k in range(3))
+                assert scores[order, j, i].item() == pytest.approx(want.item(), rel=1e-4, abs=1e-5)
+
+
+def test_attn_words_probe_starts_from_attn_probe():
+    torch.manual_seed(1)
+    feats = features([torch.rand(4, 6, 6)], [[1, 2, -1, 2, 3, 3]])
+    (bk,) = P.make_buckets(feats, 8, CPU)
+    attn = P.AttnProbe(4)
+    with torch.no_grad():
+        attn.w.normal_()
+        attn.u.normal_()
+    words = P.AttnWordsProbe(4, feats.vectors[0].shape[-1] + 1, attn)
+    assert torch.allclose(words(bk), attn(bk), atol=1e-5)
+
+
+def random_trees(n, lengths, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        w = int(rng.choice(lengths))
+        heads = np.array([int(rng.choice([x for x in range(w) if x != j])) for j in range(w)])
+        heads[int(rng.integers(w))] = -1
+        out.append(heads)
+    return out
+
+
+def planted(heads, k=4, signal=2, seed=0):
+    """Noise maps (rows sum to 1) except map ``signal``: 1.0 from each dependent to its head on top of the noise."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for h in heads:
+        w = len(h)
+        m = torch.rand(k, w, w, generator=g)
+        m = m / m.sum(-1, keepdim=True)
+        for j, hj in enumerate(h):
+            if hj >= 0:
+                m[signal, j, hj] += 1.0
+        out.append(m)
+    return out
+
+
+def test_training_finds_the_planted_head_and_is_deterministic():
+    train_h, eval_h = random_trees(40, [4, 6, 9], 0), random_trees(20, [5, 7], 1)
+    train = features(planted(train_h), train_h)
+    evals = features(planted(eval_h, seed=1), eval_h, seed=1)
+    s = P.ProbeSettings(epochs=15, batch_sentences=8)
+    tb, eb = P.make_buckets(train, s.batch_sentences, CPU), P.make_buckets(evals, 64, CPU, max_elements=2000)
+    assert len(eb) > 1  # the element budget splits the eval sentences
+    a = P.train_probe(P.AttnProbe(4), tb, s.epochs, s.lr_attn, s.seed)
+    b = P.train_probe(P.AttnProbe(4), tb, s.epochs, s.lr_attn, s.seed)
+    assert torch.equal(a.u, b.u) and torch.equal(a.w, b.w)
+    assert P.uas(a, eb)[0] == 100.0
+    assert int(torch.argmax(a.u)) == 2  # the planted map, dependent → head
+    scores = P.train_probes(train, evals, s, CPU)
+    assert scores["attn"].uas == 100.0 and scores["attn_words"].uas >= 95.0
+    assert scores["attn"].n_arcs == sum(int((h >= 0).sum()) for h in eval_h)
+
+
+def test_distance_mlp_learns_right_branching():
+    heads = [np.array(list(range(1, w)) + [-1]) for w in (3, 5, 8, 6) * 6]  # every head is the next word
+    feats = features([torch.zeros(1, len(h), len(h)) for h in heads], heads)
+    buckets = P.make_buckets(feats, 8, CPU)
+    mlp = P.seeded(0, lambda: P.DistWordsProbe(4, 16, 5))
+    P.train_probe(mlp, buckets, epochs=20, lr=0.05, seed=0)
+    assert P.uas(mlp, buckets)[0] == 100.0
+
+
+# ---- metrics --------------------------------------------------------------------------------------------------
+
+def result(**uas) -> SimpleNamespace:
+    res = P.ProbeResult(
+        probes={k: P.ProbeScore(v, 100) for k, v in uas.items()}, right_branching=30.0,
+        best_head=HeadScore(2, 1, 0, 45.0, 100), n_eval_sentences=10, n_eval_arcs=100, n_train_sentences=20,
+        n_train_arcs=200, n_train_documents=2, random_init="test")
+    return SimpleNamespace(result=res)
+
+
+def test_margin_metrics():
+    pr = result(attn=60.0, attn_words=72.0, dist_words=65.0, random_init=25.0)
+    m = P.probe_margin_over(pr, "attn", {"right_branching": 20, "best_head": 10})
+    assert m.value == pytest.approx(5.0) and m.n == 100 and m.n_unit == "arcs"  # 60 - max(50, 55)
+    assert "best single head 3-2" in m.detail
+    assert P.probe_margin_over(pr, "attn_words", {"attn": 5, "dist_words": 5}).value == pytest.approx(2.0)
+    m = P.probe_margin_under(pr, "random_init", {"right_branching": 10, "attn_words": -20})
+    assert m.value == pytest.approx(-15.0)  # 25 - min(40, 52)
+    assert P.probe_uas(pr, "right_branching").value == 30.0
+    assert P.probe_uas(pr, "dist_words").value == 65.0
+    empty = result(attn=0.0)
+    empty.result.n_eval_arcs = 0
+    with pytest.raises(NotApplicable):
+        P.probe_uas(empty, "attn")
+
+
+# ---- the pass on the tiny model -------------------------------------------------------------------------------
+
+def test_pass_on_tiny_model(tmp_path, tiny):
+    root = make_data_dir(tmp_path)
+    settings = P.ProbeSettings(n_train=4, n_eval=None, epochs=2)
+    pretrained = LoadedModel(tiny.model, tiny.tokenizer, dataclasses.replace(tiny.info, random_init_seed=None))
+    prepared = P.prepare_probes(pretrained, root, "ewt_dev", settings=settings)
+    assert len(prepared.encoded) == 3 and len(prepared.train_encoded) == 4
+    pr = prepared.run()
+    res = pr.result
+    assert pr.family == "probes" and pr.n_examples == 3
+    assert res.n_eval_arcs == 5 + 2 + 5 and res.n_train_sentences == 4 and res.n_train_documents == 3
+    assert set(res.probes) == {"attn", "attn_words", "dist_words", "random_init"}
+    assert all(p.n_arcs == 12 for p in res.probes.values())
+    assert res.right_branching == pytest.approx(100 * 8 / 12)  # CAT: The→cat, cat→sat, the→mat; SNORKEL: both
+    assert "random weights" in res.random_init and "random_init_features" in res.seconds
+    # the tiny model is itself random-init: its own probe is the random-init baseline
+    res2 = P.prepare_probes(tiny, root, "ewt_dev", settings=settings).run().result
+    assert res2.probes["random_init"] == res2.probes["attn_words"] and "itself" in res2.random_init
+
+
+def test_random_init_twin_keeps_only_the_embeddings(tiny):
+    twin = P.random_init_twin(tiny)
+    emb, twin_emb = tiny.model.embeddings.state_dict(), twin.model.embeddings.state_dict()
+    assert all(torch.equal(emb[k], twin_emb[k]) for k in emb)
+    q = [n for n, _ in tiny.model.named_parameters() if "attention.self.query.weight" in n][0]
+    assert not torch.equal(dict(tiny.model.named_parameters())[q], dict(twin.model.named_parameters())[q])
+    state = torch.random.get_rng_state()
+    P.random_init_twin(tiny)
+    assert torch.equal(state, torch.random.get_rng_state())  # the global random state is untouched
