@@ -31,22 +31,31 @@ def git_commit() -> str:
         return "unknown (not a git checkout)"
 
 
-def data_files(session, corpora: set[str]) -> dict[str, str]:
-    from .data import segments, ud
-
-    known = {**ud.CORPORA, **segments.CORPORA}
-    out = {}
-    for c in sorted(corpora):
-        path = session.data_dir / known[c]
-        files = sorted(path.glob("*.conllu")) if path.is_dir() else [path]
-        h = hashlib.sha256()
+def describe_data(paths: list[Path], data_dir: Path) -> str:
+    """``relative/path sha256:… (k file(s))`` for the files a pass read (a folder: its *.conllu files)."""
+    digest, names, count = hashlib.sha256(), [], 0
+    for p in paths:
+        p = Path(p)
+        files = sorted(p.glob("*.conllu")) if p.is_dir() else [p]
         for f in files:
-            h.update(file_sha256(f).encode())
-        out[c] = f"{known[c]} sha256:{h.hexdigest()[:16]} ({len(files)} file(s))"
-    return out
+            digest.update(f.name.encode())
+            digest.update(file_sha256(f).encode())
+        count += len(files)
+        try:
+            names.append(p.relative_to(data_dir).as_posix())
+        except ValueError:
+            names.append(p.name)
+    return f"{' + '.join(names)} sha256:{digest.hexdigest()[:16]} ({count} file(s))"
 
 
-def record_baselines(session, directory: Path) -> list[Path]:
+def _data_of(session, slug: str) -> dict[str, str]:
+    """``family/corpus`` -> the data files (with checksums) that pass read, from the session's pass summaries."""
+    return {f"{p['family']}/{p['corpus']}": p.get("data_files") or p.get("data", "")
+            for p in session.passes if p["slug"] == slug}
+
+
+def record_baselines(session, directory: Path, date: str | None = None) -> list[Path]:
+    """Write (or merge into) ``directory/<slug>.json`` for each model of the session; ``date`` defaults to now (UTC)."""
     import torch
     import transformers
 
@@ -61,22 +70,29 @@ def record_baselines(session, directory: Path) -> list[Path]:
                                                         "holds": o.holds, "head": o.head, "detail": o.detail}
                    for o in outcomes}
         path = directory / f"{slug}.json"
-        if path.is_file():  # keep what other corpora/claims recorded earlier
-            old = json.loads(path.read_text(encoding="utf-8"))
-            results = {**old.get("results", {}), **results}
         info = next(p for p in session.passes if p["slug"] == slug)
-        doc = {
-            "provenance": {
-                "model": info["model"], "source": info["source"].replace(str(Path(sys.prefix)), "<venv>"),
-                "command": "pytest " + " ".join(session.config.invocation_params.args),
-                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "commit": git_commit(), "data": data_files(session, {o.corpus for o in outcomes}),
-                "attn_implementation": info["attn_implementation"], "device": info["device"],
-                "torch": torch.__version__, "transformers": transformers.__version__,
-                "python": platform.python_version(), "limit": session.config.getoption("--limit"),
-            },
-            "results": dict(sorted(results.items())),
+        provenance = {
+            "model": info["model"], "source": info["source"].replace(str(Path(sys.prefix)), "<venv>"),
+            "command": "pytest " + " ".join(session.config.invocation_params.args),
+            "date": date or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": git_commit(), "data": _data_of(session, slug),
+            "attn_implementation": info["attn_implementation"], "device": info["device"],
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "limit": session.config.getoption("--limit"),
         }
+        for r in results.values():
+            r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it
+        earlier = []
+        if path.is_file():  # keep what other corpora/claims recorded earlier, with the provenance of those runs
+            old = json.loads(path.read_text(encoding="utf-8"))
+            kept = {k: v for k, v in old.get("results", {}).items() if k not in results}
+            results = {**kept, **results}
+            dates = {v.get("recorded") for v in kept.values()}
+            runs = [old.get("provenance", {}), *old.get("provenance", {}).get("earlier_runs", [])]
+            earlier = [{k: v for k, v in run.items() if k != "earlier_runs"} for run in runs if run.get("date") in dates]
+        if earlier:
+            provenance["earlier_runs"] = earlier
+        doc = {"provenance": provenance, "results": dict(sorted(results.items()))}
         path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(path)
     return written

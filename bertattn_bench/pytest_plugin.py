@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .cache import CACHE_ENV, PassCache, cache_key
+from .baselines import describe_data
 from .claims import REFERENCE_DIR, ClaimOutcome, baseline_path, evaluate, load_baseline, load_claims
 from .errors import BenchError
 from .model import EMBEDDED, RANDOM_PREFIX, load_model
@@ -136,7 +137,8 @@ class BenchSession:
         path = self.cache.path(info.slug, target.family, target.corpus, key) if self.cache.directory else None
         result, hit = self.cache.get_or_compute(path, compute, force=force)
         self.results[target] = result
-        self._publish_pass(target, result, cached=hit, path=path)
+        data_files = describe_data(list(getattr(prepared, "data_paths", [])), self.data_dir)
+        self._publish_pass(target, result, cached=hit, path=path, data_files=data_files)
         return result
 
     def result(self, target: Target) -> PassResult:
@@ -146,13 +148,15 @@ class BenchSession:
             self._cached(target, lambda: prepared.run(progress=not os.environ.get("CI")), prepared)
         return self.results[target]
 
-    def _publish_pass(self, target: Target, r: PassResult, cached: bool, path: Path | None = None) -> None:
+    def _publish_pass(self, target: Target, r: PassResult, cached: bool, path: Path | None = None,
+                      data_files: str = "") -> None:
         if self.current_item is not None:
             self.current_item.user_properties.append(("bertattn_pass", {
                 "family": r.family, "corpus": r.corpus, "data": r.data, "model": r.model.name, "slug": r.model.slug,
                 "source": r.model.source, "device": r.model.device, "attn_implementation": r.model.attn_implementation,
                 "n_examples": r.n_examples, "seconds": r.seconds, "skipped": r.skipped.describe(), "cached": cached,
-                "limit": self.config.getoption("--limit"), "cache_path": str(path) if path else None}))
+                "limit": self.config.getoption("--limit"), "cache_path": str(path) if path else None,
+                "data_files": data_files}))
 
     def compare_baseline(self) -> dict:
         """The other model's baseline named by --compare-to (a JSON path, a model slug or name)."""

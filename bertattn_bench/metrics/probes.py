@@ -471,7 +471,7 @@ def _reindexed(encoded: list[Encoded]) -> list[Encoded]:
     return [Encoded(i, e.input_ids, e.token_type_ids, e.word_index, e.n_words) for i, e in enumerate(encoded)]
 
 
-@family("probes", corpora=("ewt_dev", "gum_dev"), default_corpus="ewt_dev")
+@family("probes", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
 def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None, batch_size: int = 32,
                    settings: ProbeSettings | None = None) -> ProbePass:
     """Clark §5: train on a seeded sample of GUM train sentences, evaluate on a seeded sample of ``corpus``."""

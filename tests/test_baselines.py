@@ -1,0 +1,47 @@
+"""Recording baselines: values with n, provenance of every run that measured a kept value, data checksums."""
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from bertattn_bench.baselines import describe_data, record_baselines
+
+
+def _session(tmp_path: Path, claim: str, corpus: str, value: float, args: list[str]):
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / f"{corpus}.txt").write_text(f"text of {corpus}\n")
+    outcome = SimpleNamespace(skipped=None, model_slug="m", claim_id=claim, corpus=corpus, measured=value, n=7,
+                              n_unit="arcs", holds=True, head="1-2", detail="")
+    p = {"slug": "m", "model": "embedded:m", "source": "/x", "attn_implementation": "bertattn_eager", "device": "cpu",
+         "family": "fam", "corpus": corpus, "data_files": describe_data([data / f"{corpus}.txt"], data)}
+    config = SimpleNamespace(invocation_params=SimpleNamespace(args=args), getoption=lambda name: None)
+    return SimpleNamespace(outcomes=[outcome], passes=[p], config=config, data_dir=data)
+
+
+def test_record_merges_runs_and_keeps_their_provenance(tmp_path):
+    out = tmp_path / "baselines"
+    record_baselines(_session(tmp_path, "c.one", "a", 1.0, ["-k", "one"]), out, date="2026-01-01T00:00:00+00:00")
+    record_baselines(_session(tmp_path, "c.two", "b", 2.0, ["-k", "two"]), out, date="2026-01-02T00:00:00+00:00")
+    doc = json.loads((out / "m.json").read_text())
+    assert doc["results"]["c.one@a"]["measured"] == 1.0 and doc["results"]["c.one@a"]["n"] == 7
+    assert doc["results"]["c.one@a"]["recorded"] == "2026-01-01T00:00:00+00:00"
+    assert doc["results"]["c.two@b"]["recorded"] == "2026-01-02T00:00:00+00:00"
+    assert doc["provenance"]["command"] == "pytest -k two"
+    assert doc["provenance"]["data"] == {"fam/b": describe_data([tmp_path / "data" / "b.txt"], tmp_path / "data")}
+    assert doc["provenance"]["data"]["fam/b"].startswith("b.txt sha256:")
+    assert [r["command"] for r in doc["provenance"]["earlier_runs"]] == ["pytest -k one"]
+    # re-measuring c.one replaces it, and the run that no longer owns any value leaves the history
+    record_baselines(_session(tmp_path, "c.one", "a", 1.5, ["-k", "one again"]), out, date="2026-01-03T00:00:00+00:00")
+    doc = json.loads((out / "m.json").read_text())
+    assert doc["results"]["c.one@a"]["measured"] == 1.5
+    assert [r["command"] for r in doc["provenance"]["earlier_runs"]] == ["pytest -k two"]
+
+
+def test_describe_data_changes_with_content(tmp_path):
+    f = tmp_path / "x.conllu"
+    f.write_text("1\ta\n")
+    before = describe_data([f], tmp_path)
+    f.write_text("1\tb\n")
+    assert describe_data([f], tmp_path) != before
+    assert describe_data([tmp_path], tmp_path).endswith("(1 file(s))")
+
