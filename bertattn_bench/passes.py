@@ -38,6 +38,13 @@ class PassResult:
 
 
 @dataclass
+class NothingToMeasure:
+    """A pass result that holds no statistics, only why (e.g. no MLM head): its claims skip and nothing is timed."""
+
+    reason: str
+
+
+@dataclass
 class PreparedPass:
     family: str
     corpus: str
@@ -67,6 +74,9 @@ class PreparedPass:
         return PassResult(self.family, self.corpus, self.data, self.loaded.info, self.finish(raw),
                           len(self.encoded), self.skipped, seconds)
 
+    def nothing_to_measure(self) -> str | None:
+        """Why this pass cannot run on this model (its ``run`` then returns :class:`NothingToMeasure`), else None."""
+        return None
 
     def warm_up(self, device) -> None:
         """One untimed forward pass on a small batch: CUDA context, cuBLAS handles and kernels load outside the

@@ -20,7 +20,7 @@ from .claims import REFERENCE_DIR, ClaimOutcome, baseline_path, evaluate, load_b
 from .errors import BenchError
 from .model import EMBEDDED, RANDOM_PREFIX, load_model
 from .report import _num
-from .passes import PassResult
+from .passes import NothingToMeasure, PassResult
 from .registry import families
 from .settings import DATA_DIR_ENV, DEVICE_ENV, MODEL_ENV, resolve_data_dir
 
@@ -252,9 +252,14 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
     if getattr(benchmark, "disabled", False):
         # --benchmark-disable (or xdist): nothing is timed, so a finished pass is read from the cache (resume)
         result = bench.result(target)
+        if isinstance(result.result, NothingToMeasure):
+            pytest.skip(f"nothing to time: {result.result.reason}")
         benchmark.pedantic(lambda: None, rounds=1, iterations=1)
     else:
         prepared = bench.prepare(target)
+        if prepared.nothing_to_measure():  # no timing entry: a 0 s "run" would poison --benchmark-compare
+            bench._cached(target, prepared.run, prepared)
+            pytest.skip(f"nothing to time: {prepared.nothing_to_measure()}")
         # timed, so always computed; the fresh result replaces any cached one
         result = bench._cached(target, lambda: benchmark.pedantic(prepared.run, rounds=1, iterations=1,
                                                                   warmup_rounds=0), prepared, force=True)

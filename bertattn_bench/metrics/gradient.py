@@ -29,6 +29,7 @@ import torch
 
 from ..attention import attention_run
 from ..batching import Encoded, Skipped, encode_pair, iter_batches
+from ..passes import NothingToMeasure
 from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
 
 MASK_RATE = 0.15
@@ -37,10 +38,8 @@ KEY_CLASSES = ("sep", "punct", "other", "unmasked")  # "unmasked" = Fig. 3's "Al
 
 
 @dataclass
-class NoMLMHead:
+class NoMLMHead(NothingToMeasure):
     """Pass result for a model whose checkpoint has no trained MLM head (the claims are skipped)."""
-
-    reason: str
 
 
 @dataclass
@@ -331,6 +330,9 @@ class GradientPass:
     @property
     def encoded(self) -> list[Encoded]:
         return [m.encoded for m in self.masked.values()]
+
+    def nothing_to_measure(self) -> str | None:
+        return self.no_head
 
     def run(self, progress: bool = False):
         from ..passes import PassResult
