@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..attention import Reducer, head_name
+from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from .surface import SurfaceReducer, SurfaceResult
 
@@ -316,17 +317,12 @@ _MARKERS = {"[CLS]": "s", "[SEP]": "D", ". ,": "P", "previous": "<", "next": ">"
 @figure("clustering")
 def clustering_figure(pass_results, directory: Path) -> list[Path]:
     """MDS map of the heads (Clark Fig. 6): colour = layer, marker = §3 behaviour; one PNG per (model, corpus)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     paths = []
     for pr in pass_results:
         res = pr.result
         if not isinstance(res, ClusteringResult):
             continue
-        directory.mkdir(parents=True, exist_ok=True)
         xy = res.mds()
         layers, labels, names = res.layers(), res.behaviors(), res.head_names()
         fig, ax = plt.subplots(figsize=(6.4, 5.2))
@@ -350,11 +346,7 @@ def clustering_figure(pass_results, directory: Path) -> list[Path]:
         ax.set_title(f"{pr.model.name} / {pr.corpus}: heads by mean JS divergence (MDS)\n"
                      f"{res.n_tokens} query tokens, {res.n_segments} segments; within/between-layer "
                      f"mean distance {ratio:.2f}", fontsize=8)
-        fig.tight_layout()
-        path = directory / f"clustering-mds-{pr.model.slug}-{pr.corpus}.png"
-        fig.savefig(path, dpi=130)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, directory, f"clustering-mds-{pr.model.slug}-{pr.corpus}.png", dpi=130))
     return paths
 
 

@@ -11,29 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..plotting import pyplot as _plt
+from ..plotting import save_figure as _save
 from ..registry import figure
 from .surface import SurfaceResult
 from .syntax import DIRECTIONS, DependencyResult
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, directory: Path, name: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def _jitter(n_layers: int, n_heads: int, width: float = 0.25) -> np.ndarray:

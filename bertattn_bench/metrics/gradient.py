@@ -29,6 +29,7 @@ import torch
 
 from ..attention import attention_run
 from ..batching import Encoded, Skipped, encode_pair, iter_batches
+from ..plotting import pyplot, save_figure
 from ..passes import NothingToMeasure
 from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
 
@@ -460,17 +461,12 @@ def gradient_onset_gap(pr, stat: str = "sep", versus: str = "other", small_ratio
 @figure("gradient")
 def gradient_figure(pass_results, directory: Path) -> list[Path]:
     """Mean |∂L/∂α| by layer for [SEP], '.'/',' and all unmasked tokens, one PNG per (model, corpus)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     paths = []
     for pr in pass_results:
         if not isinstance(pr.result, GradientResult):
             continue
         res = pr.result
-        directory.mkdir(parents=True, exist_ok=True)
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
         layers = range(1, res.n_layers + 1)
         for key, label in (("unmasked", "All unmasked tokens"), ("sep", "[SEP]"), ("punct", ". or ,")):
@@ -479,11 +475,7 @@ def gradient_figure(pass_results, directory: Path) -> list[Path]:
         ax.set_ylabel("Average |dL/dα|")
         ax.set_title(f"{pr.model.name} / {pr.corpus} (n={res.n_segments})", fontsize=8)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = directory / f"gradient-{pr.model.slug}-{pr.corpus}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, directory, f"gradient-{pr.model.slug}-{pr.corpus}.png"))
     return paths
 
 
