@@ -195,6 +195,8 @@ class DependencyReducer(Reducer):
         t = torch.from_numpy(np.concatenate([rows, np.concatenate(per)], axis=1)).to(self.device)
         self.arc_b, self.arc_dep, self.arc_head, self.arc_alt, self.arc_rel = t.unbind(1)
         self.n_arcs += torch.bincount(self.arc_rel, minlength=len(self.relations))
+        is_all = self.arc_rel == self.all_id  # selected once per batch (a boolean index syncs the device)
+        self.all_b, self.all_dep, self.all_head = self.arc_b[is_all], self.arc_dep[is_all], self.arc_head[is_all]
         self.batch = batch
         w = batch.word_mask.shape[1]
         nominal = np.zeros((len(batch.examples), w), dtype=bool)
@@ -240,8 +242,7 @@ class DependencyReducer(Reducer):
         self.correct[layer, 0].index_add_(0, self.arc_rel, dep_to_head.double())
         self.correct[layer, 1].index_add_(0, self.arc_rel, head_to_dep.double())
         if self.all_id >= 0:
-            is_all = self.arc_rel == self.all_id
-            hit = pred_special[self.arc_b[is_all], self.arc_dep[is_all]] == head[is_all]
+            hit = pred_special[self.all_b, self.all_dep] == self.all_head.unsqueeze(1)
             self.with_special[layer] += hit.double().sum(0)
 
     def finalize(self) -> DependencyResult:
