@@ -262,3 +262,142 @@ def test_claims_load():
                                       "clark.coref_baseline_headword", "clark.coref_baseline_rules",
                                       "clark.coref_beats_string_match", "clark.coref_nominal"}
     assert np.all([not c.learned for c in claims if "baseline" in c.id])
+
+
+# ---- LitBank (CoNLL-2012 coreference column, heuristic heads and types) -----------------------------------------
+
+# Document word indices (coreference column after the word):
+#   S1  0 Mary (0  1 Brown  2 of  3 Bath (1)|0)  4 met  5 her (3|(0)  6 sister 3)  7 .
+#   S2  8 Her (3|(0)  9 sister  10 ,  11 who  12 was  13 tired 3)  14 ,  15 slept  16 .
+#   S3  17 Brown (0)  18 laughed  19 ,  20 and  21 Brown (5|(0)  22 's  23 dog 5)  24 barked  25 .
+#   S4  26 Rain (6)  27 fell  28 and  29 the (5  30 dog 5)  31 ran  32 .
+#   S5  33 The (6  34 rain 6)  35 stopped  36 .
+LITBANK_SENTENCES = [
+    [("Mary", "(0"), ("Brown", ""), ("of", ""), ("Bath", "(1)|0)"), ("met", ""), ("her", "(3|(0)"), ("sister", "3)"),
+     (".", "")],
+    [("Her", "(3|(0)"), ("sister", ""), (",", ""), ("who", ""), ("was", ""), ("tired", "3)"), (",", ""),
+     ("slept", ""), (".", "")],
+    [("Brown", "(0)"), ("laughed", ""), (",", ""), ("and", ""), ("Brown", "(5|(0)"), ("'s", ""), ("dog", "5)"),
+     ("barked", ""), (".", "")],
+    [("Rain", "(6)"), ("fell", ""), ("and", ""), ("the", "(5"), ("dog", "5)"), ("ran", ""), (".", "")],
+    [("The", "(6"), ("rain", "6)"), ("stopped", ""), (".", "")],
+]
+
+
+def _conll2012(sentences, name="toy_litbank") -> str:
+    """CoNLL-2012 text as LitBank writes it: 13 tab-separated fields, coreference last (empty when none)."""
+    lines = [f"#begin document ({name}); part 0"]
+    for sent in sentences:
+        for k, (word, coref) in enumerate(sent):
+            lines.append("\t".join([name, "0", str(k), word] + ["_"] * 8 + [coref]))
+        lines.append("")
+    lines.append("#end document")
+    return "\n".join(lines) + "\n"
+
+
+def _litbank_file(tmp_path, sentences=LITBANK_SENTENCES, name="toy_litbank") -> Path:
+    p = tmp_path / f"{name}.conll"
+    p.write_text(_conll2012(sentences, name), encoding="utf-8")
+    return p
+
+
+def test_litbank_brackets_nested_multi_id_and_singletons(tmp_path):
+    from bertattn_bench.data.coref import read_litbank_document
+
+    doc = read_litbank_document(_litbank_file(tmp_path))
+    assert doc.doc_id == "toy_litbank" and len(doc.words) == 37
+    assert doc.sentence_starts == [0, 8, 17, 26, 33]
+    got = [(m.start, m.end, m.entity, m.head, m.kind) for m in doc.mentions]
+    assert got == [(0, 4, "0", 1, "proper"),  # "Mary Brown of Bath": head before "of"; Bath (entity 1) inside
+                   (5, 6, "0", 5, "pronoun"), (5, 7, "3", 6, "nominal"),  # "(3|(0)" on one token
+                   (8, 9, "0", 8, "pronoun"), (8, 14, "3", 9, "nominal"),  # head before the comma
+                   (17, 18, "0", 17, "proper"),  # sentence-initial, capitalised everywhere else: proper
+                   (21, 22, "0", 21, "proper"), (21, 24, "5", 23, "nominal"),  # "Brown 's dog" → dog
+                   (26, 27, "6", 26, "nominal"),  # sentence-initial "Rain", lower-case elsewhere: nominal
+                   (29, 31, "5", 30, "nominal"), (33, 35, "6", 34, "nominal")]
+    assert doc.n_singletons == 1 and doc.n_dropped == 0  # Bath
+    assert doc.mentions[0].source.endswith("toy_litbank.conll:2")
+    assert doc.heads == [-1] * 37
+    assert doc.feats[5] == {"Number": "Sing", "Gender": "Fem", "Person": "3"} and doc.upos[5] == "PRON"
+    assert doc.feats[23] == {"Number": "Sing"} and doc.upos[1] == "PROPN" and doc.upos[26] == "_"
+
+
+def test_litbank_windows_and_baselines(tmp_path, tokenizer):
+    from bertattn_bench.data.coref import read_litbank_document
+
+    doc = read_litbank_document(_litbank_file(tmp_path))
+    windows, stats = make_windows([doc], tokenizer, 128)
+    assert len(windows) == 1 and stats.n_singletons == 1
+    got = {a.head: (a.kind, a.antecedent_heads, a.nearest, a.head_word, a.rules) for a in windows[0].anaphors}
+    assert got[5] == ("pronoun", (1,), True, False, True)  # her → Mary Brown (agreement: Sing/unmarked gender)
+    assert got[9] == ("nominal", (6,), False, True, True)  # sister → her sister (head-word match)
+    assert got[34] == ("nominal", (26,), False, True, True)  # rain → Rain (lower-cased head match)
+
+
+def test_litbank_head_word_heuristic():
+    from bertattn_bench.data.coref import litbank_head
+
+    words = "the man in the house who laughed".split()
+    assert litbank_head(words, 0, 7) == 1  # before the first preposition
+    assert litbank_head(words, 3, 7) == 4  # before the relative pronoun
+    assert litbank_head("he who laughed".split(), 0, 3) == 0
+    assert litbank_head("that man".split(), 0, 2) == 1  # a marker word in first position is no post-modifier
+    assert litbank_head(["the", "king", "'s"], 0, 3) == 1  # a trailing possessive is skipped
+    assert litbank_head(["Lincoln", "'s", "Inn", "Hall"], 0, 4) == 3
+    assert litbank_head(["Sir", "John", ",", "the", "knight"], 0, 5) == 1
+
+
+def test_litbank_type_heuristic():
+    from bertattn_bench.data.coref import guess_tags, mention_kind
+
+    words = ['"', "Stone", "fell", ".", "Rose", "saw", "Rose", ".", "Hope", "came", ".", "Themselves", "men", "."]
+    upos, feats = guess_tags(words, [0, 4, 8, 11])
+    kinds = [mention_kind(u) for u in upos]
+    assert kinds[1] == "nominal"  # after an opening quote, never seen elsewhere: capitalisation proves nothing
+    assert kinds[4] == kinds[6] == "proper"  # initial, but capitalised at its non-initial occurrence too
+    assert kinds[8] == "nominal"  # only ever sentence-initial
+    assert kinds[11] == "pronoun" and feats[11] == {"Number": "Plur", "Person": "3"}
+    assert feats[12] == {"Number": "Plur"} and feats[2] == {"Number": "Sing"} and feats[3] == {}
+    upos, _ = guess_tags(["I", "met", "the", "Stone", "."], [0])
+    assert upos[0] == "PRON" and upos[3] == "PROPN"
+
+
+@pytest.mark.parametrize("coref, line, message", [
+    ("7)", 3, r"closes entity '7', which is not open"),
+    ("(7", 3, r"mention of entity 7 is never closed"),
+    ("(7)|(x", 3, r"malformed coreference value"),
+    ("(7))", 3, r"malformed coreference value"),
+])
+def test_litbank_malformed_brackets_name_file_and_line(tmp_path, coref, line, message):
+    from bertattn_bench.data.coref import read_litbank_document
+
+    path = _litbank_file(tmp_path, [[("John", ""), ("left", coref), (".", "")]], name="bad")
+    with pytest.raises(DataError, match=rf"bad\.conll:{line}: .*{message}"):
+        read_litbank_document(path)
+
+
+def test_litbank_corpus_loading_paths_and_fingerprint(tmp_path, tiny):
+    from bertattn_bench.cache import data_fingerprint
+    from bertattn_bench.data.coref import corpus_data_paths
+    from bertattn_bench.metrics.coref import prepare_coref
+    from bertattn_bench.registry import FAMILIES
+
+    data = tmp_path / "data"
+    (data / "litbank_coref" / "conll").mkdir(parents=True)
+    folder = data / "litbank_coref" / "conll"
+    _litbank_file(folder, name="b_doc")
+    _litbank_file(folder, name="a_doc")
+    assert [d.doc_id for d in load_documents(data, "litbank")] == ["a_doc", "b_doc"]
+    assert [d.doc_id for d in load_documents(data, "litbank", limit=1)] == ["a_doc"]
+    paths = corpus_data_paths(data, "litbank")
+    assert [p.name for p in paths] == ["a_doc.conll", "b_doc.conll"]
+    before = data_fingerprint(paths)
+    (folder / "b_doc.conll").write_text(_conll2012(LITBANK_SENTENCES[:2], "b_doc"), encoding="utf-8")
+    assert data_fingerprint(corpus_data_paths(data, "litbank")) != before  # the files themselves are hashed
+    assert "litbank" in FAMILIES["coref"].corpora and FAMILIES["coref"].default_corpus == "gum_dev"
+    pr = prepare_coref(tiny, data, "litbank")
+    assert pr.data_paths == corpus_data_paths(data, "litbank") and pr.data.startswith("LitBank (2 docs")
+    res = pr.run().result
+    assert res.n_documents == 2 and res.count() > 0
+    with pytest.raises(DataError, match="litbank_coref/conll"):
+        load_documents(tmp_path / "empty", "litbank")

@@ -9,7 +9,8 @@ candidates; every word of the window is a candidate (the head is not told where 
 Baselines on the same anaphors (Clark §4.3, computed from the data): the nearest preceding mention; the nearest
 preceding mention with the same lower-cased head word (no fallback: none found counts as wrong); a rule-based
 system of four sieves after Lee et al. (2011): full string match, head-word match, number/gender/person agreement
-(UD FEATS), any mention; the nearest mention passing the earliest sieve.
+(UD FEATS; for LitBank surface guesses, see ``bertattn_bench.data.coref``), any mention; the nearest mention
+passing the earliest sieve.
 """
 from __future__ import annotations
 
@@ -125,14 +126,13 @@ def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.
     return out
 
 
-@family("coref", corpora=("gum_dev", "gum_test", "gum_train"), default_corpus="gum_dev")
+@family("coref", corpora=("gum_dev", "gum_test", "gum_train", "litbank"), default_corpus="gum_dev")
 def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | None = None, batch_size: int = 32,
                   max_tokens: int = 128):
-    """Clark §4.3: GUM documents cut into windows of whole sentences (<= ``max_tokens`` pieces); ``limit`` =
-    at most that many windows. Windows without an anaphor are not run (they add nothing)."""
+    """Clark §4.3: GUM (or LitBank) documents cut into windows of whole sentences (<= ``max_tokens`` pieces);
+    ``limit`` = at most that many windows. Windows without an anaphor are not run (they add nothing)."""
     from ..batching import Skipped, drop_too_long, encode_words
-    from ..data.coref import CORPORA, load_documents, make_windows
-    from ..data.coref import GUM_DOCUMENTS, SPLIT_FILES
+    from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows
     from ..passes import PreparedPass
 
     max_tokens = min(max_tokens, loaded.info.max_positions)
@@ -156,13 +156,15 @@ def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | 
         result.n_mentions = sum(w.n_mentions for w in kept)
         return result
 
+    if corpus == "litbank":
+        source = f"LitBank ({len(docs)} docs; CoNLL-2012 chains, heuristic head words and types"
+    else:
+        source = f"GUM {CORPORA[corpus]} ({len(docs)} docs; Entity= chains, UD heads"
     return PreparedPass(
-        "coref", corpus,
-        f"GUM {CORPORA[corpus]} ({len(docs)} docs; Entity= chains, UD heads; windows of whole sentences "
-        f"<= {max_tokens} pieces, non-overlapping)",
+        "coref", corpus, f"{source}; windows of whole sentences <= {max_tokens} pieces, non-overlapping)",
         loaded, encoded, skipped, lambda: CorefReducer(windows, info.n_layers, info.n_heads, info.device),
         finish=finish, with_words=True, batch_size=batch_size,
-        data_paths=[data_dir / GUM_DOCUMENTS] + [data_dir / p for p in SPLIT_FILES.values()])
+        data_paths=corpus_data_paths(data_dir, corpus))
 
 
 # ---- claim metrics (named by reference_numbers/clark2019_coref.toml) ------------------------------------------
