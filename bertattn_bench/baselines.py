@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .cache import data_files
 from .claims import baseline_key
 
 
@@ -32,11 +33,11 @@ def git_commit() -> str:
 
 
 def describe_data(paths: list[Path], data_dir: Path) -> str:
-    """``relative/path sha256:… (k file(s))`` for the files a pass read (a folder: its *.conllu files)."""
+    """``relative/path sha256:… (k file(s))`` for the files a pass read (a folder: its data files)."""
     digest, names, count = hashlib.sha256(), [], 0
     for p in paths:
         p = Path(p)
-        files = sorted(p.glob("*.conllu")) if p.is_dir() else [p]
+        files = data_files(p)
         for f in files:
             digest.update(f.name.encode())
             digest.update(file_sha256(f).encode())

@@ -52,11 +52,21 @@ def model_fingerprint(info) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
+DATA_SUFFIXES = (".conllu", ".conll")
+
+
+def data_files(path: Path) -> list[Path]:
+    """The data files behind ``path``: the file itself, or a folder's CoNLL-U / CoNLL-2012 files (sorted)."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    return sorted(f for f in path.iterdir() if f.suffix in DATA_SUFFIXES)
+
+
 def data_fingerprint(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for p in paths:
-        files = sorted(p.glob("*.conllu")) if p.is_dir() else [p]
-        for f in files:
+        for f in data_files(p):
             h.update(f.name.encode())
             h.update(_file_fingerprint(f).encode())
     return h.hexdigest()[:16]

@@ -377,7 +377,8 @@ def test_litbank_malformed_brackets_name_file_and_line(tmp_path, coref, line, me
 
 
 def test_litbank_corpus_loading_paths_and_fingerprint(tmp_path, tiny):
-    from bertattn_bench.cache import data_fingerprint
+    from bertattn_bench.baselines import describe_data
+    from bertattn_bench.cache import data_files, data_fingerprint
     from bertattn_bench.data.coref import corpus_data_paths
     from bertattn_bench.metrics.coref import prepare_coref
     from bertattn_bench.registry import FAMILIES
@@ -390,7 +391,9 @@ def test_litbank_corpus_loading_paths_and_fingerprint(tmp_path, tiny):
     assert [d.doc_id for d in load_documents(data, "litbank")] == ["a_doc", "b_doc"]
     assert [d.doc_id for d in load_documents(data, "litbank", limit=1)] == ["a_doc"]
     paths = corpus_data_paths(data, "litbank")
-    assert [p.name for p in paths] == ["a_doc.conll", "b_doc.conll"]
+    assert paths == [folder] and [p.name for p in data_files(folder)] == ["a_doc.conll", "b_doc.conll"]
+    assert describe_data(paths, data).startswith("litbank_coref/conll sha256:")
+    assert describe_data(paths, data).endswith("(2 file(s))")
     before = data_fingerprint(paths)
     (folder / "b_doc.conll").write_text(_conll2012(LITBANK_SENTENCES[:2], "b_doc"), encoding="utf-8")
     assert data_fingerprint(corpus_data_paths(data, "litbank")) != before  # the files themselves are hashed

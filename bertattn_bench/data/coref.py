@@ -441,10 +441,11 @@ def litbank_files(data_dir: Path) -> list[Path]:
 
 
 def corpus_data_paths(data_dir: Path, corpus: str) -> list[Path]:
-    """The files a pass over ``corpus`` reads, for the cache key and provenance. LitBank's files are listed one
-    by one: a folder is fingerprinted by its *.conllu files only."""
+    """The files and folders a pass over ``corpus`` reads, for the cache key and provenance (a folder stands for
+    its CoNLL files, see ``cache.data_files``)."""
     if corpus == "litbank":
-        return litbank_files(data_dir)
+        litbank_files(data_dir)  # fail early, naming the folder, when it holds no LitBank files
+        return [data_dir / LITBANK_DOCUMENTS]
     return [data_dir / GUM_DOCUMENTS] + [data_dir / p for p in SPLIT_FILES.values()]
 
 

@@ -23,6 +23,7 @@ import torch
 from ..attention import Reducer, head_name
 from ..data.coref import KINDS, CorefWindow, WindowStats
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..plotting import pyplot, save_figure
 
 BASELINES = ("nearest", "head_word", "rules")
 BASELINE_NAMES = {"nearest": "nearest mention", "head_word": "head-word match", "rules": "rule-based"}
@@ -300,17 +301,12 @@ def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
 @figure("coref")
 def coref_figure(pass_results, directory: Path) -> list[Path]:
     """Accuracy by mention type: the best head (on all anaphors) against the three baselines, one PNG per pass."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     paths = []
     for pr in pass_results:
         res = pr.result
         if not isinstance(res, CorefResult) or res.count() == 0:
             continue
-        directory.mkdir(parents=True, exist_ok=True)
         layer, head, _ = res.best_head()
         series = [(BASELINE_NAMES[b], [res.baseline(b, k) for k in TYPES]) for b in BASELINES]
         series.append((f"head {head_name(layer, head)}", [res.head_accuracy(layer, head, k) for k in TYPES]))
@@ -325,11 +321,7 @@ def coref_figure(pass_results, directory: Path) -> list[Path]:
         ax.set_yticks(range(0, 101, 20))
         ax.set_title(f"{pr.model.name} / {pr.corpus} ({res.n_windows} windows)", fontsize=8)
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        path = directory / f"coref-{pr.model.slug}-{pr.corpus}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, directory, f"coref-{pr.model.slug}-{pr.corpus}.png"))
     return paths
 
 
