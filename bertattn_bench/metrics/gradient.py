@@ -367,16 +367,19 @@ def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_toke
     from ..data.segments import CORPORA, load_segments
 
     data = f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces, {MASK_RATE:.0%} masked, seed {MASK_SEED})"
+    paths = [data_dir / CORPORA[corpus]]
     bs = max(1, batch_size // 2)  # a backward pass holds every layer's maps: half the forward-only batch
     if loaded.info.random_init_seed is None:
         problem = mlm_head_problem(loaded.info, loaded.model.config)
         if problem:
-            return GradientPass("gradient", corpus, data, loaded, {}, Skipped(), bs, no_head=problem)
+            return GradientPass("gradient", corpus, data, loaded, {}, Skipped(), bs, no_head=problem,
+                                data_paths=paths)
     max_tokens = min(max_tokens, loaded.info.max_positions)
     pairs, not_fitting = load_segments(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
     tok = loaded.tokenizer
     masked = {i: mask_pieces(encode_pair(tok, i, p.first, p.second), tok) for i, p in enumerate(pairs)}
-    return GradientPass("gradient", corpus, data, loaded, masked, Skipped(n=not_fitting, max_tokens=max_tokens), bs)
+    return GradientPass("gradient", corpus, data, loaded, masked, Skipped(n=not_fitting, max_tokens=max_tokens), bs,
+                        data_paths=paths)
 
 
 # ---- claim metrics (named by reference_numbers/clark2019_gradient.toml) ---------------------------------------
