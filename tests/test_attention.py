@@ -106,3 +106,8 @@ def test_model_loaded_elsewhere_is_refused(tokenizer):
 def test_head_names_are_one_based():
     assert attention.head_name(0, 0) == "1-1"
     assert attention.head_name(7, 9) == "8-10"
+    assert attention.parse_head_name("8-10") == (7, 9)
+    assert attention.parse_head_name(attention.head_name(4, 3)) == (4, 3)
+    for bad in ("0-1", "5", "a-b", "5-4-1"):
+        with pytest.raises(ValueError, match="layer-head|from 1"):
+            attention.parse_head_name(bad)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attention import Reducer, head_name
+from ..attention import Reducer, head_name, parse_head_name
 from ..data.coref import KINDS, CorefWindow, WindowStats
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from ..plotting import pyplot, save_figure
@@ -271,14 +271,20 @@ def coref_nominal_gap(pr, kind: str = "nominal", versus: str = "rules", string_m
                            + f"; {kind} vs {BASELINE_NAMES[string_match]} {over_string:+.1f}; {_best_text(res)}"))
 
 
+def _named_head(res: CorefResult, head: str, kind: str):
+    """(accuracy per head on ``kind``, layer, head) for a paper-named head; not applicable if the model lacks it."""
+    layer, h = parse_head_name(head)
+    acc = res.accuracy(kind)
+    if layer >= acc.shape[0] or h >= acc.shape[1]:
+        raise NotApplicable(f"head {head} does not exist in a {acc.shape[0]}x{acc.shape[1]} model")
+    return acc, layer, h
+
+
 @metric("coref_named_head")
 def coref_named_head(pr, head: str, kind: str = "all") -> Measurement:
     """Rank (1 = best) of a paper-named head, e.g. Clark's 5-4, among all heads on ``kind``."""
     res = _res(pr)
-    layer, h = (int(x) - 1 for x in head.split("-"))
-    acc = res.accuracy(kind)
-    if layer >= acc.shape[0] or h >= acc.shape[1]:
-        raise NotApplicable(f"head {head} does not exist in a {acc.shape[0]}x{acc.shape[1]} model")
+    acc, layer, h = _named_head(res, head, kind)
     rank = int((acc > acc[layer, h]).sum()) + 1
     return Measurement(float(rank), n=res.count(kind), n_unit="anaphors", head=head,
                        detail=f"{head}: {acc[layer, h]:.1f}%; {_best_text(res)}")
@@ -288,10 +294,7 @@ def coref_named_head(pr, head: str, kind: str = "all") -> Measurement:
 def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
     """Accuracy of a paper-named head (Clark Table 2: 5-4, 65 on all anaphors), percent."""
     res = _res(pr)
-    layer, h = (int(x) - 1 for x in head.split("-"))
-    acc = res.accuracy(kind)
-    if layer >= acc.shape[0] or h >= acc.shape[1]:
-        raise NotApplicable(f"head {head} does not exist in a {acc.shape[0]}x{acc.shape[1]} model")
+    acc, layer, h = _named_head(res, head, kind)
     return Measurement(float(acc[layer, h]), n=res.count(kind), n_unit="anaphors", head=head, unit="%",
                        detail=f"{_best_text(res)}; {_baselines_text(res)}")
 
