@@ -65,7 +65,7 @@ def record_baselines(session, directory: Path, date: str | None = None) -> list[
     directory.mkdir(parents=True, exist_ok=True)
     by_model: dict[str, list] = {}
     for o in session.outcomes:
-        if o.skipped is None:
+        if o.skipped is None and not o.negative_control:  # the twin's values are a control, not a baseline
             by_model.setdefault(o.model_slug, []).append(o)
     written = []
     for slug, outcomes in by_model.items():

@@ -108,6 +108,7 @@ class ClaimOutcome:
     tolerance: float = 0.0
     skipped: str | None = None
     passed: bool | None = None
+    negative_control: bool = False  # judged as the random-init twin: passes when the claim does NOT hold
 
     @property
     def verdict(self) -> str:

@@ -182,6 +182,7 @@ class BenchSession:
             out = evaluate(claim, pr, self.compare_baseline(), mode="compare")
         else:
             out = evaluate(claim, pr, None if (recording or negative_control) else load_baseline(pr.model.slug))
+        out.negative_control = negative_control
         if negative_control and out.skipped is None:
             out.passed = out.holds is False  # a learned-structure claim must fail on random weights
             out.comparison = f"NOT {out.comparison} (negative control)"

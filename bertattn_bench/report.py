@@ -34,8 +34,13 @@ def _num(value) -> str:
     return "none" if value is None else f"{value:.4g}"
 
 
+def in_report_order(outcomes: list[ClaimOutcome]) -> list[ClaimOutcome]:
+    """Paper, section, claim, model, corpus: the same order whatever order the (xdist) workers finished in."""
+    return sorted(outcomes, key=lambda o: (o.paper, o.section, o.claim_id, o.model, o.corpus, o.negative_control))
+
+
 def rows(outcomes: list[ClaimOutcome]) -> list[dict]:
-    ordered = sorted(outcomes, key=lambda o: (o.paper, o.section, o.claim_id, o.model, o.corpus))
+    ordered = in_report_order(outcomes)
     return [{
         "claim": o.claim_id, "section": o.section, "model": o.model, "data": o.corpus,
         "reference (paper)": o.reference, "needs": o.comparison, "measured": _measured(o),
@@ -73,6 +78,7 @@ def markdown_page(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> 
 def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> list[Path]:
     """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a list, one record per claim/model/corpus)."""
     directory.mkdir(parents=True, exist_ok=True)
+    outcomes = in_report_order(outcomes)
     records = [o.record() | {"verdict": o.verdict} for o in outcomes]
     json_path = directory / "claims.json"
     json_path.write_text(json.dumps(records, indent=2, ensure_ascii=False), encoding="utf-8")

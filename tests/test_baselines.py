@@ -11,7 +11,7 @@ def _session(tmp_path: Path, claim: str, corpus: str, value: float, args: list[s
     data.mkdir(exist_ok=True)
     (data / f"{corpus}.txt").write_text(f"text of {corpus}\n")
     outcome = SimpleNamespace(skipped=None, model_slug="m", claim_id=claim, corpus=corpus, measured=value, n=7,
-                              n_unit="arcs", holds=True, head="1-2", detail="")
+                              n_unit="arcs", holds=True, head="1-2", detail="", negative_control=False)
     p = {"slug": "m", "model": "embedded:m", "source": "/x", "attn_implementation": "bertattn_eager", "device": "cpu",
          "family": "fam", "corpus": corpus, "data_files": describe_data([data / f"{corpus}.txt"], data)}
     config = SimpleNamespace(invocation_params=SimpleNamespace(args=args), getoption=lambda name: None)
@@ -45,3 +45,11 @@ def test_describe_data_changes_with_content(tmp_path):
     assert describe_data([f], tmp_path) != before
     assert describe_data([tmp_path], tmp_path).endswith("(1 file(s))")
 
+
+
+def test_negative_control_outcomes_are_not_recorded(tmp_path):
+    session = _session(tmp_path, "c.one", "a", 1.0, [])
+    twin = SimpleNamespace(**{**vars(session.outcomes[0]), "model_slug": "random-m", "negative_control": True})
+    session.outcomes.append(twin)
+    written = record_baselines(session, tmp_path / "baselines", date="2026-01-01T00:00:00+00:00")
+    assert [p.name for p in written] == ["m.json"]

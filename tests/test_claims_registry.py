@@ -434,3 +434,18 @@ def test_write_report_files(tmp_path):
                                                                              ("t.z", "skipped", None)]
     assert "t.claim" in (tmp_path / "rep" / "claims.md").read_text(encoding="utf-8")
     assert (tmp_path / "rep" / "claims.csv").read_text(encoding="utf-8").count("\n") == 3
+
+
+def test_report_files_do_not_depend_on_the_order_outcomes_arrived_in(tmp_path):
+    """pytest-xdist workers finish in any order: the files must be the same as a serial run's."""
+    from bertattn_bench.report import write_report
+
+    outs = [evaluate(claim(">", 1.0, id=f"t.{k}"), FakePass(v, corpus=c)) for k, v, c in
+            [("b", 2.0, "x"), ("a", 0.5, "y"), ("a", 3.0, "x")]]
+    twin = evaluate(claim(">", 1.0, id="t.a"), FakePass(0.2, corpus="x"))
+    twin.negative_control = True
+    outs.append(twin)
+    write_report(outs, tmp_path / "one")
+    write_report(outs[::-1], tmp_path / "two")
+    for name in ("claims.md", "claims.csv", "claims.json"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
