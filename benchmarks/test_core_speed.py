@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertattn_bench.batching import iter_batches
-from bertattn_bench.pytest_plugin import Target, requested_corpora, requested_models
+from bertattn_bench.pytest_plugin import Target, benchmark_group, requested_corpora, requested_models
 
 NAIVE_SENTENCES = 40  # the loop is slow by design; enough sentences for a stable rate
 
@@ -28,6 +28,7 @@ def dep_target(request):
 
 def test_speed_floor_bare_forward(benchmark, bench, dep_target):
     """(a) The floor: the same batches through the model with output_attentions, nothing reduced."""
+    benchmark.group = benchmark_group(dep_target)
     prepared = bench.prepare(dep_target)
     model, tok, dev = prepared.loaded.model, prepared.loaded.tokenizer, prepared.loaded.info.device
 
@@ -81,6 +82,8 @@ def naive_dependency_counts(loaded, encoded, arcs, relations):
 
 def test_speed_naive_loop_and_agreement(benchmark, bench, dep_target):
     """(b) The one-at-a-time loop: its rate, and the same counts as the batched core on the same sentences."""
+    # its own table: it times NAIVE_SENTENCES sentences, not the corpus, so a ratio beside the core would mislead
+    benchmark.group = f"{benchmark_group(dep_target)}, naive loop on {NAIVE_SENTENCES} sentences"
     from bertattn_bench.attention import run_reducers
     from bertattn_bench.metrics.syntax import RELATIONS, DependencyReducer, sd_arcs
 

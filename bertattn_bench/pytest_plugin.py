@@ -248,8 +248,15 @@ def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
     return out
 
 
+def benchmark_group(target: Target) -> str:
+    """pytest-benchmark group of a pass: one table per family and corpus, so the §4 core on EWT dev sits beside
+    its floor and the naive loop (test_core_speed), and the surface and clustering passes are told apart."""
+    return f"{target.family}: {target.corpus}"
+
+
 def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
     """Time one attention pass with pytest-benchmark and keep its result for the claims."""
+    benchmark.group = benchmark_group(target)
     if getattr(benchmark, "disabled", False):
         # --benchmark-disable (or xdist): nothing is timed, so a finished pass is read from the cache (resume)
         result = bench.result(target)
