@@ -13,22 +13,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main(argv: list[str] | None = None) -> int:
-    import pytest
-
+def pytest_args(argv: list[str] | None = None) -> list[str]:
+    """The pytest command line a ``record|compare|run`` invocation stands for."""
     parser = argparse.ArgumentParser(prog="python -m bertattn_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["record", "compare", "run"])
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)
-    pytest_args = [str(ROOT / "benchmarks"), "-p", "no:cacheprovider", "--rootdir", str(ROOT), *rest]
+    out = [str(ROOT / "benchmarks"), "-p", "no:cacheprovider", "--rootdir", str(ROOT), *rest]
     if args.command == "record":
-        pytest_args.append("--record-baseline")
+        out.append("--record-baseline")
     elif args.command == "compare":
         if not args.against:
             parser.error("compare needs --against MODEL_A")
-        pytest_args += ["--compare-to", args.against]
-    return int(pytest.main(pytest_args))
+        out += ["--compare-to", args.against]
+        if not any(a.startswith("--tb") for a in rest):
+            # a regression is an expected outcome here, not a crash: one line each (the assertion names claim,
+            # A's value, B's value and n), then the table; pass --tb=short for tracebacks
+            out.append("--tb=line")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import pytest
+
+    return int(pytest.main(pytest_args(argv)))
 
 
 if __name__ == "__main__":
