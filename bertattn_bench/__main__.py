@@ -27,10 +27,6 @@ def pytest_args(argv: list[str] | None = None) -> list[str]:
         if not args.against:
             parser.error("compare needs --against MODEL_A")
         out += ["--compare-to", args.against]
-        if not any(a.startswith("--tb") for a in rest):
-            # a regression is an expected outcome here, not a crash: one line each (the assertion names claim,
-            # A's value, B's value and n), then the table; pass --tb=short for tracebacks
-            out.append("--tb=line")
     return out
 
 

@@ -9,15 +9,9 @@ def test_record_adds_the_record_option():
     assert args[-1] == "--record-baseline" and "--model" in args and args[0].endswith("benchmarks")
 
 
-def test_compare_names_model_a_and_prints_one_line_per_regression():
+def test_compare_names_model_a():
     args = pytest_args(["compare", "--model", "random:embedded", "--against", "embedded"])
     assert args[args.index("--compare-to") + 1] == "embedded"
-    assert "--tb=line" in args
-
-
-def test_compare_keeps_a_traceback_style_the_user_asked_for():
-    args = pytest_args(["compare", "--against", "embedded", "--tb=short"])
-    assert "--tb=line" not in args and "--tb=short" in args
 
 
 def test_compare_without_model_a_is_a_usage_error(capsys):
