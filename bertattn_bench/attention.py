@@ -173,10 +173,18 @@ def parse_head_name(name: str) -> tuple[int, int]:
 # ---- the batched core ------------------------------------------------------------------------------------------
 
 class Reducer:
-    """A statistic accumulated batch by batch on the model's device; ``finalize()`` returns a small result."""
+    """A statistic accumulated batch by batch on the model's device; ``finalize()`` returns a small result.
+
+    A reducer that sets ``wants_hidden_states`` also gets the batch's hidden states (embeddings + every layer) from
+    the same forward pass through ``end_batch``."""
+
+    wants_hidden_states = False
 
     def start_batch(self, batch) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def end_batch(self, hidden_states: tuple[torch.Tensor, ...] | None) -> None:
+        """After the forward pass of the batch; ``hidden_states`` only when some reducer wants them."""
 
     def update(self, layer: int, probs: torch.Tensor) -> None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -197,9 +205,13 @@ def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], e
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc=desc, unit="batch", leave=False, disable=None)  # quiet when not a TTY
+    hidden = any(getattr(r, "wants_hidden_states", False) for r in reducers)
     with torch.inference_mode(), attention_run(model, observe, edit_probs, head_gates):
         for batch in batches:
             for r in reducers:
                 r.start_batch(batch)
-            model(**batch.model_inputs())
+            out = model(**batch.model_inputs(), output_hidden_states=hidden)
+            for r in reducers:
+                if hasattr(r, "end_batch"):
+                    r.end_batch(out.hidden_states if hidden else None)
     return [r.finalize() for r in reducers]

@@ -278,6 +278,9 @@ def test_pass_on_tiny_model(tmp_path, tiny):
     assert all(p.n_arcs == 12 for p in res.probes.values())
     assert res.right_branching == pytest.approx(100 * 8 / 12)  # CAT: The→cat, cat→sat, the→mat; SNORKEL: both
     assert "random weights" in res.random_init and "random_init_features" in res.seconds
+    # the structural probe: gold edges among the non-punctuation words (CAT 6 → 5, SNORKEL 3 → 2, CAT again 5)
+    assert res.structural.n_edges == 12 and 0 <= res.structural.layer <= tiny.info.n_layers
+    assert len(res.structural.held_out_uuas) == tiny.info.n_layers + 1 and "structural" in res.seconds
     # the tiny model is itself random-init: its own probe is the random-init baseline
     res2 = P.prepare_probes(tiny, root, "ewt_dev", settings=settings).run().result
     assert res2.probes["random_init"] == res2.probes["attn_words"] and "itself" in res2.random_init

@@ -36,6 +36,7 @@ from ..batching import Encoded, drop_too_long, encode_words, iter_batches
 from ..errors import DataError
 from ..passes import PassResult, PreparedPass
 from ..registry import Measurement, NotApplicable, family, metric
+from .structural_probe import HiddenWordStates, StructuralScore, StructuralSettings, Tree, structural_probe
 from .syntax import DIRECTIONS, DependencyReducer, HeadScore, offset_baselines, sd_arcs
 
 PROBE_NAMES = {"attn": "Attn", "attn_words": "Attn + words", "dist_words": "Distances + words",
@@ -58,6 +59,7 @@ class ProbeSettings:
     dist_hidden: int = 64
     max_offset: int = 5  # offset indicators for |i - j| <= max_offset (Clark fn. 4: "short distances")
     eval_elements: int = 4_000_000  # eval buckets hold at most this many map entries (memory)
+    structural: StructuralSettings = field(default_factory=StructuralSettings)  # H&M probe (Clark §5's comparison)
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
@@ -379,6 +381,7 @@ class ProbeResult:
     n_train_documents: int
     random_init: str  # how the random-init baseline was obtained
     seconds: dict[str, float] = field(default_factory=dict)
+    structural: StructuralScore | None = None  # Hewitt & Manning's structural probe on the model's vectors
 
     def uas(self, name: str) -> float:
         return self.right_branching if name == "right_branching" else (
@@ -413,6 +416,8 @@ class ProbePass(PreparedPass):
     train_encoded: list[Encoded] = field(default_factory=list)
     train_heads: list[np.ndarray] = field(default_factory=list)
     eval_heads: list[np.ndarray] = field(default_factory=list)
+    train_trees: list[Tree] = field(default_factory=list)  # full gold trees, for the structural probe
+    eval_trees: list[Tree] = field(default_factory=list)
     eval_arcs: list = field(default_factory=list)
     n_train_documents: int = 0
     settings: ProbeSettings = field(default_factory=ProbeSettings)
@@ -438,12 +443,19 @@ class ProbePass(PreparedPass):
         secs: dict[str, float] = {}
         t = time.perf_counter()
         dep = DependencyReducer(self.eval_arcs, info.n_layers, info.n_heads, info.device, relations=("All",))
-        train, _ = extract(self.loaded, self.train_encoded, self.train_heads, self.batch_size)
-        evals, (dep_result,) = extract(self.loaded, self.encoded, self.eval_heads, self.batch_size, [dep])
+        train, (train_states,) = extract(self.loaded, self.train_encoded, self.train_heads, self.batch_size,
+                                         [HiddenWordStates()])
+        evals, (dep_result, eval_states) = extract(self.loaded, self.encoded, self.eval_heads, self.batch_size,
+                                                   [dep, HiddenWordStates()])
         secs["features"] = time.perf_counter() - t
         t = time.perf_counter()
         scores = train_probes(train, evals, s, dev)
         secs["training"] = time.perf_counter() - t
+        t = time.perf_counter()
+        structural = structural_probe([train_states[e.index] for e in self.train_encoded], self.train_trees,
+                                      [eval_states[e.index] for e in self.encoded], self.eval_trees, s.structural, dev)
+        del train_states, eval_states
+        secs["structural"] = time.perf_counter() - t
         if twin is None:
             scores["random_init"] = scores["attn_words"]
             how = "the model is itself randomly initialised: its own Attn + words probe"
@@ -464,7 +476,7 @@ class ProbePass(PreparedPass):
             probes=scores, right_branching=base.right_branching if base else float("nan"),
             best_head=dep_result.best_head("All"), n_eval_sentences=len(self.encoded), n_eval_arcs=n_eval_arcs,
             n_train_sentences=len(self.train_encoded), n_train_arcs=int(sum((h >= 0).sum() for h in self.train_heads)),
-            n_train_documents=self.n_train_documents, random_init=how, seconds=secs)
+            n_train_documents=self.n_train_documents, random_init=how, seconds=secs, structural=structural)
 
 
 def _reindexed(encoded: list[Encoded]) -> list[Encoded]:
@@ -497,7 +509,8 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
     return ProbePass(
         "probes", corpus, data, loaded, _reindexed(encoded), skipped, make_reducer=lambda: None, with_words=True,
         batch_size=batch_size, train_encoded=_reindexed(train_enc), train_heads=[gold_heads(x) for x in train_sents],
-        eval_heads=[gold_heads(x) for x in kept], eval_arcs=[sd_arcs(x) for x in kept], n_train_documents=n_docs,
+        eval_heads=[gold_heads(x) for x in kept], train_trees=[Tree.from_sentence(x) for x in train_sents],
+        eval_trees=[Tree.from_sentence(x) for x in kept], eval_arcs=[sd_arcs(x) for x in kept], n_train_documents=n_docs,
         settings=s, data_paths=[data_file(data_dir, CORPORA[corpus]), data_file(data_dir, "gum/documents"),
                                 *gum_split_files(data_dir)])
 
@@ -551,3 +564,15 @@ def probe_margin_under(pr, probe: str, bars: dict) -> Measurement:
     gaps, line = _bars(res, probe, bars)
     return Measurement(max(gaps), n=res.n_eval_arcs, n_unit="arcs", unit="points over the lowest bar",
                        detail=f"{line}; random init: {res.random_init}; {_train_note(res)}")
+
+
+@metric("probe_vs_structural")
+def probe_vs_structural(pr, probe: str = "attn_words") -> Measurement:
+    """Clark §5: the probe's UAS minus Hewitt & Manning's structural probe's UUAS on the same model and eval set
+    (the paper: 77 vs 80, "not directly comparable": directed heads vs an undirected minimum spanning tree)."""
+    res = _result(pr)
+    if res.structural is None:
+        raise NotApplicable("this probes pass trained no structural probe")
+    st = res.structural
+    return Measurement(res.uas(probe) - st.uuas, n=res.n_eval_arcs, n_unit="arcs", unit="points (UAS - UUAS)",
+                       detail=f"{res.label(probe)} {res.uas(probe):.1f} UAS vs {st.describe()}; {_train_note(res)}")

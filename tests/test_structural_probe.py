@@ -1,0 +1,126 @@
+"""Hewitt & Manning's structural probe (Clark §5's comparison): tree distances, spanning trees and UUAS on
+hand-made trees, training on planted vectors whose squared distances are the tree distances, word-level hidden
+states from the batched core against output_hidden_states, and the claim metric."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertattn_bench.attention import run_reducers
+from bertattn_bench.batching import encode_words, iter_batches
+from bertattn_bench.metrics import probes as P
+from bertattn_bench.metrics import structural_probe as S
+from bertattn_bench.registry import NotApplicable
+
+CPU = torch.device("cpu")
+# "The cat sat on the mat ." as 0-based heads (-1 = root); "." is punctuation
+CAT = S.Tree(np.array([1, 2, -1, 5, 5, 2, 2]), np.array([False] * 6 + [True]))
+
+
+def test_tree_distances_are_path_lengths():
+    d = S.tree_distances(CAT.heads)
+    assert d[0, 5] == 3  # The → cat → sat → mat
+    assert d[3, 4] == 2  # on and the: siblings under mat
+    assert d[1, 2] == 1 and d[6, 0] == 3 and (d == d.T).all() and (np.diag(d) == 0).all()
+    with pytest.raises(ValueError, match="one tree"):
+        S.tree_distances(np.array([-1, -1, 0]))  # two roots
+
+
+def test_spanning_tree_of_points_on_a_line_is_the_chain():
+    x = np.array([0.0, 1.0, 3.0, 7.0, 7.0])  # two points coincide: a zero distance is still an edge
+    assert S.mst_edges(np.abs(x[:, None] - x[None, :])) == {(0, 1), (1, 2), (2, 3), (3, 4)}
+    assert S.mst_edges(np.zeros((1, 1))) == set()
+
+
+def test_gold_edges_drop_punctuation_and_uuas_of_the_gold_distances_is_100():
+    assert S.gold_edges(CAT) == {(0, 1), (1, 2), (2, 5), (3, 5), (4, 5)}
+    gold = S.tree_distances(CAT.heads)
+    assert S.predicted_edges(gold, CAT) == S.gold_edges(CAT)
+    chain = np.abs(np.arange(7)[:, None] - np.arange(7)[None, :]).astype(float)  # right-branching guess
+    assert S.predicted_edges(chain, CAT) & S.gold_edges(CAT) == {(0, 1), (1, 2), (4, 5)}  # The-cat, cat-sat, the-mat
+    # word 1 attached to punctuation: the gold MST over the other words still spans them
+    punct_head = S.Tree(np.array([2, -1, 1, 2]), np.array([False, False, True, False]))
+    assert len(S.gold_edges(punct_head)) == 2
+
+
+def random_tree(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Each word after the first attaches to an earlier word, then the order is shuffled."""
+    heads = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)])
+    perm = rng.permutation(n)
+    inv = np.argsort(perm)
+    return np.array([-1 if heads[p] < 0 else int(inv[heads[p]]) for p in perm])
+
+
+def tree_vectors(heads: np.ndarray, dim: int, rotation: np.ndarray) -> np.ndarray:
+    """x_i = Σ of one orthogonal unit vector per edge on the root→i path: ||x_i - x_j||² is the tree distance."""
+    n = len(heads)
+    x = np.zeros((n, dim))
+    for i in range(n):
+        j = i
+        while heads[j] >= 0:
+            x[i, j] += 1.0  # edge (j → heads[j]) gets unit vector e_j
+            j = heads[j]
+    return x @ rotation
+
+
+def planted(n_sentences: int, seed: int, dim: int = 16):
+    rng = np.random.default_rng(seed)
+    rotation = np.linalg.qr(rng.normal(size=(dim, dim)))[0]
+    states, trees = [], []
+    for _ in range(n_sentences):
+        n = int(rng.integers(5, 12))
+        heads = random_tree(rng, n)
+        noise = rng.normal(size=(n, dim))
+        # layer 0: noise; layer 1: the tree embedding (plus a little noise)
+        states.append(torch.tensor(np.stack([noise, tree_vectors(heads, dim, rotation) + 0.01 * noise]),
+                                   dtype=torch.float16))
+        trees.append(S.Tree(heads, np.zeros(n, dtype=bool)))
+    return states, trees
+
+
+def test_probe_finds_the_layer_that_embeds_the_tree():
+    train_states, train_trees = planted(80, seed=0)
+    eval_states, eval_trees = planted(30, seed=1)
+    s = S.StructuralSettings(rank=16, epochs=40, lr=0.01)
+    score = S.structural_probe(train_states, train_trees, eval_states, eval_trees, s, CPU)
+    assert score.layer == 1 and score.uuas > 95
+    assert score.held_out_uuas[0] < 60  # noise: near a random spanning tree
+    assert score.n_edges == sum(len(t.heads) - 1 for t in eval_trees) and score.n_held_out == 16
+    again = S.structural_probe(train_states, train_trees, eval_states, eval_trees, s, CPU)
+    assert again == score  # seeded: deterministic on one device
+    assert "layer 1" in score.describe() and "rank 16" in score.describe()
+
+
+def test_hidden_word_states_pool_pieces_and_ignore_padding(tiny):
+    words = [["The", "snorkeling", "stopped", "."], ["A", "cat", "sat"]]
+    encoded = [encode_words(tiny.tokenizer, i, w) for i, w in enumerate(words)]
+    (batched,) = run_reducers(tiny.model, iter_batches(encoded, tiny.tokenizer, CPU, 2, True), [S.HiddenWordStates()])
+    (alone,) = run_reducers(tiny.model, iter_batches(encoded, tiny.tokenizer, CPU, 1, True), [S.HiddenWordStates()])
+    n_layers = tiny.info.n_layers
+    for e in encoded:
+        assert batched[e.index].shape == (n_layers + 1, e.n_words, tiny.model.config.hidden_size)
+        assert torch.allclose(batched[e.index].float(), alone[e.index].float(), atol=2e-3)
+    e = encoded[0]
+    ids = torch.tensor([e.input_ids])
+    with torch.inference_mode():
+        hidden = tiny.model(input_ids=ids, output_hidden_states=True).hidden_states
+    pieces = [p for p, w in enumerate(e.word_index) if w == 1]  # "snorkeling": several pieces, averaged
+    assert len(pieces) > 1
+    for layer in range(n_layers + 1):
+        assert torch.allclose(batched[0][layer, 1].float(), hidden[layer][0, pieces].mean(0), atol=2e-3)
+
+
+def test_probe_vs_structural_metric():
+    from types import SimpleNamespace
+
+    from bertattn_bench.metrics.syntax import HeadScore
+
+    res = P.ProbeResult(probes={"attn_words": P.ProbeScore(72.0, 100)}, right_branching=30.0,
+                        best_head=HeadScore(2, 1, 0, 45.0, 100), n_eval_sentences=10, n_eval_arcs=100,
+                        n_train_sentences=20, n_train_arcs=200, n_train_documents=2, random_init="test")
+    with pytest.raises(NotApplicable):
+        P.probe_vs_structural(SimpleNamespace(result=res))
+    res.structural = S.StructuralScore(78.5, 90, 3, [50.0, 60.0, 70.0, 75.0], 16, 4, 64)
+    m = P.probe_vs_structural(SimpleNamespace(result=res))
+    assert m.value == pytest.approx(-6.5) and m.n == 100 and "layer 3" in m.detail and "78.5 UUAS" in m.detail
