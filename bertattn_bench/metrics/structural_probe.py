@@ -79,20 +79,17 @@ def mst_edges(distances: np.ndarray) -> set[tuple[int, int]]:
     return {(min(i, j), max(i, j)) for i, j in zip(tree.row.tolist(), tree.col.tolist())}
 
 
+def spanning_edges(distances: np.ndarray, tree: Tree) -> set[tuple[int, int]]:
+    """The MST of ``distances`` (predicted or gold) over the tree's non-punctuation words, in word indices."""
+    keep = np.flatnonzero(~tree.punct)
+    if len(keep) < 2:
+        return set()
+    return {(int(keep[i]), int(keep[j])) for i, j in mst_edges(distances[np.ix_(keep, keep)])}
+
+
 def gold_edges(tree: Tree) -> set[tuple[int, int]]:
     """The gold tree's edges among its non-punctuation words: the MST of their tree distances (H&M §3)."""
-    keep = np.flatnonzero(~tree.punct)
-    if len(keep) < 2:
-        return set()
-    return {(int(keep[i]), int(keep[j])) for i, j in mst_edges(tree_distances(tree.heads)[np.ix_(keep, keep)])}
-
-
-def predicted_edges(predicted: np.ndarray, tree: Tree) -> set[tuple[int, int]]:
-    """The MST of the predicted distances over the same non-punctuation words."""
-    keep = np.flatnonzero(~tree.punct)
-    if len(keep) < 2:
-        return set()
-    return {(int(keep[i]), int(keep[j])) for i, j in mst_edges(predicted[np.ix_(keep, keep)])}
+    return spanning_edges(tree_distances(tree.heads), tree)
 
 
 class HiddenWordStates(Reducer):
@@ -195,12 +192,13 @@ def uuas_by_layer(probe: DistanceProbe, states: list[torch.Tensor], trees: list[
     layers = list(range(probe.B.shape[0])) if layers is None else layers
     correct, total = np.zeros(len(layers)), 0
     for bk in _buckets(states, trees, idx, 64, device):
-        pred = probe(bk.states).cpu().numpy()
+        pred, gold_dist = probe(bk.states).cpu().numpy(), bk.gold.cpu().numpy()
         for b, i in enumerate(bk.index):
-            n, gold = states[i].shape[1], gold_edges(trees[i])
+            n = states[i].shape[1]
+            gold = spanning_edges(gold_dist[b, :n, :n], trees[i])  # the bucket's tree distances, not recomputed
             total += len(gold)
             for k, layer in enumerate(layers):
-                correct[k] += len(gold & predicted_edges(pred[b, layer, :n, :n], trees[i]))
+                correct[k] += len(gold & spanning_edges(pred[b, layer, :n, :n], trees[i]))
     return 100.0 * correct / max(total, 1), total
 
 
