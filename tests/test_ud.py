@@ -267,3 +267,16 @@ def test_word_ids_out_of_order_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match="1..n") as err:
         read_conllu(path)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("heads, expect", [
+    ((2, 0, 0), "2 words attach to the root"),  # two roots
+    ((2, 3, 1), "0 words attach to the root"),  # no root: 1 → 2 → 3 → 1
+    ((2, 1, 0), "word 1 reaches a cycle"),  # a root, and a cycle 1 ↔ 2 beside it
+])
+def test_heads_that_are_not_one_tree_name_file_and_sentence_line(tmp_path, heads, expect):
+    words = [row(i, w, w, "NOUN", "NN", "_", h, "dep", "_", "_") for i, (w, h) in enumerate(zip("abc", heads), 1)]
+    path = write(tmp_path, "\n".join(PREFIX[:3] + ["# sent_id = loop", *words]) + "\n\n")
+    with pytest.raises(DataError, match=expect) as err:
+        read_conllu(path)
+    assert f"{path}:4" in str(err.value) and "not one tree" in str(err.value)

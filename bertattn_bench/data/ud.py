@@ -74,6 +74,21 @@ def _check_block(path: Path, start: int, lines: list[str]) -> None:
                             f"is out of range 0..{n_words}")
 
 
+def tree_problem(heads: list[int]) -> str | None:
+    """Why 1-based ``heads`` (0 = root) are not one tree rooted at a single word, or None when they are."""
+    roots = [i for i, h in enumerate(heads, 1) if h == 0]
+    if len(roots) != 1:
+        return f"{len(roots)} words attach to the root (0), expected 1: word ids {roots[:5]}"
+    for start in range(1, len(heads) + 1):
+        seen, word = set(), start
+        while word != 0:
+            if word in seen:
+                return f"word {start} reaches a cycle through word {word}"
+            seen.add(word)
+            word = heads[word - 1]
+    return None
+
+
 def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
     """Read a CoNLL-U file; malformed input raises :class:`DataError` naming the file and line."""
     path = Path(path)
@@ -97,6 +112,9 @@ def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
         bad = [h for h in heads if h is None or not 0 <= h <= len(words)]
         if bad:
             raise DataError(f"{path}:{start}: HEAD out of range 0..{len(words)}: {bad[:5]}")
+        problem = tree_problem(heads)
+        if problem:
+            raise DataError(f"{path}:{start}: HEAD column is not one tree: {problem}")
         sentences.append(Sentence(
             words=[t["form"] for t in words],
             heads=heads,
