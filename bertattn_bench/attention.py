@@ -2,15 +2,19 @@
 
 A function registered with transformers' ``AttentionInterface`` (and its mask with ``AttentionMaskInterface``)
 computes eager attention, ``softmax(QK^T * scale + mask)``. While an :func:`attention_run` is active on a model,
-each self-attention module carries a small :class:`AttentionHooks` object; the function then
+each self-attention module carries a stack of frames of :class:`Intervention` s, one frame per (nested) run.
+The attention function applies them at four points, outer frame first:
 
-1. lets ``edit_probs(layer, probs, key_mask)`` replace the probabilities (Kovaleva §4.6: uniform attention),
-2. hands the (possibly edited) probabilities ``(batch, heads, query, key)`` to ``observe(layer, probs)``
-   (reducers accumulate statistics on the model's device),
-3. multiplies each head's output by ``head_gates[layer, head]`` (Michel §3: a masked head has ξ_h = 0).
+* ``"scores"``   ``fn(layer, scores, key_mask) -> scores`` — the pre-softmax scores ``(B, H, Q, K)``;
+* ``"probs"``    ``fn(layer, probs, key_mask) -> probs`` — the probabilities (Kovaleva §4.6: uniform attention);
+* ``"observe"``  ``fn(layer, probs) -> None`` — read the (edited, post-dropout) probabilities; reducers
+  accumulate statistics on the model's device;
+* ``"head_out"`` ``fn(layer, out) -> out`` — each head's output ``(B, H, Q, D)``, the attention-weighted values
+  after dropout (Michel §3: a masked head has ξ_h = 0; a gate ξ_h = 1 that requires grad gives ∂L/∂ξ_h).
 
-Outside a run the function is plain eager attention. Interventions are functions passed in, never a fork of
-the model code, and nothing outlives the ``with`` block.
+``key_mask`` is the boolean ``(B, 1|Q, K)`` mask of real (unpadded) keys. Outside a run the function is plain
+eager attention. Interventions are functions passed in, never a fork of the model code; nested runs stack and
+each ``with`` block removes exactly its own frame on exit (also on an exception), leaving the outer ones.
 """
 from __future__ import annotations
 
@@ -24,33 +28,62 @@ ATTN_IMPLEMENTATION = "bertattn_eager"
 
 Observer = Callable[[int, torch.Tensor], None]
 ProbEditor = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+HeadOutEditor = Callable[[int, torch.Tensor], torch.Tensor]
+
+POINTS = ("scores", "probs", "observe", "head_out")
 
 
-@dataclass
-class AttentionHooks:
-    layer: int
-    observe: Observer | None = None
-    edit_probs: ProbEditor | None = None
-    head_gates: torch.Tensor | None = None  # (n_layers, n_heads)
+@dataclass(frozen=True)
+class Intervention:
+    """A function applied at one point of every layer's attention (see the module docstring)."""
+
+    point: str
+    fn: Callable
+
+    def __post_init__(self):
+        if self.point not in POINTS:
+            raise ValueError(f"intervention point {self.point!r}: expected one of {POINTS}")
+
+
+class _Frame(list):
+    """One run's interventions on one module (a list subclass so frames compare by identity on removal)."""
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+def _apply(frames, point: str, layer: int, x, *extra):
+    for frame in frames:
+        for iv in frame:
+            if iv.point == point:
+                x = iv.fn(layer, x, *extra)
+    return x
 
 
 def bertattn_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Eager attention with the reading/intervention points (same maths as transformers' eager BERT)."""
-    hooks: AttentionHooks | None = getattr(module, "_bertattn_hooks", None)
+    frames = getattr(module, "_bertattn_stack", None)
+    layer = getattr(module, "_bertattn_layer", -1)
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         scores = scores + attention_mask
+    key_mask = key_mask_from(attention_mask, scores) if frames else None
+    if frames:
+        scores = _apply(frames, "scores", layer, scores, key_mask)
     probs = torch.softmax(scores, dim=-1)
-    if hooks is not None and hooks.edit_probs is not None:
-        probs = hooks.edit_probs(hooks.layer, probs, key_mask_from(attention_mask, probs))
+    if frames:
+        probs = _apply(frames, "probs", layer, probs, key_mask)
     probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
-    if hooks is not None and hooks.observe is not None:
-        hooks.observe(hooks.layer, probs)
+    if frames:
+        for frame in frames:
+            for iv in frame:
+                if iv.point == "observe":
+                    iv.fn(layer, probs)
     out = torch.matmul(probs, value)  # (B, H, Q, D)
-    if hooks is not None and hooks.head_gates is not None:
-        out = out * hooks.head_gates[hooks.layer].to(out.dtype).view(1, -1, 1, 1)
+    if frames:
+        out = _apply(frames, "head_out", layer, out)
     return out.transpose(1, 2).contiguous(), probs
 
 
@@ -110,24 +143,52 @@ def attention_run(
     observe: Observer | None = None,
     edit_probs: ProbEditor | None = None,
     head_gates: torch.Tensor | None = None,
+    interventions: Sequence[Intervention] = (),
 ) -> Iterator[None]:
-    """Activate reading/interventions on ``model`` for the duration of the block."""
+    """Activate reading/interventions on ``model`` for the duration of the block.
+
+    ``observe``, ``edit_probs`` and ``head_gates`` are shorthands for ``Intervention("observe"|"probs", fn)`` and
+    :func:`gate_heads`; ``interventions`` lists any others. Runs nest: the inner run's frame is applied after the
+    outer one's, and leaving a block removes its own frame only.
+    """
     mods = attention_modules(model)
+    frame = _Frame(interventions)
+    if edit_probs is not None:
+        frame.append(Intervention("probs", edit_probs))
+    if observe is not None:
+        frame.append(Intervention("observe", observe))
+    if head_gates is not None:
+        frame.append(gate_heads(head_gates))
     for layer, mod in enumerate(mods):
-        mod._bertattn_hooks = AttentionHooks(layer, observe, edit_probs, head_gates)
+        if "_bertattn_stack" not in mod.__dict__:
+            mod._bertattn_stack = []
+        mod._bertattn_layer = layer
+        mod._bertattn_stack.append(frame)
     try:
         yield
     finally:
         for mod in mods:
-            mod.__dict__.pop("_bertattn_hooks", None)
+            stack = mod.__dict__.get("_bertattn_stack", [])
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i] is frame:
+                    del stack[i]
+                    break
+            if not stack:
+                mod.__dict__.pop("_bertattn_stack", None)
 
 
 # ---- interventions (functions passed in) -------------------------------------------------------------------------
 
+def _uniform_over_real_keys(probs: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+    """``(B, 1, Q|1, K)``: 1/n over each example's n real (unpadded) keys, 0 on padding (Kovaleva's stub)."""
+    uniform = key_mask.to(probs.dtype)
+    return (uniform / uniform.sum(-1, keepdim=True)).unsqueeze(1)
+
+
 def uniform_attention(heads: Sequence[tuple[int, int]]) -> ProbEditor:
     """Kovaleva et al. §4.6 "disabling" a head: its attention becomes uniform 1/L over the real tokens.
 
-    ``heads``: 0-based ``(layer, head)`` pairs.
+    ``heads``: 0-based ``(layer, head)`` pairs; a layer is disabled by listing all its heads.
     """
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
@@ -137,8 +198,7 @@ def uniform_attention(heads: Sequence[tuple[int, int]]) -> ProbEditor:
         hs = by_layer.get(layer)
         if not hs:
             return probs
-        uniform = key_mask.to(probs.dtype)
-        uniform = (uniform / uniform.sum(-1, keepdim=True)).unsqueeze(1).expand(-1, 1, probs.shape[2], -1)
+        uniform = _uniform_over_real_keys(probs, key_mask).expand(-1, 1, probs.shape[2], -1)
         probs = probs.clone()
         probs[:, hs] = uniform.expand(-1, len(hs), -1, -1)
         return probs
@@ -146,12 +206,93 @@ def uniform_attention(heads: Sequence[tuple[int, int]]) -> ProbEditor:
     return edit
 
 
+class UniformRows:
+    """Kovaleva's disabling with a configuration per batch row: ``set(mask)`` with ``mask (B, L, H)`` boolean,
+    True where row b's head (l, h) is disabled. Lets one forward pass evaluate many configurations (the sweep):
+    each row is one (example, configuration), and a row equals :func:`uniform_attention` of its own heads alone.
+    """
+
+    def __init__(self):
+        self.mask: torch.Tensor | None = None
+
+    def set(self, mask: torch.Tensor) -> "UniformRows":
+        self.mask = mask
+        return self
+
+    def __call__(self, layer: int, probs: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+        if self.mask is None:
+            raise RuntimeError("UniformRows: set(mask) before the forward pass")
+        if self.mask.shape[0] != probs.shape[0] or self.mask.shape[2] != probs.shape[1]:
+            raise ValueError(f"UniformRows: mask {tuple(self.mask.shape)} does not fit probs {tuple(probs.shape)}")
+        rows = self.mask[:, layer]  # (B, H)
+        if not bool(rows.any()):
+            return probs
+        return torch.where(rows[:, :, None, None], _uniform_over_real_keys(probs, key_mask), probs)
+
+    def intervention(self) -> Intervention:
+        return Intervention("probs", self)
+
+
+def gate_heads(gates: torch.Tensor) -> Intervention:
+    """Michel et al. §3: multiply head h's output by ξ_h. ``gates``: ``(L, H)`` for every row, or ``(B, L, H)``
+    one configuration per batch row. A gate tensor that requires grad gives ∂L/∂ξ_h (importance)."""
+    if gates.dim() not in (2, 3):
+        raise ValueError(f"head gates must be (layers, heads) or (batch, layers, heads), got {tuple(gates.shape)}")
+
+    def apply(layer: int, out: torch.Tensor) -> torch.Tensor:
+        g = gates[layer] if gates.dim() == 2 else gates[:, layer]
+        if g.shape[-1] != out.shape[1]:
+            raise ValueError(f"head gates have {g.shape[-1]} heads, the layer has {out.shape[1]}")
+        g = g.to(out.dtype)
+        return out * (g.view(1, -1, 1, 1) if gates.dim() == 2 else g.view(out.shape[0], -1, 1, 1))
+
+    return Intervention("head_out", apply)
+
+
 def zero_heads(n_layers: int, n_heads: int, heads: Sequence[tuple[int, int]], device=None) -> torch.Tensor:
     """Michel et al. §3 head masking: gates ξ with ξ_h = 0 for the given 0-based heads, 1 elsewhere."""
     gates = torch.ones(n_layers, n_heads, device=device)
     for layer, head in heads:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ValueError(f"head {head_name(layer, head)} is outside the model's {n_layers}x{n_heads} heads")
         gates[layer, head] = 0.0
     return gates
+
+
+def head_gate_gradients(model: torch.nn.Module, batches, loss_fn: Callable, n_layers: int, n_heads: int,
+                        per_example: bool = True) -> tuple[torch.Tensor, int]:
+    """Michel et al. §3.3 importance: the sum over examples of |∂L/∂ξ_h| with every gate ξ_h = 1.
+
+    ``loss_fn(model, batch) -> (loss per example (B,), ...)`` runs the forward pass (inside the gated run).
+    ``per_example``: one gate per (row, layer, head), so |∂L(x)/∂ξ_h| is taken per example as the paper's
+    E_x |∂L(x)/∂ξ_h|; else the absolute gradient of the batch's summed loss (the authors' code). Returns the
+    ``(L, H)`` sum and the number of examples. One forward/backward per batch; the model's weights get no
+    gradient (their ``requires_grad`` is restored on exit).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    dtype = next(model.parameters()).dtype
+    for p in params:
+        p.requires_grad_(False)
+    total, n = None, 0
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            for batch in batches:
+                b = batch.input_ids.shape[0] if hasattr(batch, "input_ids") else batch["input_ids"].shape[0]
+                dev = batch.input_ids.device if hasattr(batch, "input_ids") else batch["input_ids"].device
+                shape = (b, n_layers, n_heads) if per_example else (n_layers, n_heads)
+                gates = torch.ones(shape, device=dev, dtype=dtype, requires_grad=True)
+                with attention_run(model, head_gates=gates):
+                    losses = loss_fn(model, batch)
+                (grad,) = torch.autograd.grad(losses.sum(), gates)
+                g = grad.abs().sum(0) if per_example else grad.abs()
+                total = g.detach() if total is None else total + g.detach()
+                n += b
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+    if total is None:
+        raise ValueError("head_gate_gradients: no batches")
+    return total, n
 
 
 def head_name(layer: int, head: int) -> str:
@@ -194,7 +335,8 @@ class Reducer:
 
 
 def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], edit_probs: ProbEditor | None = None,
-                 head_gates: torch.Tensor | None = None, progress: bool = False, desc: str = "attention") -> list:
+                 head_gates: torch.Tensor | None = None, progress: bool = False, desc: str = "attention",
+                 interventions: Sequence[Intervention] = ()) -> list:
     """One forward pass per batch feeds every reducer every layer's attention; maps are never kept."""
 
     def observe(layer: int, probs: torch.Tensor) -> None:
@@ -206,7 +348,7 @@ def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], e
 
         batches = tqdm(batches, desc=desc, unit="batch", leave=False, disable=None)  # quiet when not a TTY
     hidden = any(getattr(r, "wants_hidden_states", False) for r in reducers)
-    with torch.inference_mode(), attention_run(model, observe, edit_probs, head_gates):
+    with torch.inference_mode(), attention_run(model, observe, edit_probs, head_gates, interventions):
         for batch in batches:
             for r in reducers:
                 r.start_batch(batch)
