@@ -205,3 +205,13 @@ def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, de
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
     model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
     return _finish(model, tokenizer, name, slug, source, choose_device(device), seed)
+
+
+def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The randomly initialised twin of ``loaded`` (same config, normal init seeded by ``seed``): the same model,
+    name and slug as ``load_model(f"random:{name}@{seed}")``, so caches keyed by it are shared."""
+    info = loaded.info
+    if info.random_init_seed is not None:
+        return loaded
+    return model_from_config(loaded.model.config, loaded.tokenizer, f"random-init({info.name})@{seed}",
+                             f"random-init-{info.slug}-seed{seed}", seed=seed, device=info.device, source=info.source)

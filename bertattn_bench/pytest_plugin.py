@@ -8,6 +8,7 @@ Loaded from the repository's ``conftest.py``. A benchmark module sets ``FAMILY =
 """
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,9 @@ def pytest_addoption(parser):
                      "JSON file): a claim that held there and does not hold here is a regression (test fails)")
     g.addoption("--cache-dir", default=None, help=f"pass-result cache (default .bertattn_cache; env {CACHE_ENV})")
     g.addoption("--no-cache", action="store_true", help="recompute every pass; read and write no cache")
+    g.addoption("--tier", default=None, choices=("quick", "full"),
+                help="fine-tuning budget (env BERTATTN_TIER): quick = MRPC, one seed (CI); full = MRPC, RTE, STS-B, "
+                     "SST-2 with 3 seeds on MRPC and RTE (the default corpora of the finetune/disable families)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,16 @@ def requested_models(config) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+TIER_ENV = "BERTATTN_TIER"
+
+
+def requested_tier(config) -> str:
+    tier = config.getoption("--tier") or os.environ.get(TIER_ENV) or "quick"
+    if tier not in ("quick", "full"):
+        raise pytest.UsageError(f"{TIER_ENV}={tier!r}: expected quick or full")
+    return tier
+
+
 def requested_corpora(config, family: str) -> list[str]:
     fams = families()
     for entry in config.getoption("--corpus"):
@@ -84,7 +98,7 @@ def requested_corpora(config, family: str) -> list[str]:
                 raise pytest.UsageError(f"--corpus {entry}: unknown {family} corpus {unknown}; "
                                         f"known: {', '.join(fams[family].corpora)}")
             return corpora
-    return [fams[family].default_corpus]
+    return fams[family].default_corpora(requested_tier(config))
 
 
 class BenchSession:
@@ -124,9 +138,14 @@ class BenchSession:
 
     def prepare(self, target: Target):
         loaded = self.model(target.model)
+        prepare = families()[target.family].prepare
+        kwargs = {}
+        if "options" in inspect.signature(prepare).parameters:  # families that train: tier, checkpoint cache
+            kwargs["options"] = {"tier": requested_tier(self.config), "cache_dir": self.cache.directory,
+                                 "progress": not os.environ.get("CI")}
         try:
-            return families()[target.family].prepare(loaded, self.data_dir, target.corpus, limit=self.config.getoption("--limit"),
-                                          batch_size=self.config.getoption("--batch-size"))
+            return prepare(loaded, self.data_dir, target.corpus, limit=self.config.getoption("--limit"),
+                           batch_size=self.config.getoption("--batch-size"), **kwargs)
         except BenchError as exc:
             pytest.fail(f"{target.family} / {target.corpus}: {exc}", pytrace=False)
 
@@ -234,7 +253,8 @@ def failure_message(o: ClaimOutcome) -> str:
     if o.baseline_ok is not None:
         return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
                 f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
-                f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}: {o.detail}")
+                f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}"
+                f"{' — failed: ' + o.check_failure if o.check_failure else ''}: {o.detail}")
     return (f"{o.claim_id} on {o.model} / {o.corpus}: {o.statement} — measured {o.measured:.4g} {o.unit} "
             f"(n={o.n} {o.n_unit}), needs {o.comparison}: {o.detail}")
 

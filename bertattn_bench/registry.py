@@ -45,12 +45,20 @@ class Family:
     prepare: Callable  # (loaded, data_dir, corpus, limit=None, batch_size=32) -> passes.PreparedPass
     corpora: tuple[str, ...]
     default_corpus: str
+    tier_corpora: dict | None = None  # families that train: {tier: default corpora}
+
+    def default_corpora(self, tier: str = "quick") -> list[str]:
+        if self.tier_corpora:
+            return list(self.tier_corpora[tier])
+        return [self.default_corpus]
 
 
-def family(name: str, corpora: tuple[str, ...], default_corpus: str):
+def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None):
     """Register a family's prepare function (``bertattn_bench.passes.PreparedPass`` factory)."""
     def register(fn):
-        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus)
+        if name in FAMILIES and FAMILIES[name].prepare is not fn:
+            raise ValueError(f"family {name!r} registered twice")
+        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora)
         return fn
 
     return register

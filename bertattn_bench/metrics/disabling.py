@@ -1,0 +1,270 @@
+"""Kovaleva et al. 2019 §4.6, Figs. 8-9: disabling single heads and whole layers of fine-tuned models.
+
+Disabling = the head's attention replaced by 1/n over the example's n real tokens (``attention.UniformRows``),
+at test time on the fine-tuned model, scored on the dev set (the paper's setting as far as it is stated: see
+kovaleva2019-methods-notes.md §4). The ``disable`` family's pass evaluates "none", each of the L x H heads and
+each of the L layers in one batched sweep (``finetune.sweep``: every batch row carries its own configuration, so
+the sweep costs about as many plain dev passes as it has configurations), for every seed of the tier.
+
+Every gain is judged against one example's step on the dev set and the seed-to-seed spread of the dev score,
+with the exact McNemar test (paired, per example) against the undisabled model reported beside it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import finetune
+from ..attention import head_name
+from ..batching import Skipped
+from ..data import glue
+from ..passes import NothingToMeasure, PassResult
+from ..registry import Measurement, NotApplicable, family, metric
+from .finetuned import GLUE_TASKS, TIERS, prepare_glue, recipe_for
+
+
+def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[float, int, int]:
+    """Two-sided exact McNemar p on paired correctness; returns (p, #lost, #gained)."""
+    from scipy.stats import binomtest
+
+    lost = int((base_correct & ~other_correct).sum())
+    gained = int((~base_correct & other_correct).sum())
+    if lost + gained == 0:
+        return 1.0, 0, 0
+    return float(binomtest(min(lost, gained), lost + gained, 0.5).pvalue), lost, gained
+
+
+def configurations(n_layers: int, n_heads: int) -> tuple[list[list[tuple[int, int]]], list[str]]:
+    """"none", every head (``layer-head``, 1-based), every layer (``L<k>``, all its heads)."""
+    configs, names = [[]], ["none"]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            configs.append([(layer, head)])
+            names.append(head_name(layer, head))
+    for layer in range(n_layers):
+        configs.append([(layer, h) for h in range(n_heads)])
+        names.append(f"L{layer + 1}")
+    return configs, names
+
+
+@dataclass
+class DisableResult:
+    task: str
+    metric: str
+    n_dev: int
+    n_layers: int
+    n_heads: int
+    seeds: tuple[int, ...]
+    tier: str
+    base: np.ndarray  # (S,) dev score of the fine-tuned model, per seed
+    head_delta: np.ndarray  # (S, L, H) score with the head disabled minus base, points
+    layer_delta: np.ndarray  # (S, L)
+    head_p: np.ndarray  # (S, L, H) exact McNemar p (nan for regression)
+    layer_p: np.ndarray  # (S, L)
+    head_flips: np.ndarray  # (S, L, H, 2) examples lost / gained
+    layer_flips: np.ndarray  # (S, L, 2)
+    step: float  # one example's step on this dev set, points (nan for regression)
+    sweep_seconds: list[float] = field(default_factory=list)
+    plain_seconds: list[float] = field(default_factory=list)
+    n_configs: int = 0
+    train_meta: dict = field(default_factory=dict)
+
+    @property
+    def seed_sd(self) -> float:
+        """Population sd of the fine-tuned dev score over seeds (nan with one seed)."""
+        return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
+
+    @property
+    def sweep_over_plain(self) -> float:
+        """Sweep time / (configurations x one plain dev pass): the cost of batching configurations per row."""
+        return float(np.sum(self.sweep_seconds) / (self.n_configs * np.sum(self.plain_seconds)))
+
+
+@dataclass
+class DisablePass:
+    family: str
+    corpus: str
+    data: str
+    loaded: object
+    task: glue.Task
+    dev: finetune.Encoded_
+    seeds: tuple[int, ...]
+    tier: str
+    data_dir: Path
+    cache_dir: Path | None
+    data_paths: list
+    reason: str | None = None
+    rows_per_pass: int = 256
+
+    @property
+    def encoded(self):
+        return self.dev.examples if self.dev else []
+
+    def nothing_to_measure(self) -> str | None:
+        return self.reason
+
+    def run(self, progress: bool = False) -> PassResult:
+        info = self.loaded.info
+        if self.reason:
+            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
+        t, dev, tok = self.task, self.dev, self.loaded.tokenizer
+        L, H = info.n_layers, info.n_heads
+        configs, names = configurations(L, H)
+        start = time.perf_counter()
+        base, hd, ld, hp, lp, hf, lf, sweep_s, plain_s, metas = [], [], [], [], [], [], [], [], [], {}
+        for seed in self.seeds:
+            ft = finetune.finetuned(self.loaded, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
+                                    progress=progress)
+            metas[seed] = {**ft.meta, "cached": ft.cached}
+            t0 = time.perf_counter()
+            plain = finetune.predict(ft.model, dev, tok, batch_size=32)
+            plain_s.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            logits = finetune.sweep(ft.model, dev, tok, configs, "uniform", rows_per_pass=self.rows_per_pass,
+                                    progress=progress, desc=f"disable {t.name}/{seed}")
+            sweep_s.append(time.perf_counter() - t0)
+            preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
+            if not np.allclose(logits[0], plain, atol=1e-4):
+                raise RuntimeError(f"{t.name}: the sweep's undisabled rows disagree with the plain evaluation "
+                                   f"(max |Δ logit| {np.abs(logits[0] - plain).max():.3g})")
+            scores = np.array([glue.scores(t, p, dev.labels)[t.metric] for p in preds])
+            delta = scores - scores[0]
+            base.append(scores[0])
+            hd.append(delta[1:1 + L * H].reshape(L, H))
+            ld.append(delta[1 + L * H:])
+            if t.is_regression:
+                p = np.full(len(configs), np.nan)
+                flips = np.zeros((len(configs), 2), dtype=int)
+            else:
+                correct = preds == dev.labels.astype(int)[None, :]
+                tests = [mcnemar_exact(correct[0], correct[c]) for c in range(len(configs))]
+                p = np.array([x[0] for x in tests])
+                flips = np.array([[x[1], x[2]] for x in tests])
+            hp.append(p[1:1 + L * H].reshape(L, H))
+            lp.append(p[1 + L * H:])
+            hf.append(flips[1:1 + L * H].reshape(L, H, 2))
+            lf.append(flips[1 + L * H:])
+        result = DisableResult(
+            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
+            tier=self.tier, base=np.array(base), head_delta=np.stack(hd), layer_delta=np.stack(ld),
+            head_p=np.stack(hp), layer_p=np.stack(lp), head_flips=np.stack(hf), layer_flips=np.stack(lf),
+            step=glue.one_example_step(t, len(dev.examples)), sweep_seconds=sweep_s, plain_seconds=plain_s,
+            n_configs=len(configs), train_meta=metas)
+        return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
+                          time.perf_counter() - start, extra={"sweep_over_plain": result.sweep_over_plain})
+
+
+@family("disable", corpora=GLUE_TASKS, default_corpus="mrpc",
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()})
+def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
+                    options: dict | None = None) -> DisablePass:
+    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("disable", loaded, data_dir, corpus, limit,
+                                                                      options)
+    desc += f"; disabling = uniform attention over real tokens, {1 + loaded.info.n_layers * (loaded.info.n_heads + 1)} configurations"
+    return DisablePass("disable", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason)
+
+
+# ---- claim metrics (named by reference_numbers/kovaleva2019_disabling.toml) ------------------------------------
+
+def _res(pr) -> DisableResult:
+    r = pr.result
+    if isinstance(r, NothingToMeasure):
+        raise NotApplicable(r.reason)
+    return r
+
+
+def _only(r: DisableResult, tasks) -> None:
+    if tasks and r.task not in tasks:
+        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
+
+
+def _noise(r: DisableResult, seed_sd: dict | None) -> tuple[float, str]:
+    """The bar a gain must clear: one example's step and the seed spread (measured here with >= 2 seeds, else the
+    spread recorded in the claim file from the full tier)."""
+    step = r.step if not np.isnan(r.step) else 0.0
+    if len(r.seeds) > 1:
+        sd, where = r.seed_sd, f"sd over seeds {list(r.seeds)} measured here"
+    elif seed_sd and r.task in seed_sd:
+        sd, where = float(seed_sd[r.task]), "sd over seeds recorded from the full tier (claim file)"
+    else:
+        sd, where = float("nan"), "seed spread not measured for this task"
+    bar = max(step, 0.0 if np.isnan(sd) else sd)
+    return bar, f"bar {bar:.2f} = max(one example {step:.2f}, seed sd {sd:.2f}; {where})"
+
+
+def _best(delta: np.ndarray, names) -> tuple[int, float]:
+    i = int(np.argmax(delta))
+    return i, float(delta.flat[i])
+
+
+@metric("disable_best_head_margin")
+def disable_best_head_margin(pr, tasks: list | None = None, seed_sd: dict | None = None,
+                             what: str = "head") -> Measurement:
+    """The best single-head (or layer) gain, mean over seeds of each seed's best, minus the noise bar (points)."""
+    r = _res(pr)
+    _only(r, tasks)
+    delta = r.head_delta if what == "head" else r.layer_delta
+    pvals = r.head_p if what == "head" else r.layer_p
+    flips = r.head_flips if what == "head" else r.layer_flips
+    parts, gains = [], []
+    for s, seed in enumerate(r.seeds):
+        flat = delta[s].reshape(-1)
+        i = int(np.argmax(flat))
+        gains.append(float(flat[i]))
+        name = head_name(*divmod(i, r.n_heads)) if what == "head" else f"L{i + 1}"
+        lost, gained = flips[s].reshape(-1, 2)[i]
+        n_cfg = flat.size
+        p = float(pvals[s].reshape(-1)[i])
+        ptxt = "" if np.isnan(p) else f", McNemar p {p:.3g} (x{n_cfg} Bonferroni {min(1.0, p * n_cfg):.3g}; -{lost}/+{gained})"
+        parts.append(f"seed {seed}: {name} {flat[i]:+.2f}{ptxt}")
+    gain = float(np.mean(gains))
+    bar, how = _noise(r, seed_sd)
+    return Measurement(gain - bar, r.n_dev, "dev examples", unit="points over noise",
+                       detail=f"{r.task} base {np.mean(r.base):.2f}; best {what} gain {gain:+.2f} ({'; '.join(parts)}); "
+                              f"{how}")
+
+
+@metric("disable_best_gain")
+def disable_best_gain(pr, tasks: list | None = None, what: str = "head") -> Measurement:
+    r = _res(pr)
+    _only(r, tasks)
+    delta = r.head_delta if what == "head" else r.layer_delta
+    gains = [float(d.max()) for d in delta]
+    return Measurement(float(np.mean(gains)), r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: best single-{what} gain per seed {', '.join(f'{g:+.2f}' for g in gains)} "
+                              f"(one example = {r.step:.2f} points)")
+
+
+@metric("disable_mean_head_delta")
+def disable_mean_head_delta(pr, tasks: list | None = None) -> Measurement:
+    """Mean Δ over all heads (a head disabled at random), mean over seeds; share of heads with Δ > 0."""
+    r = _res(pr)
+    _only(r, tasks)
+    from scipy.stats import binomtest
+
+    mean = float(r.head_delta.mean())
+    pos = int((r.head_delta > 0).sum())
+    neg = int((r.head_delta < 0).sum())
+    p = float(binomtest(pos, pos + neg, 0.5).pvalue) if pos + neg else 1.0
+    return Measurement(mean, r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: mean Δ over {r.head_delta[0].size} heads x {len(r.seeds)} seed(s) {mean:+.3f} "
+                              f"(one example = {r.step:.2f}); {pos} up, {neg} down (sign test p {p:.3g})")
+
+
+@metric("disable_layer_delta")
+def disable_layer_delta(pr, layer: int = 1, tasks: list | None = None) -> Measurement:
+    """Δ with every head of layer ``layer`` (1-based) disabled, mean over seeds."""
+    r = _res(pr)
+    _only(r, tasks)
+    if layer > r.n_layers:
+        raise NotApplicable(f"the model has {r.n_layers} layers")
+    d = r.layer_delta[:, layer - 1]
+    p = r.layer_p[:, layer - 1]
+    ptxt = "" if np.isnan(p).all() else f"; McNemar p {', '.join(f'{x:.3g}' for x in p)}"
+    return Measurement(float(d.mean()), r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: layer {layer} disabled: {', '.join(f'{x:+.2f}' for x in d)} per seed "
+                              f"(one example = {r.step:.2f}){ptxt}; all layers: "
+                              + " ".join(f"L{i + 1} {x:+.2f}" for i, x in enumerate(r.layer_delta.mean(0))))

@@ -1,0 +1,351 @@
+"""Kovaleva et al. 2019 §4.3 and Table 1: fine-tuned, un-tuned and random-init models on GLUE, and how much
+fine-tuning changes each layer's attention.
+
+The ``finetune`` family's pass, per (model, task): the model fine-tuned with every seed of the tier (checkpoints
+from ``bertattn_bench.finetune``'s cache), the pre-trained model with an untrained head (Table 1 "pre-trained"),
+the constant predictors, the randomly initialised twin fine-tuned with the same recipe (Table 1 "random init";
+skipped when the model is itself the twin), and the per-layer cosine between the pre-trained and fine-tuned
+attention maps on at most 1000 dev examples (Fig. 5; padded rows and columns excluded, unlike the authors'
+notebook, which flattened padded 200 x 200 maps).
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import attention, finetune
+from ..batching import Skipped, make_batch
+from ..data import glue
+from ..errors import DataError
+from ..passes import NothingToMeasure, PassResult
+from ..registry import Measurement, NotApplicable, family, metric
+
+GLUE_TASKS = ("mrpc", "rte", "sts-b", "sst-2", "qnli")
+TIERS = {
+    # CI: the headline task, one seed (the seed spread comes from the full tier, recorded in the claim files)
+    "quick": {"corpora": ("mrpc",), "seeds": {}, "default_seeds": (0,)},
+    # the documented full run: every task with a train file; 3 seeds on MRPC and RTE
+    "full": {"corpora": ("mrpc", "rte", "sts-b", "sst-2"), "seeds": {"mrpc": (0, 1, 2), "rte": (0, 1, 2)},
+             "default_seeds": (0,)},
+}
+TWIN_SEEDS = (0,)  # the random-init twin: fine-tuned with seed 0 (Table 1's random column; the negative control)
+COSINE_MAX_EXAMPLES = 1000  # Kovaleva §4.3: at most 1000 dev examples per task
+SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sample of 8,000 fits the CPU budget
+
+
+def tier_seeds(tier: str, task: str) -> tuple[int, ...]:
+    t = TIERS[tier]
+    return tuple(t["seeds"].get(task, t["default_seeds"]))
+
+
+def recipe_for(task: str) -> finetune.Recipe:
+    return finetune.Recipe(max_train=SUBSAMPLE.get(task))
+
+
+def options_of(options: dict | None) -> tuple[str, Path | None, bool]:
+    options = options or {}
+    tier = options.get("tier") or "quick"
+    if tier not in TIERS:
+        raise DataError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    return tier, options.get("cache_dir"), bool(options.get("progress"))
+
+
+@dataclass
+class TaskScores:
+    """Primary score (points) and all metrics of one model on the dev set."""
+
+    primary: float
+    metrics: dict
+    seed: int | None = None
+
+
+@dataclass
+class FinetuneResult:
+    task: str
+    metric: str
+    n_dev: int
+    n_dev_truncated: int
+    seeds: tuple[int, ...]
+    tier: str
+    finetuned: dict[int, TaskScores]
+    untuned: dict[int, TaskScores]
+    constant: dict[str, dict]
+    majority: tuple[str, float]
+    random_ft: dict[int, TaskScores] | None
+    random_note: str
+    cosine_layer: np.ndarray | None  # (L,) mean cosine, pre-trained vs fine-tuned (seed = seeds[0])
+    cosine_head: np.ndarray | None  # (L, H)
+    n_cosine: int
+    train_meta: dict[int, dict] = field(default_factory=dict)
+    twin_meta: dict[int, dict] = field(default_factory=dict)
+
+    def mean(self, scores: dict[int, TaskScores] | None) -> float:
+        return float(np.mean([s.primary for s in scores.values()])) if scores else float("nan")
+
+    def spread(self, scores: dict[int, TaskScores]) -> float:
+        return float(np.std([s.primary for s in scores.values()])) if len(scores) > 1 else float("nan")
+
+
+def _scores(t: glue.Task, logits: np.ndarray, labels: np.ndarray, seed=None) -> TaskScores:
+    m = glue.scores(t, finetune.to_predictions(t, logits), labels)
+    return TaskScores(m[t.metric], m, seed)
+
+
+class CosineReducer:
+    """Per (layer, head): the sum over examples of cos(pre-trained map, fine-tuned map), real tokens only."""
+
+    def __init__(self, n_layers: int, n_heads: int, device):
+        self.sums = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
+        self.n = 0
+        self.base: dict[int, torch.Tensor] = {}
+        self.valid = None
+
+    def keep(self, layer: int, probs: torch.Tensor) -> None:
+        self.base[layer] = probs * self.valid
+
+    def compare(self, layer: int, probs: torch.Tensor) -> None:
+        a, b = self.base.pop(layer), probs * self.valid
+        dot = (a * b).sum((-1, -2))
+        norm = (a.square().sum((-1, -2)) * b.square().sum((-1, -2))).sqrt().clamp_min(1e-12)
+        self.sums[layer] += (dot / norm).sum(0).double()
+
+
+def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_, max_examples: int, seed: int = 0,
+                     batch_size: int = 32) -> tuple[np.ndarray, int]:
+    """Kovaleva Fig. 5: mean cosine per (layer, head) between the pre-trained and fine-tuned maps."""
+    info = loaded.info
+    idx = list(range(len(data.examples)))
+    if len(idx) > max_examples:
+        idx = sorted(random.Random(seed).sample(idx, max_examples))
+    red = CosineReducer(info.n_layers, info.n_heads, info.device)
+    examples = sorted((data.examples[i] for i in idx), key=lambda e: len(e.input_ids))
+    with torch.inference_mode():
+        for s in range(0, len(examples), batch_size):
+            batch = make_batch(examples[s:s + batch_size], loaded.tokenizer, info.device, False)
+            m = batch.token_mask
+            red.valid = (m[:, None, :, None] & m[:, None, None, :]).to(torch.float32)
+            inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
+                      "token_type_ids": batch.token_type_ids}
+            if getattr(loaded.model.config, "type_vocab_size", 0) <= 1:
+                inputs.pop("token_type_ids")
+            with attention.attention_run(loaded.model, observe=red.keep):
+                loaded.model(**inputs)
+            with attention.attention_run(tuned.encoder, observe=red.compare):
+                tuned.encoder(**inputs)
+            red.n += len(batch.examples)
+    return (red.sums / max(red.n, 1)).cpu().numpy(), red.n
+
+
+@dataclass
+class FinetunePass:
+    """The ``finetune`` family's pass (same protocol as ``passes.PreparedPass``: run, nothing_to_measure)."""
+
+    family: str
+    corpus: str
+    data: str
+    loaded: object
+    task: glue.Task
+    dev: finetune.Encoded_ | None
+    seeds: tuple[int, ...]
+    tier: str
+    data_dir: Path
+    cache_dir: Path | None
+    data_paths: list
+    reason: str | None = None
+    batch_size: int = 64
+
+    @property
+    def encoded(self):
+        return self.dev.examples if self.dev else []
+
+    def nothing_to_measure(self) -> str | None:
+        return self.reason
+
+    def run(self, progress: bool = False) -> PassResult:
+        info = self.loaded.info
+        if self.reason:
+            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
+        t, dev = self.task, self.dev
+        start = time.perf_counter()
+        finetuned, untuned, metas = {}, {}, {}
+        cos, n_cos = None, 0
+        for seed in self.seeds:
+            ft = finetune.finetuned(self.loaded, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
+                                    progress=progress)
+            finetuned[seed] = _scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
+                                      dev.labels, seed)
+            metas[seed] = {**ft.meta, "cached": ft.cached}
+            plain = finetune.task_model(self.loaded, t, seed)  # Table 1 "pre-trained": an untrained head
+            untuned[seed] = _scores(t, finetune.predict(plain, dev, self.loaded.tokenizer, self.batch_size),
+                                    dev.labels, seed)
+            del plain
+            if cos is None:
+                cos, n_cos = attention_change(self.loaded, ft.model, dev, COSINE_MAX_EXAMPLES)
+            del ft
+        random_ft, twin_meta = None, {}
+        if info.random_init_seed is None:
+            from ..model import random_twin
+
+            twin = random_twin(self.loaded)
+            random_ft = {}
+            for seed in TWIN_SEEDS:
+                ft = finetune.finetuned(twin, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
+                                        progress=progress)
+                random_ft[seed] = _scores(t, finetune.predict(ft.model, dev, twin.tokenizer, self.batch_size),
+                                          dev.labels, seed)
+                twin_meta[seed] = {**ft.meta, "cached": ft.cached}
+            note = f"{twin.info.name} fine-tuned with seed(s) {list(TWIN_SEEDS)}"
+        else:
+            note = "the model is itself randomly initialised"
+        result = FinetuneResult(
+            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_dev_truncated=dev.n_truncated, seeds=self.seeds,
+            tier=self.tier, finetuned=finetuned, untuned=untuned, constant=glue.constant_scores(t, dev.labels),
+            majority=glue.majority_score(t, dev.labels), random_ft=random_ft, random_note=note,
+            cosine_layer=cos.mean(1) if cos is not None else None, cosine_head=cos, n_cosine=n_cos,
+            train_meta=metas, twin_meta=twin_meta)
+        return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
+                          time.perf_counter() - start)
+
+
+def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None, options: dict | None):
+    """Shared by the ``finetune`` and ``disable`` families: the task, its dev set, seeds, and why it cannot run."""
+    tier, cache_dir, _ = options_of(options)
+    t = glue.task(corpus)
+    seeds = tier_seeds(tier, corpus)
+    dev_rows = glue.load_split(data_dir, corpus, "dev", limit)
+    dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+    paths = [glue.split_path(data_dir, t, "dev")]
+    reason = None
+    if glue.has_split(data_dir, t, "train"):
+        paths.insert(0, glue.split_path(data_dir, t, "train"))
+    else:
+        reason = (f"GLUE {t.folder} has no train.tsv in {Path(data_dir) / glue.GLUE_DIR / t.folder} (dev only): "
+                  f"nothing can be fine-tuned on it here")
+    sub = f", train subsampled to {SUBSAMPLE[corpus]}" if corpus in SUBSAMPLE else ""
+    desc = (f"GLUE {t.folder} dev ({len(dev.examples)} examples{', first %d' % limit if limit else ''}; "
+            f"{dev.n_truncated} cut to 128 pieces); fine-tuned seeds {list(seeds)}{sub} ({tier} tier)")
+    return t, dev, seeds, tier, cache_dir, paths, reason, desc
+
+
+@family("finetune", corpora=GLUE_TASKS, default_corpus="mrpc",
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()})
+def prepare_finetune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
+                     options: dict | None = None) -> FinetunePass:
+    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("finetune", loaded, data_dir, corpus, limit,
+                                                                      options)
+    return FinetunePass("finetune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason)
+
+
+# ---- claim metrics (named by reference_numbers/kovaleva2019_finetune.toml) -------------------------------------
+
+def _res(pr) -> FinetuneResult:
+    r = pr.result
+    if isinstance(r, NothingToMeasure):
+        raise NotApplicable(r.reason)
+    return r
+
+
+def _only(r: FinetuneResult, tasks) -> None:
+    if tasks and r.task not in tasks:
+        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
+
+
+def _fmt(scores: dict[int, TaskScores]) -> str:
+    return ", ".join(f"seed {s}: {v.primary:.1f}" for s, v in scores.items())
+
+
+@metric("ft_margin_over_majority")
+def ft_margin_over_majority(pr, tasks: list | None = None) -> Measurement:
+    """Fine-tuned dev score (mean over seeds) minus the majority-class score (points)."""
+    r = _res(pr)
+    _only(r, tasks)
+    cls, maj = r.majority
+    ft = r.mean(r.finetuned)
+    spread = r.spread(r.finetuned)
+    other = {k: round(float(np.mean([s.metrics[k] for s in r.finetuned.values()])), 2)
+             for k in next(iter(r.finetuned.values())).metrics}
+    return Measurement(ft - maj, r.n_dev, "dev examples", unit="points over majority",
+                       detail=f"{r.task} fine-tuned {r.metric} {ft:.2f} ({_fmt(r.finetuned)}; sd {spread:.2f}; all "
+                              f"metrics {other}) vs majority class {cls!r} {maj:.2f}; seeds {list(r.seeds)}")
+
+
+@metric("constant_predictor_vs_paper")
+def constant_predictor_vs_paper(pr, paper: dict) -> Measurement:
+    """|our constant-predictor score - the paper's Table 1 entry| for the tasks whose entry is a constant predictor
+    (``paper = {task = [class, value]}``); the un-tuned model's score in the detail."""
+    r = _res(pr)
+    if r.task not in paper:
+        raise NotApplicable(f"Table 1's pre-trained entry for {r.task} is not a constant predictor")
+    cls, value = paper[r.task]
+    ours = r.constant[cls][r.metric]
+    return Measurement(abs(ours - value), r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: always {cls!r} scores {ours:.2f} ({r.metric}), Table 1 {value}; our "
+                              f"un-tuned model (random head) {r.mean(r.untuned):.2f} ({_fmt(r.untuned)})")
+
+
+def _random_ft(r: FinetuneResult) -> dict[int, TaskScores]:
+    if r.random_ft is None:
+        raise NotApplicable(f"{r.random_note}: no random-init twin to compare")
+    return r.random_ft
+
+
+@metric("random_ft_over_majority")
+def random_ft_over_majority(pr, tasks: list | None = None) -> Measurement:
+    """The random-init twin fine-tuned: its dev score minus the majority class (points)."""
+    r = _res(pr)
+    _only(r, tasks)
+    rf = _random_ft(r)
+    cls, maj = r.majority
+    return Measurement(r.mean(rf) - maj, r.n_dev, "dev examples", unit="points over majority",
+                       detail=f"{r.task}: random-init fine-tuned {r.mean(rf):.2f} ({_fmt(rf)}) vs majority {cls!r} "
+                              f"{maj:.2f}; pre-trained fine-tuned {r.mean(r.finetuned):.2f} ({r.random_note})")
+
+
+@metric("pretrained_minus_random_ft")
+def pretrained_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
+    r = _res(pr)
+    _only(r, tasks)
+    rf = _random_ft(r)
+    return Measurement(r.mean(r.finetuned) - r.mean(rf), r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: pre-trained + fine-tuned {r.mean(r.finetuned):.2f} ({_fmt(r.finetuned)}) "
+                              f"vs random init + fine-tuned {r.mean(rf):.2f} ({_fmt(rf)})")
+
+
+@metric("untuned_minus_random_ft")
+def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
+    r = _res(pr)
+    _only(r, tasks)
+    rf = _random_ft(r)
+    return Measurement(r.mean(r.untuned) - r.mean(rf), r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: un-tuned (random head) {r.mean(r.untuned):.2f} vs random init + fine-tuned "
+                              f"{r.mean(rf):.2f}; both near chance, so the sign is noise (catalog: low value)")
+
+
+@metric("finetune_gain")
+def finetune_gain(pr, tasks: list | None = None) -> Measurement:
+    """Fine-tuned minus un-tuned (the pre-trained encoder with an untrained head), points, mean over seeds."""
+    r = _res(pr)
+    _only(r, tasks)
+    return Measurement(r.mean(r.finetuned) - r.mean(r.untuned), r.n_dev, "dev examples", unit="points",
+                       detail=f"{r.task}: fine-tuned {r.mean(r.finetuned):.2f} vs un-tuned {r.mean(r.untuned):.2f} "
+                              f"({_fmt(r.untuned)})")
+
+
+@metric("ft_change_last_layers")
+def ft_change_last_layers(pr, last: int = 2) -> Measurement:
+    """How many of the ``last`` layers are among the ``last`` lowest-cosine (most changed) layers."""
+    r = _res(pr)
+    if r.cosine_layer is None:
+        raise NotApplicable("no fine-tuned model in this pass")
+    n_layers = len(r.cosine_layer)
+    most = np.argsort(r.cosine_layer, kind="stable")[:last]
+    hit = sum(1 for layer in most if layer >= n_layers - last)
+    per_layer = " ".join(f"L{i + 1} {c:.3f}" for i, c in enumerate(r.cosine_layer))
+    return Measurement(hit, r.n_cosine, "dev examples", unit=f"of the last {last} layers",
+                       detail=f"{r.task}: mean cosine pre-trained vs fine-tuned (seed {r.seeds[0]}) per layer: "
+                              f"{per_layer}; most changed: {', '.join(f'L{i + 1}' for i in most)}")

@@ -1,0 +1,186 @@
+"""GLUE reading and metrics, fine-tuning (seeded, resumable, cached) and the batched sweep, on a tiny model."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bertattn_bench import finetune
+from bertattn_bench.data import glue
+from bertattn_bench.errors import DataError
+
+MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
+
+
+def _mrpc_rows(n, seed):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        a = " ".join(rng.choice(WORDS, rng.integers(3, 9)))
+        label = int(rng.integers(0, 2))
+        b = a if label else " ".join(rng.choice(WORDS, rng.integers(3, 9)))  # a learnable rule: copy = paraphrase
+        rows.append(f'{label}\t{i}\t{i + 1000}\t{a}\t" {b}\n')  # a bare quote, as in the real files
+    return rows
+
+
+@pytest.fixture()
+def glue_dir(tmp_path):
+    d = tmp_path / "glue" / "MRPC"
+    d.mkdir(parents=True)
+    (d / "train.tsv").write_text(MRPC_HEADER + "".join(_mrpc_rows(48, 0)), encoding="utf-8")
+    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(_mrpc_rows(20, 1)), encoding="utf-8")
+    q = tmp_path / "glue" / "QNLI"
+    q.mkdir()
+    (q / "dev.tsv").write_text("index\tquestion\tsentence\tlabel\n0\tWhy?\tBecause.\tentailment\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_reader_keeps_quotes_bom_and_lines(glue_dir):
+    rows = glue.load_split(glue_dir, "mrpc", "dev")
+    assert len(rows) == 20
+    assert rows[0].text_b.startswith('"') and rows[0].source.endswith("dev.tsv:2")
+    assert set(r.label for r in rows) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("1\t1\t2\tonly four fields\n", r"dev.tsv:3: 4 tab-separated fields, the header has 5"),
+    ("7\t1\t2\ta\tb\n", r"dev.tsv:3: label '7' is not one of"),
+    ("1\t1\t2\t\tb\n", r"dev.tsv:3: empty sentence"),
+])
+def test_malformed_rows_name_file_and_line(tmp_path, bad, match):
+    d = tmp_path / "glue" / "MRPC"
+    d.mkdir(parents=True)
+    (d / "dev.tsv").write_text(MRPC_HEADER + "1\t1\t2\ta b\tc d\n" + bad, encoding="utf-8")
+    with pytest.raises(DataError, match=match):
+        glue.load_split(tmp_path, "mrpc", "dev")
+
+
+def test_missing_column_and_empty_file(tmp_path):
+    d = tmp_path / "glue" / "RTE"
+    d.mkdir(parents=True)
+    (d / "dev.tsv").write_text("index\tsentence1\tlabel\n0\ta\tentailment\n")
+    with pytest.raises(DataError, match=r"dev.tsv:1: header lacks column\(s\) \['sentence2'\]"):
+        glue.load_split(tmp_path, "rte", "dev")
+    (d / "dev.tsv").write_text("")
+    with pytest.raises(DataError, match="empty file"):
+        glue.load_split(tmp_path, "rte", "dev")
+    with pytest.raises(DataError, match="unknown GLUE task 'cola'"):
+        glue.task("cola")
+
+
+def test_metrics_by_hand():
+    t = glue.task("mrpc")
+    labels = np.array([1, 1, 1, 0, 0])
+    preds = np.array([1, 0, 1, 1, 0])
+    s = glue.scores(t, preds, labels)
+    assert s["acc"] == pytest.approx(60.0)
+    assert s["f1"] == pytest.approx(100 * 2 * (2 / 3) * (2 / 3) / (4 / 3))  # precision 2/3, recall 2/3
+    assert glue.majority_score(t, labels) == ("1", pytest.approx(60.0))
+    assert glue.constant_scores(t, labels)["0"]["acc"] == pytest.approx(40.0)
+    assert glue.constant_scores(t, labels)["0"]["f1"] == 0.0
+    sts = glue.task("sts-b")
+    r = glue.scores(sts, np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 4.0, 6.0, 8.5]))
+    assert r["spearman"] == pytest.approx(100.0) and 99 < r["pearson"] < 100
+    assert glue.one_example_step(t, 408) == pytest.approx(100 / 408)
+
+
+def test_epoch_batches_cover_every_example_once(tokenizer):
+    enc = [finetune.Encoded(i, [0] * (1 + i % 17), [0] * (1 + i % 17), [-1] * (1 + i % 17), 0) for i in range(103)]
+    batches = finetune.epoch_batches(enc, 8, seed=3, pool=4)
+    assert sorted(i for b in batches for i in b) == list(range(103))
+    assert batches == finetune.epoch_batches(enc, 8, seed=3, pool=4)
+    assert batches != finetune.epoch_batches(enc, 8, seed=4, pool=4)
+
+
+RECIPE = finetune.Recipe(epochs=2, batch_size=8, lr=1e-3)
+
+
+def _weights(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_finetune_is_seeded_and_resumes_exactly(tiny, glue_dir, tmp_path, monkeypatch):
+    """Same seed → same weights; a run interrupted after epoch 1 and resumed equals an uninterrupted one."""
+    a = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model
+    b = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model
+    other = finetune.finetuned(tiny, "mrpc", 1, glue_dir, None, RECIPE).model
+    wa, wb = _weights(a), _weights(b)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert not all(torch.equal(wa[k], v) for k, v in _weights(other).items())
+    assert not any(p.requires_grad is False for p in tiny.model.parameters())
+    assert all(torch.equal(x, y) for x, y in zip(tiny.model.state_dict().values(),
+                                                 finetune.task_model(tiny, glue.task("mrpc"), 0).encoder.state_dict().values()))
+
+    real_train = finetune.train
+    calls = {"n": 0}
+
+    def interrupted(model, t, data, tok, recipe, seed, state_path=None, progress=False, desc=""):
+        calls["n"] += 1  # run epoch 1 of the 2-epoch schedule (its state saved), then "crash"
+        real_train(model, t, data, tok, recipe, seed, state_path, False, desc, stop_after_epoch=1)
+        raise KeyboardInterrupt
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(finetune, "train", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        finetune.finetuned(tiny, "mrpc", 0, glue_dir, cache, RECIPE)
+    monkeypatch.setattr(finetune, "train", real_train)
+    resumed = finetune.finetuned(tiny, "mrpc", 0, glue_dir, cache, RECIPE)
+    assert resumed.meta["log"]["resumed_from_epoch"] == 1 and not resumed.cached
+    wr = _weights(resumed.model)
+    assert all(torch.allclose(wa[k], wr[k], atol=1e-6) for k in wa)
+    hit = finetune.finetuned(tiny, "mrpc", 0, glue_dir, cache, RECIPE)
+    assert hit.cached and all(torch.equal(wr[k], v) for k, v in _weights(hit.model).items())
+    assert not list(cache.rglob("partial-state.pt"))
+    meta = json.loads((cache.rglob("meta.json").__next__()).read_text())
+    assert meta["n_train"] == 48 and meta["seed"] == 0
+
+
+def test_checkpoint_key_changes_with_data_recipe_seed(tiny, glue_dir, tmp_path):
+    key = lambda **kw: finetune.checkpoint_dir(tmp_path, tiny, "mrpc", kw.get("recipe", RECIPE), kw.get("seed", 0),
+                                               glue_dir)
+    base = key()
+    assert key(seed=1) != base and key(recipe=finetune.Recipe(epochs=3)) != base
+    train = glue_dir / "glue" / "MRPC" / "train.tsv"
+    train.write_text(train.read_text().replace("\tthe", "\tThe", 1))
+    assert key() != base
+
+
+def test_dev_only_task_is_refused_with_reason(tiny, glue_dir):
+    with pytest.raises(DataError, match="QNLI has no train.tsv"):
+        finetune.finetuned(tiny, "qnli", 0, glue_dir, None, RECIPE)
+
+
+def test_sweep_equals_one_configuration_at_a_time(tiny, glue_dir):
+    """The batched sweep gives exactly the logits of evaluating each configuration alone (uniform and mask)."""
+    from bertattn_bench import attention
+
+    model = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model
+    dev = finetune.encode_split(tiny.tokenizer, glue.load_split(glue_dir, "mrpc", "dev"), 128)
+    n_l, n_h = tiny.info.n_layers, tiny.info.n_heads
+    configs = [[]] + [[(l, h)] for l in range(n_l) for h in range(n_h)] + [[(l, h) for h in range(n_h)] for l in range(n_l)]
+    for kind in ("uniform", "mask"):
+        swept = finetune.sweep(model, dev, tiny.tokenizer, configs, kind, rows_per_pass=24, examples_per_batch=6)
+        assert swept.shape == (len(configs), 20, 2)
+        for c in (0, 1, n_h + 2, len(configs) - 2, len(configs) - 1):
+            heads = configs[c]
+            if kind == "uniform":
+                ivs = [attention.Intervention("probs", attention.uniform_attention(heads))]
+            else:
+                ivs = [attention.gate_heads(attention.zero_heads(n_l, n_h, heads))]
+            alone = finetune.predict(model, dev, tiny.tokenizer, batch_size=7, interventions=ivs)
+            np.testing.assert_allclose(swept[c], alone, atol=2e-5, rtol=1e-4)
+            assert (swept[c].argmax(-1) == alone.argmax(-1)).all()
+        assert not np.allclose(swept[1], swept[0])  # disabling a head changes something
+
+
+def test_mcnemar_exact_by_hand():
+    from bertattn_bench.metrics.disabling import mcnemar_exact
+
+    base = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1], dtype=bool)
+    other = np.array([1, 1, 1, 0, 1, 1, 1, 0, 1, 1], dtype=bool)
+    p, lost, gained = mcnemar_exact(base, other)
+    assert (lost, gained) == (1, 3)
+    assert p == pytest.approx(2 * (1 + 4) / 16)  # two-sided binomial: P(X <= 1 | n=4) * 2
+    assert mcnemar_exact(base, base) == (1.0, 0, 0)
