@@ -40,6 +40,10 @@ class Claim:
     requires: dict = field(default_factory=dict)  # {"min_layers": 12, "mlm_head": true}
     learned: bool = True  # a claim about learned structure: must not hold on a random-init model
     reference_value: float | None = None
+    # further passes the metric reads beside the target's: [{family, corpus, model}] with any key left out meaning
+    # "the target's"; model = "other" means each other model of the run. The metric gets them as ``passes``.
+    inputs: list = field(default_factory=list)
+    judged_on: str | None = None  # a claim over several corpora is judged once, on this corpus's pass
 
     def describe_comparison(self) -> str:
         if self.comparison == "between":
@@ -75,7 +79,9 @@ class Claim:
         bounds = self.threshold if self.comparison == "between" else [self.threshold]
         return not any(lo <= b <= hi for b in bounds)
 
-    def unmet_requirement(self, info) -> str | None:
+    def unmet_requirement(self, info, corpus: str | None = None) -> str | None:
+        if self.judged_on and corpus is not None and corpus != self.judged_on:
+            return f"judged once per model, on the {self.judged_on} pass (it reads {self.inputs})"
         if self.requires.get("unavailable"):
             return self.requires["unavailable"]
         need_layers = self.requires.get("min_layers")
@@ -192,7 +198,8 @@ def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
         raise BenchError(f"{path}: invalid JSON baseline: {exc}") from exc
 
 
-def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own") -> ClaimOutcome:
+def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
+             others=None) -> ClaimOutcome:
     """Measure ``claim`` on a pass result and judge it against the paper and against a recorded baseline.
 
     ``mode="own"``: the baseline is this model's; the check is value within tolerance, same verdict, same n.
@@ -204,17 +211,26 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                 model=info.name, model_slug=info.slug, data=pass_result.data, corpus=pass_result.corpus,
                 reference=claim.reference, comparison=claim.describe_comparison(),
                 attn_implementation=info.attn_implementation, tolerance=claim.tolerance)
-    reason = claim.unmet_requirement(info)
+    reason = claim.unmet_requirement(info, pass_result.corpus)
     m: Measurement | None = None
+    resolved: list = []
     if reason is None:
         try:
-            m = load_all_metrics()[claim.metric](pass_result, **claim.params)
+            extra = {}
+            if claim.inputs:  # a claim over several passes: the caller resolves them (or says why it cannot)
+                if others is None:
+                    raise NotApplicable(f"reads {len(claim.inputs)} more pass(es) {claim.inputs}: not given here")
+                extra["passes"] = resolved = others(claim)
+            m = load_all_metrics()[claim.metric](pass_result, **claim.params, **extra)
         except NotApplicable as exc:
             reason = str(exc)
     if m is None:
         return ClaimOutcome(**base, measured=None, unit="", n=pass_result.n_examples, n_unit="examples",
                             holds=None, head=None, detail="", skipped=reason, passed=None)
     extra = pass_result.skipped.describe()
+    if claim.inputs:
+        base["data"] = pass_result.data + "".join(f" + {p.model.name} / {p.family}:{p.corpus} ({p.data})"
+                                                  for p in resolved)
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""))
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, pass_result.corpus))
@@ -233,9 +249,13 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         # band (then the measured noise decides the side, and the verdict is reported, not checked)
         pinned = recorded["measured"] is None or claim.verdict_pinned(recorded["measured"])
         out.baseline_ok = within and (recorded["holds"] == out.holds or not pinned) and recorded.get("n") == m.n
+        if within and not pinned:
+            out.detail += (f" [verdict within noise: the threshold lies inside the recorded {recorded['measured']:.4g}"
+                           f" ± {claim.tolerance}]")
         if not out.baseline_ok:
             out.check_failure = ", ".join(part for part, bad in (
-                (f"value off by {out.delta:+.4g} (tolerance {claim.tolerance})", not within),
+                ("no recorded value" if out.delta is None else
+                 f"value off by {out.delta:+.4g} (tolerance {claim.tolerance})", not within),
                 (f"verdict {out.verdict!r} where the baseline {'holds' if recorded['holds'] else 'does not hold'}",
                  recorded["holds"] != out.holds and pinned),
                 (f"n {m.n} where the baseline has {recorded.get('n')}", recorded.get("n") != m.n)) if bad)

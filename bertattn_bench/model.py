@@ -137,7 +137,8 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         pad_token_id=int(tok.pad_token_id),
         random_init_seed=seed,
         source=source,
-        extra={"model_class": type(model).__name__},
+        extra={"model_class": type(model).__name__,
+               "lowercases": tok.tokenize("The Cat") == tok.tokenize("the cat")},
     )
 
 

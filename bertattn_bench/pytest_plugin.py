@@ -193,14 +193,37 @@ class BenchSession:
             self._compare = load_baseline_file(path)
         return self._compare
 
+    def other_passes(self, claim, target: Target, negative_control: bool = False) -> list[PassResult]:
+        """The further passes a claim names (``inputs``), resolved against this run; NotApplicable says why not."""
+        from .registry import NotApplicable
+
+        out = []
+        for spec in claim.inputs:
+            fam = spec.get("family", target.family)
+            corpus = spec.get("corpus", target.corpus)
+            if spec.get("model") == "other":
+                models = [m for m in requested_models(self.config) if m != target.model and not negative_control]
+                if not models:
+                    raise NotApplicable("compares two models: run with a second --model")
+            else:
+                models = [spec.get("model", target.model)]
+            if corpus not in requested_corpora(self.config, fam):
+                raise NotApplicable(f"needs the {fam} pass on {corpus}, which this run does not include "
+                                    f"(add --corpus {fam}=...,{corpus} or --tier full)")
+            for m in models:
+                out.append(self.result(Target(m, corpus, fam)))
+        return out
+
     def outcome(self, claim, target: Target, negative_control: bool = False) -> ClaimOutcome:
         pr = self.result(target)
+        others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
         recording = self.config.getoption("--record-baseline")
         comparing = self.config.getoption("--compare-to") and not negative_control
         if comparing:
-            out = evaluate(claim, pr, self.compare_baseline(), mode="compare")
+            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others)
         else:
-            out = evaluate(claim, pr, None if (recording or negative_control) else load_baseline(pr.model.slug))
+            out = evaluate(claim, pr, None if (recording or negative_control) else load_baseline(pr.model.slug),
+                           others=others)
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
             out.passed = out.holds is False  # a learned-structure claim must fail on random weights

@@ -296,11 +296,23 @@ def test_baseline_outside_tolerance_fails_even_when_the_claim_holds():
 
 
 def test_baseline_with_a_different_verdict_fails():
-    # within tolerance but the value crossed the threshold: holds now, did not when recorded
-    c = claim(">", 1.0, tolerance=0.5)
-    out = evaluate(c, FakePass(1.1), baseline(0.9, holds=False))
+    # the recorded verdict differs although the value is the same (e.g. a baseline edited by hand): fails, and says so
+    c = claim(">", 1.0, tolerance=0.05)
+    out = evaluate(c, FakePass(1.2), baseline(1.2, holds=False))
     assert out.holds is True
     assert out.baseline_ok is False and out.passed is False
+    assert "verdict" in out.check_failure and "value" not in out.check_failure
+
+
+def test_verdict_inside_the_tolerance_band_is_reported_not_pinned():
+    # a trained value whose tolerance band holds the threshold may land on either side on another machine: within
+    # tolerance it passes, and the detail says the verdict is within noise; outside the tolerance it still fails
+    c = claim(">", 1.0, tolerance=0.5)
+    out = evaluate(c, FakePass(1.1), baseline(0.9, holds=False))
+    assert out.holds is True and out.baseline_ok is True and "within noise" in out.detail
+    out = evaluate(c, FakePass(1.5), baseline(0.9, holds=False))
+    assert out.baseline_ok is False and out.check_failure.startswith("value off by +0.6")
+    assert claim(">", 1.0, tolerance=0.05).verdict_pinned(0.9) and not c.verdict_pinned(0.9)
 
 
 def test_baseline_with_a_different_n_fails():

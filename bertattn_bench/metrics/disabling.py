@@ -167,7 +167,7 @@ def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
     return DisablePass("disable", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason)
 
 
-# ---- claim metrics (named by reference_numbers/kovaleva2019_disabling.toml) ------------------------------------
+# ---- claim metrics (named by reference_numbers/kovaleva2019_disable.toml) ------------------------------------
 
 def _res(pr) -> DisableResult:
     r = pr.result
