@@ -510,6 +510,9 @@ def shipped_vs_paper(pr, rows: dict, paper_seeds: int = 20) -> Measurement:
             if column == "adv_ceil":
                 pooled = stat_of(run_values(runs, "adv_pooled"), stat)
                 cells.append(f"correctly rounded {pooled:.4f}")
+                if stat == "mean":
+                    cells.append(f"halves: original test {stat_of(runs.array('test'), 'mean'):.4f}, negated "
+                                 f"test_adv {stat_of(runs.array('test_adv'), 'mean'):.4f}")
         seeds = f"{runs.n} seeds" + (f" — only {runs.n} shipped, the paper states {paper_seeds}"
                                      if runs.n != paper_seeds else "")
         parts.append(f"{experiment} ({seeds}): " + ", ".join(cells))
@@ -624,13 +627,14 @@ def arct_figures(pass_results, directory: Path) -> list[Path]:
             ax.scatter([c], [p], marker="*", s=120, color=colours[s], edgecolors="k", label=f"paper {s}")
             for v, mk in markers.items():
                 t = res.table(s, v)
-                ax.scatter([t.coverage("not")], [t.productivity("not")], marker=mk, color=colours[s], alpha=0.7,
-                           label=v if s == "train" else None)
+                ax.scatter([t.coverage("not")], [t.productivity("not")], marker=mk, color=colours[s], alpha=0.7)
+        for v, mk in markers.items():  # legend entries for the tokenisations, in grey (colour = split)
+            ax.scatter([], [], marker=mk, color="grey", label=v)
         ax.axhline(0.5, color="grey", ls=":", lw=1)
         ax.set_xlabel('coverage ξ of "not"')
         ax.set_ylabel('productivity π of "not"')
         ax.set_title('Table 2 (stars) vs our counts per tokenisation (colour = split)', fontsize=8)
-        ax.legend(fontsize=6, ncol=2)
+        ax.legend(fontsize=6, ncol=2, loc="lower left")
         paths.append(save_figure(fig, directory, f"arct-not-cue-{pr.corpus}.png"))
     return paths
 
