@@ -311,9 +311,11 @@ def _result(pr) -> ArctResult:
 
 
 def _outside(value: float, printed: str) -> float:
-    """How far ``value`` lies outside the rounding interval of the printed number ("0.09" → [0.085, 0.095])."""
+    """How far ``value`` lies outside the rounding interval of the printed number ("0.09" → [0.085, 0.095]); a
+    value on the interval's edge (0.7005 printed 0.701) is inside, whatever float noise says (1e-9)."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0
-    return max(0.0, abs(value - float(printed)) - 0.5 * 10.0 ** -decimals)
+    d = abs(value - float(printed)) - 0.5 * 10.0 ** -decimals
+    return d if d > 1e-9 else 0.0
 
 
 def _cue_grid(res: ArctResult, cue: str, splits, reference: dict | None = None) -> str:
