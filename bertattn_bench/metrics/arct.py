@@ -622,7 +622,7 @@ def arct_figures(pass_results, directory: Path) -> list[Path]:
         ax.legend(fontsize=7)
         paths.append(save_figure(fig, directory, f"arct-shipped-runs-{pr.corpus}.png"))
 
-        fig, ax = plt.subplots(figsize=(5.2, 3.8))
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
         markers = dict(zip(TOKENIZATIONS, "osD^"))
         colours = dict(zip(PAPER_TABLE2, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
         for s, (p, c) in PAPER_TABLE2.items():
@@ -636,7 +636,7 @@ def arct_figures(pass_results, directory: Path) -> list[Path]:
         ax.set_xlabel('coverage ξ of "not"')
         ax.set_ylabel('productivity π of "not"')
         ax.set_title('Table 2 (stars) vs our counts per tokenisation (colour = split)', fontsize=8)
-        ax.legend(fontsize=6, ncol=2, loc="lower left")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         paths.append(save_figure(fig, directory, f"arct-not-cue-{pr.corpus}.png"))
     return paths
 
