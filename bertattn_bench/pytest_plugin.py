@@ -386,14 +386,19 @@ def diagnose_models(config, names) -> None:
         session.model(name, at_startup=True)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_bertattn_session", None)
     if session is None or not session.outcomes:
         return
-    from .report import terminal_table, write_report
+    from .report import terminal_table, version_notes, write_report
 
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
-    terminalreporter.write_line(terminal_table(session.outcomes))
+    tw = terminalreporter._tw  # a terminal: its width (80..120); a log file (CI): 120
+    width = max(80, min(tw.fullwidth, 120)) if tw.isatty() else 120
+    terminalreporter.write_line(terminal_table(session.outcomes, width=width))
+    for note in version_notes(session.outcomes):
+        terminalreporter.write_line(note)
     if session.passes:
         terminalreporter.write_line("")
         seen = set()
