@@ -71,12 +71,13 @@ def short_model(name: str) -> str:
 
 def _fit(table: list[dict], width: int) -> list[dict]:
     """Cut cells until the rows fit ``width`` columns in tabulate's "simple" format (two spaces between columns)."""
-    widths = {k: max([len(k)] + [len(r[k]) for r in table]) for k in TERMINAL_COLUMNS}
+    head = {k: len(k) + 2 for k in TERMINAL_COLUMNS}  # tabulate makes a column at least its header + 2 wide
+    widths = {k: max([head[k]] + [len(r[k]) for r in table]) for k in TERMINAL_COLUMNS}
     room = width - 2 * (len(widths) - 1)
     for floor in (_PREFERRED, _MIN_WIDTH):
         while sum(widths.values()) > room:
-            k = max(widths, key=lambda k: widths[k] - max(floor[k], len(k)))
-            if widths[k] <= max(floor[k], len(k)):
+            k = max(widths, key=lambda k: widths[k] - max(floor[k], head[k]))
+            if widths[k] <= max(floor[k], head[k]):
                 break
             widths[k] -= 1
     return [{k: (v if len(v) <= widths[k] else v[: widths[k] - 1] + "…") for k, v in r.items()} for r in table]
@@ -93,7 +94,7 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     table = [{"claim": o.claim_id, "model": short_model(o.model), "data": o.corpus, "measured": _measured(o),
               "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else o.verdict, "check": _terminal_check(o)}
              for o in in_report_order(outcomes)]
-    lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple")]
+    lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple", disable_numparse=True)]
     reasons: dict[str, list[str]] = {}
     for o in in_report_order(outcomes):
         if o.skipped:
