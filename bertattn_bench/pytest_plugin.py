@@ -143,7 +143,7 @@ class BenchSession:
         """The pass for ``target``: from memory, else from the disk cache, else computed (and cached)."""
         if target not in self.results:
             prepared = self.prepare(target)
-            self._cached(target, lambda: prepared.run(progress=not os.environ.get("CI")), prepared)
+            self._cached(target, lambda: run_with_progress(self.config, prepared), prepared)
         return self.results[target]
 
     def _publish_pass(self, target: Target, r: PassResult, cached: bool, path: Path | None = None,
@@ -256,6 +256,16 @@ def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
     return out
 
 
+def run_with_progress(config, prepared):
+    """Run a pass with a progress bar on the terminal's stderr, visible without ``-s`` (pytest's capture is
+    suspended around it); none when $CI is set or stderr is not a terminal (tqdm's disable=None), so logs stay clean."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if os.environ.get("CI") or capman is None:
+        return prepared.run(progress=False)
+    with capman.global_and_fixture_disabled():
+        return prepared.run(progress=True)
+
+
 def benchmark_group(target: Target) -> str:
     """pytest-benchmark group of a pass: one table per family and corpus, so the §4 core on EWT dev sits beside
     its floor and the naive loop (test_core_speed), and the surface and clustering passes are told apart."""
@@ -277,7 +287,7 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
             bench._cached(target, prepared.run, prepared)
             pytest.skip(f"nothing to time: {prepared.nothing_to_measure()}")
         # timed, so always computed; the fresh result replaces any cached one
-        result = bench._cached(target, lambda: benchmark.pedantic(prepared.run, rounds=1, iterations=1,
+        result = bench._cached(target, lambda: benchmark.pedantic(run_with_progress, (bench.config, prepared), rounds=1, iterations=1,
                                                                   warmup_rounds=0), prepared, force=True)
     claims = {}
     for claim in load_claims(family=target.family):
