@@ -404,8 +404,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     from .report import terminal_table, version_notes, write_report
 
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
-    tw = terminalreporter._tw  # a terminal: its width (80..120); a log file (CI): 120
-    width = max(80, min(tw.fullwidth, 120)) if tw.isatty() else 120
+    # a terminal: its width (80..120); a log file (CI): 120
+    width = max(80, min(terminalreporter._tw.fullwidth, 120)) if terminalreporter.isatty else 120
     terminalreporter.write_line(terminal_table(session.outcomes, width=width))
     for note in version_notes(session.outcomes):
         terminalreporter.write_line(note)

@@ -69,3 +69,24 @@ def test_version_note_only_when_the_baseline_versions_differ():
         "values may drift (within each claim's tolerance)"]
     no_baseline = [o for o in OUTCOMES if o.baseline is None]
     assert version_notes(no_baseline, load=lambda slug: other) == []
+
+
+def test_the_session_ends_with_the_compact_table(pytester, monkeypatch):
+    """The plugin's terminal summary, end to end: the table after the tests, its counts, before pytest's summary."""
+    monkeypatch.setenv("COLUMNS", "80")
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin"]')
+    pytester.makepyfile(test_fake_claims="""
+import sys
+sys.path.insert(0, %r)
+from test_terminal_table import OUTCOMES
+
+def test_claims(bench):
+    bench.outcomes.extend(OUTCOMES)
+""" % str(__import__("pathlib").Path(__file__).parent))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    out = result.outlines
+    start = out.index(next(ln for ln in out if "bertattn-bench: claims vs measured" in ln))
+    assert out[start + 1].split() == list(TERMINAL_COLUMNS)
+    assert max(len(ln) for ln in out[start + 1:start + 9]) <= 120  # not a terminal: 120 columns
+    assert summary_lines(OUTCOMES)[0] in out and "1 passed" in out[-1]
