@@ -391,6 +391,9 @@ def benchmarks_requested(config) -> bool:
 def diagnose_models(config, names) -> None:
     """Load each model once at start-up (the session keeps it): a bad model is one usage error, not a failure in
     every test."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would be the first lines of every run
     session = _bench(config)
     for name in names:
         session.model(name, at_startup=True)
