@@ -61,7 +61,7 @@ if ! "${cmd[@]}" >>"$LOG" 2>&1; then
   say "the install failed (see ${BERTATTN_PIP_LOG:-the output above})" >&2
   exit 1
 fi
-build=$("$PY" -c "import torch; print(torch.__version__, 'CUDA ' + torch.version.cuda if torch.version.cuda else 'CPU-only')")
+build=$("$PY" -W ignore -c "import torch; print(torch.__version__, 'CUDA ' + torch.version.cuda if torch.version.cuda else 'CPU-only')")
 say "installed torch $build"
 if [ "$gpus" -eq 0 ] && [[ "$build" == *CUDA* ]]; then
   say "note: the package index gave a CUDA build on a machine without an NVIDIA GPU (it runs on CPU, but takes GBs);" \
