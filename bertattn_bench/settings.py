@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import DataError
+from .errors import BenchError, DataError
 
 DATA_DIR_ENV = "BERTATTN_DATA_DIR"
 MODEL_ENV = "BERTATTN_MODEL"
@@ -33,4 +33,66 @@ def data_file(data_dir: Path, relative: str) -> Path:
     if not path.exists():
         raise DataError(f"missing data file {path} (looked under the data directory {data_dir}; "
                         f"set --data-dir / {DATA_DIR_ENV} to the folder that holds {relative.split('/')[0]}/)")
+    return path
+
+
+# --- option checks: each raises a one-line BenchError naming the option; the pytest plugin and the CLI turn it
+# into a usage error (exit status 4) at start-up, before any model or data is loaded.
+
+def positive_int(option: str, value) -> int | None:
+    """``value`` as an int >= 1 (None stays None: the option was not given)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BenchError(f"{option} {value}: must be a whole number >= 1")
+    return value
+
+
+def parse_random_model(name: str, prefix: str = "random:") -> tuple[str, int] | None:
+    """``random:<model>[@seed]`` -> (model, seed); None for a name without the prefix."""
+    if not name.startswith(prefix):
+        return None
+    base, at, seed_text = name[len(prefix):].partition("@")
+    if at and not seed_text.strip().lstrip("-").isdigit():
+        raise BenchError(f"--model {name}: the seed after '@' must be a whole number (e.g. {prefix}{base or 'embedded'}@0)")
+    return base, int(seed_text) if at else 0
+
+
+def parse_corpus_options(entries: list[str], known: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """``--corpus family=a,b`` entries -> {family: [corpus, ...]}; ``known`` maps each family to its corpora."""
+    chosen: dict[str, list[str]] = {}
+    for entry in entries:
+        fam, eq, names = entry.partition("=")
+        if not eq:
+            raise BenchError(f"--corpus {entry}: expected family=corpus[,corpus] (e.g. dependency=ewt_dev,gum_dev)")
+        if fam not in known:
+            raise BenchError(f"--corpus {entry}: unknown family {fam!r}; known: {', '.join(known)}")
+        corpora = [c.strip() for c in names.split(",") if c.strip()]
+        if not corpora:
+            raise BenchError(f"--corpus {entry}: name at least one {fam} corpus; known: {', '.join(known[fam])}")
+        unknown = [c for c in corpora if c not in known[fam]]
+        if unknown:
+            raise BenchError(f"--corpus {entry}: unknown {fam} corpus {', '.join(unknown)}; "
+                             f"known: {', '.join(known[fam])}")
+        if fam in chosen:
+            raise BenchError(f"--corpus {entry}: {fam} is already given (--corpus {fam}={','.join(chosen[fam])}); "
+                             f"name all its corpora in one option")
+        chosen[fam] = corpora
+    return chosen
+
+
+def output_dir(option: str, value: str | None) -> Path | None:
+    """A folder the run may write into at the end: it is a folder, or can be created (checked before the work)."""
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise BenchError(f"{option} {value}: is a file, not a folder (name a folder; it is created if missing)")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise BenchError(f"{option} {value}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise BenchError(f"{option} {value}: {parent} is not writable")
     return path

@@ -15,6 +15,14 @@ def test_compare_names_model_a():
 
 
 def test_compare_without_model_a_is_a_usage_error(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:
         pytest_args(["compare", "--model", "random:embedded"])
-    assert "--against" in capsys.readouterr().err
+    assert exc.value.code == 4
+    assert capsys.readouterr().err == "ERROR: python -m bertattn_bench: compare needs --against MODEL_A (see --help)\n"
+
+
+def test_unknown_command_is_one_line_exit_4(capsys):
+    with pytest.raises(SystemExit) as exc:
+        pytest_args(["recrod"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 4 and err.count("\n") == 1 and "invalid choice: 'recrod'" in err

@@ -1,0 +1,51 @@
+"""Progress bars on long passes reach the terminal without -s (capture suspended), and not in CI; pytest-xdist
+workers share the cores instead of each taking all of them."""
+import sys
+
+import pytest
+
+from bertattn_bench.pytest_plugin import run_with_progress, worker_threads
+
+
+class FakePass:
+    def __init__(self):
+        self.calls = []
+
+    def run(self, progress=False):
+        self.calls.append((progress, sys.stderr is sys.__stderr__))
+        return "result"
+
+
+def test_progress_shown_on_the_real_stderr_outside_ci(request, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    fake = FakePass()
+    assert sys.stderr is not sys.__stderr__  # pytest captures this test's stderr ...
+    assert run_with_progress(request.config, fake) == "result"
+    assert fake.calls == [(True, True)]  # ... but not the pass's progress bar
+
+
+def test_no_progress_in_ci(request, monkeypatch):
+    monkeypatch.setenv("CI", "1")
+    fake = FakePass()
+    run_with_progress(request.config, fake)
+    assert fake.calls == [(False, False)]
+
+
+@pytest.mark.parametrize("cores,workers,threads", [(2, 2, 1), (2, 1, 2), (16, 4, 4), (16, 3, 5), (2, 8, 1), (1, 0, 1)])
+def test_worker_threads(cores, workers, threads):
+    assert worker_threads(cores, workers) == threads
+
+
+def test_xdist_workers_set_their_torch_threads(pytester):
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin"]')
+    pytester.makepyfile(test_threads="""
+import os, torch
+
+def test_a():
+    assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
+
+def test_b():
+    assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
+""")
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=2)

@@ -1,0 +1,92 @@
+"""The terminal table: seven columns that fit the terminal (80..120), skip reasons in full below, counts per model
+with the random twin apart; a note when the baseline was recorded with other torch/transformers versions."""
+import pytest
+
+from bertattn_bench.claims import ClaimOutcome
+from bertattn_bench.report import TERMINAL_COLUMNS, summary_lines, terminal_table, version_notes
+
+MODEL = "embedded:all-MiniLM-L6-v2"
+TWIN = "random-init(embedded:all-MiniLM-L6-v2)@0"
+LONG_REASON = "needs a masked-LM head (BertForMaskedLM with trained head weights); this model has none: " + "x" * 80
+
+
+def outcome(claim_id, model=MODEL, holds=True, passed=True, skipped=None, control=False, baseline=None, **kw):
+    return ClaimOutcome(
+        claim_id=claim_id, paper="clark2019", section="§4.2, Table 1, Fig. 5", statement="A statement " * 8,
+        model=model, model_slug="all-MiniLM-L6-v2" if model == MODEL else "random-init-all-MiniLM-L6-v2-seed0",
+        data="UD EWT dev (UD trees mapped to SD, Clark Table 1 relations)", corpus=kw.pop("corpus", "ewt_dev"),
+        measured=None if skipped else 38.2345678, unit="points", n=1211, n_unit="arcs",
+        reference="dobj: 8-10, 86.8 vs 40.0 (-2), and a long reference text " * 3, comparison=">= 10",
+        holds=None if skipped else holds, head="3-1", detail="d", attn_implementation="bertattn_eager",
+        baseline=baseline, baseline_ok=None if baseline is None else True, skipped=skipped,
+        passed=None if skipped else passed, negative_control=control, **kw)
+
+
+OUTCOMES = [outcome("clark.dep_dobj", baseline=38.23, baseline_holds=True),
+            outcome("clark.probe_vs_structural_with_a_long_name", holds=False, corpus="gum_paragraphs"),
+            outcome("clark.grad_sep", skipped=LONG_REASON), outcome("clark.grad_cls", skipped=LONG_REASON),
+            outcome("clark.dep_dobj", model=TWIN, holds=False, control=True),
+            outcome("clark.dep_det", model=TWIN, holds=True, passed=False, control=True)]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_table_fits_the_width_and_has_the_seven_columns(width):
+    text = terminal_table(OUTCOMES, width=width)
+    table = text.split("\nskipped ")[0].splitlines()
+    assert table[0].split() == list(TERMINAL_COLUMNS)
+    assert max(len(line) for line in table) <= width
+    assert any("…" in line for line in table)  # something had to be cut at this width
+    assert "reference" not in table[0] and "section" not in table[0]  # the full table stays in the files
+
+
+def test_wide_enough_nothing_is_cut():
+    text = terminal_table(OUTCOMES[:1], width=120)
+    assert "…" not in text.split("\n\n")[0] and "38.23 points [3-1]" in text and "PASS (base 38.23)" in text
+
+
+def test_skip_reasons_are_printed_in_full_once():
+    text = terminal_table(OUTCOMES, width=80)
+    assert f"skipped clark.grad_cls, clark.grad_sep: {LONG_REASON}" in text.splitlines()
+
+
+def test_counts_per_model_and_the_twin_apart():
+    assert summary_lines(OUTCOMES) == [
+        "all-MiniLM-L6-v2".join(["embedded:", ": 1 of 2 claims hold; 2 of 4 checks pass; 2 skipped"]),
+        f"{TWIN} (negative control): 1 of 2 learned-structure claims hold (should be 0); 1 of 2 checks pass",
+    ]
+    assert terminal_table(OUTCOMES).endswith(summary_lines(OUTCOMES)[-1])
+
+
+def test_version_note_only_when_the_baseline_versions_differ():
+    import torch
+    import transformers
+
+    same = {"provenance": {"torch": torch.__version__, "transformers": transformers.__version__}}
+    other = {"provenance": {"torch": "2.0.0", "transformers": transformers.__version__}}
+    assert version_notes(OUTCOMES, load=lambda slug: same) == []
+    assert version_notes(OUTCOMES, load=lambda slug: other) == [
+        f"note: the baseline of all-MiniLM-L6-v2 was recorded with torch 2.0.0 (this run: {torch.__version__}); "
+        "values may drift (within each claim's tolerance)"]
+    no_baseline = [o for o in OUTCOMES if o.baseline is None]
+    assert version_notes(no_baseline, load=lambda slug: other) == []
+
+
+def test_the_session_ends_with_the_compact_table(pytester, monkeypatch):
+    """The plugin's terminal summary, end to end: the table after the tests, its counts, before pytest's summary."""
+    monkeypatch.setenv("COLUMNS", "80")
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin"]')
+    pytester.makepyfile(test_fake_claims="""
+import sys
+sys.path.insert(0, %r)
+from test_terminal_table import OUTCOMES
+
+def test_claims(bench):
+    bench.outcomes.extend(OUTCOMES)
+""" % str(__import__("pathlib").Path(__file__).parent))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    out = result.outlines
+    start = out.index(next(ln for ln in out if "bertattn-bench: claims vs measured" in ln))
+    assert out[start + 1].split() == list(TERMINAL_COLUMNS)
+    assert max(len(ln) for ln in out[start + 1:start + 9]) <= 120  # not a terminal: 120 columns
+    assert summary_lines(OUTCOMES)[0] in out and "1 passed" in out[-1]
