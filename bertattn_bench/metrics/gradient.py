@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from ..attention import attention_run
-from ..batching import Encoded, Skipped, encode_pair, iter_batches
+from ..batching import Encoded, Skipped, iter_batches
+from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..plotting import pyplot, save_figure
 from ..passes import NothingToMeasure
 from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
@@ -360,25 +361,25 @@ class GradientPass:
         return PassResult(self.family, self.corpus, self.data, model_info, result, len(encoded), self.skipped, seconds)
 
 
-@family("gradient", corpora=("wikitext2", "gum_paragraphs"), default_corpus="wikitext2")
+@family("gradient", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
 def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                      limit: int | None = None, batch_size: int = 32) -> GradientPass:
-    """Clark §3.2 Fig. 3: the §3 paragraph pairs, 15% of pieces masked; no pass without a trained MLM head."""
-    from ..data.segments import CORPORA, load_segments
+    """Clark §3.2 Fig. 3: the §3 segments, 15% of pieces masked; no pass without a trained MLM head."""
+    from ..data.segments import load_segment_set
 
-    data = f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces, {MASK_RATE:.0%} masked, seed {MASK_SEED})"
-    paths = [data_dir / CORPORA[corpus]]
+    masking = f"{MASK_RATE:.0%} masked, seed {MASK_SEED}"
+    paths = [data_dir / SEGMENT_CORPORA[corpus]]
     bs = max(1, batch_size // 2)  # a backward pass holds every layer's maps: half the forward-only batch
     if loaded.info.random_init_seed is None:
         problem = mlm_head_problem(loaded.info, loaded.model.config)
         if problem:
-            return GradientPass("gradient", corpus, data, loaded, {}, Skipped(), bs, no_head=problem,
-                                data_paths=paths)
+            return GradientPass("gradient", corpus, f"{SEGMENT_CORPORA[corpus]} (§3 segments, {masking})", loaded,
+                                {}, Skipped(), bs, no_head=problem, data_paths=paths)
     max_tokens = min(max_tokens, loaded.info.max_positions)
-    pairs, not_fitting = load_segments(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
+    segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
     tok = loaded.tokenizer
-    masked = {i: mask_pieces(encode_pair(tok, i, p.first, p.second), tok) for i, p in enumerate(pairs)}
-    return GradientPass("gradient", corpus, data, loaded, masked, Skipped(n=not_fitting, max_tokens=max_tokens), bs,
+    masked = {e.index: mask_pieces(e, tok) for e in segs.encoded}
+    return GradientPass("gradient", corpus, f"{segs.description}; {masking}", loaded, masked, segs.skipped, bs,
                         data_paths=paths)
 
 
