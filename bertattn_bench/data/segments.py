@@ -80,6 +80,7 @@ CORPORA = {name: SOURCES[r.source] for name, r in RECIPES.items()}  # corpus nam
 _HEADING = re.compile(r"^\s*(=\s)+.*(\s=)+\s*$")
 _WIKITEXT_ESCAPES = {" @-@ ": "-", " @,@ ": ",", " @.@ ": "."}
 _SENTENCE_END = {".", "!", "?"}
+_CLOSERS = {'"', "'", ")", "]"}
 
 
 @dataclass
@@ -107,13 +108,17 @@ class ParagraphPair:
 
 def split_wikitext_sentences(text: str) -> list[str]:
     """Sentences of a WikiText paragraph. WikiText is tokenised with spaces around punctuation, and abbreviations
-    keep their period ("U.S.", "Jr."), so a sentence ends at a free-standing ``.``/``!``/``?`` token followed by a
-    token that does not start with a lower-case letter (or by nothing)."""
+    keep their period ("U.S.", "Jr."), so a sentence ends at a free-standing ``.``/``!``/``?`` token whose next
+    word (after any quotes or closing brackets) does not start with a lower-case letter, or at the end. (No
+    sentence splitter is a dependency of the project; only chunk boundaries depend on it.)"""
     tokens = text.split()
     sentences, current = [], []
     for i, tok in enumerate(tokens):
         current.append(tok)
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        j = i + 1
+        while j < len(tokens) and tokens[j] in _CLOSERS:  # look past quotes/brackets: '? " he said' goes on
+            j += 1
+        nxt = tokens[j] if j < len(tokens) else None
         if tok in _SENTENCE_END and (nxt is None or not nxt[0].islower()):
             sentences.append(" ".join(current))
             current = []

@@ -36,7 +36,10 @@ from ..registry import Measurement, NotApplicable, family, figure, metric, relat
 
 MASK_RATE = 0.15
 MASK_SEED = 0
-KEY_CLASSES = ("sep", "punct", "other", "unmasked")  # "unmasked" = Fig. 3's "All unmasked tokens"
+# "unmasked" = Fig. 3's "All unmasked tokens" ([CLS], [SEP] and '.'/',' included): the claims' comparison set, as in
+# the paper's figure (Clark et al. released no code for §3.2's gradients; the figure's legend is the definition).
+# "other" (unmasked, neither [SEP] nor '.'/',') is kept for the figure's reading "other tokens" (caption).
+KEY_CLASSES = ("sep", "punct", "other", "unmasked")
 
 
 @dataclass
@@ -409,7 +412,7 @@ def _from_layer0(n_layers: int, from_layer: int, of_layers: int) -> int:
 
 
 @metric("gradient_ratio_from_depth")
-def gradient_ratio_from_depth(pr, stat: str = "sep", versus: str = "other", from_layer: int = 5,
+def gradient_ratio_from_depth(pr, stat: str = "sep", versus: str = "unmasked", from_layer: int = 5,
                               of_layers: int = 12) -> Measurement:
     """Largest per-layer ratio mean|∂L/∂α| to ``stat`` over ``versus`` in the layers from relative depth
     from_layer/of_layers on (Clark §3.2, Fig. 3: from layer 5 of 12 the [SEP] gradient is small)."""
@@ -434,7 +437,7 @@ def _first_layer_from_which(flags: list[bool]) -> int | None:
 
 
 @metric("gradient_onset_gap")
-def gradient_onset_gap(pr, stat: str = "sep", versus: str = "other", small_ratio: float = 0.5,
+def gradient_onset_gap(pr, stat: str = "sep", versus: str = "unmasked", small_ratio: float = 0.5,
                        peak_fraction: float = 0.5, min_peak_over_chance: float = 5.0) -> Measurement:
     """Distance in relative depth between the layer from which the ``stat`` gradient stays small (ratio to
     ``versus`` below ``small_ratio`` in every later layer) and the first layer whose attention to [SEP] reaches
