@@ -1,7 +1,7 @@
 """Clark et al. §3.2, Fig. 3: gradient-based importance of attention to [SEP], '.'/',' and other tokens.
 
 The statistic is the mean of |∂L_MLM/∂α_ij| per layer, split by the class of the attended token j, where L_MLM is
-BERT's masked-LM loss on 15% of the word pieces of each ``[CLS] p1 [SEP] p2 [SEP]`` segment (chosen with a fixed
+BERT's masked-LM loss on 15% of the word pieces of each §3 segment ``[CLS] A [SEP] B [SEP]`` (chosen with a fixed
 seed per segment, every chosen piece replaced by [MASK]; Clark do not state their masking, BERT's 80/10/10 rule
 is not used so that the loss is deterministic). A segment's loss is the mean over its masked pieces, and a batch
 differentiates the *sum* of its segments' losses, so every gradient is the segment's own (batch-independent).
