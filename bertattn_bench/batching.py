@@ -33,10 +33,13 @@ class Skipped:
     n: int = 0
     max_tokens: int = 0
     indices: list[int] = field(default_factory=list)  # which examples, where they are examples of the pass
+    reason: str = ""  # what the n counts and why it was left out, when not "example(s) over max_tokens pieces"
 
     def describe(self) -> str:
         if not self.n:
             return ""
+        if self.reason:
+            return f"{self.n} {self.reason}"
         return f"{self.n} example(s) over {self.max_tokens} word pieces skipped"
 
 
@@ -58,11 +61,36 @@ def encode_words(tokenizer, index: int, words: Sequence[str]) -> Encoded:
     )
 
 
-def encode_pair(tokenizer, index: int, first: str, second: str) -> Encoded:
-    """``[CLS] first [SEP] second [SEP]`` (Clark §3 segments); no word map."""
+TOKEN_TYPES = ("zeros", "ab")  # Clark's extract_attention.py l.30 feeds all 0; "ab" = 0 for A, 1 for B (BERT's)
+
+
+def _check_token_types(token_types: str) -> None:
+    if token_types not in TOKEN_TYPES:
+        raise ValueError(f"token_types={token_types!r}: expected one of {', '.join(TOKEN_TYPES)}")
+
+
+def encode_pair(tokenizer, index: int, first: str, second: str, token_types: str = "ab") -> Encoded:
+    """``[CLS] first [SEP] second [SEP]`` (Clark §3 segments); no word map. ``token_types``: "ab" as the tokenizer
+    gives them (0 for A, 1 for B), "zeros" all 0 (as Clark et al. fed their segments)."""
+    _check_token_types(token_types)
     enc = tokenizer(first, second, add_special_tokens=True, truncation=False)
     n = len(enc["input_ids"])
-    return Encoded(index, list(enc["input_ids"]), list(enc.get("token_type_ids", [0] * n)), [-1] * n, 0)
+    types = list(enc.get("token_type_ids", [0] * n)) if token_types == "ab" else [0] * n
+    return Encoded(index, list(enc["input_ids"]), types, [-1] * n, 0)
+
+
+def encode_piece_pair(tokenizer, index: int, a: Sequence[int], b: Sequence[int], token_types: str = "zeros") -> Encoded:
+    """``[CLS] a [SEP] b [SEP]`` from word-piece ids, the layout of Clark's preprocess_unlabeled.py l.51-60 with
+    the tokenizer's own [CLS]/[SEP] tokens. ``token_types``: "zeros" (extract_attention.py l.30) or "ab"."""
+    _check_token_types(token_types)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    if cls is None or sep is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no cls/sep token: cannot build [CLS] A [SEP] B [SEP]")
+    if not a or not b:
+        raise ValueError(f"segment {index}: A and B must both hold word pieces (got {len(a)} and {len(b)})")
+    ids = [cls, *a, sep, *b, sep]
+    types = [0] * len(ids) if token_types == "zeros" else [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    return Encoded(index, ids, types, [-1] * len(ids), 0)
 
 
 def drop_too_long(encoded: Iterable[Encoded], max_tokens: int) -> tuple[list[Encoded], Skipped]:

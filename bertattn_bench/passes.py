@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from .attention import run_reducers
-from .batching import Encoded, Skipped, drop_too_long, encode_pair, encode_words, iter_batches
+from .batching import Encoded, Skipped, drop_too_long, encode_words, iter_batches
+from .data.segments import CORPORA as SEGMENT_CORPORA
 from .model import LoadedModel, ModelInfo
 from .registry import family
 
@@ -88,17 +89,16 @@ class PreparedPass:
             self.loaded.model(**batch.model_inputs())
 
 
-@family("surface", corpora=("wikitext2", "gum_paragraphs"), default_corpus="wikitext2")
+@family("surface", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
 def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                     limit: int | None = None, batch_size: int = 32) -> PreparedPass:
-    """Clark §3: paragraph pairs of at most ``max_tokens`` pieces."""
-    from .data.segments import CORPORA, load_segments
+    """Clark §3: segments of at most ``max_tokens`` pieces, by default built as the authors' preprocess_unlabeled.py
+    builds them (see :mod:`bertattn_bench.data.segments` for the recipe and the named alternatives)."""
+    from .data.segments import load_segment_set
     from .metrics.surface import SurfaceReducer
 
     max_tokens = min(max_tokens, loaded.info.max_positions)
-    pairs, not_fitting = load_segments(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
-    encoded = [encode_pair(loaded.tokenizer, i, p.first, p.second) for i, p in enumerate(pairs)]
-    skipped = Skipped(n=not_fitting, max_tokens=max_tokens)  # paragraphs that fit in no pair: counted, not silent
+    segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
     info, tok = loaded.info, loaded.tokenizer
 
     def finish(result):
@@ -108,9 +108,9 @@ def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext
         result.top_tokens = list(zip(tok.convert_ids_to_tokens(top.indices.tolist()), top.values.tolist()))
         return result
 
-    return PreparedPass("surface", corpus, f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces)", loaded,
-                        encoded, skipped, lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device, len(tok)),
-                        finish=finish, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
+    return PreparedPass("surface", corpus, segs.description, loaded, segs.encoded, segs.skipped,
+                        lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device, len(tok)),
+                        finish=finish, batch_size=batch_size, data_paths=[data_dir / SEGMENT_CORPORA[corpus]])
 
 
 @family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")

@@ -115,7 +115,8 @@ def test_reducer_planted_maps_padding_never_counts(pair_batch):
     assert res.distance[0, 1] == pytest.approx(LN2, rel=1e-5)
     assert res.head_names() == ["1-1", "1-2", "2-1", "2-2"]
     assert res.layers().tolist() == [0, 0, 1, 1]
-    assert float(res.surface.stats["prev"][0, 0]) == pytest.approx(1.0)  # §3 statistics from the same pass
+    # §3 statistics from the same pass; Clark's denominator n: the first token has no previous token
+    assert float(res.surface.stats["prev"][0, 0]) == pytest.approx(sum((n - 1) / n for n in lengths) / 2)
 
 
 def test_query_sample_is_seeded_per_segment():

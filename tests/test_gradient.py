@@ -138,10 +138,11 @@ def test_reducer_known_answers(tokenizer, masked):
     assert res.n_masked == len(masked[0].positions) + len(masked[1].positions)
 
 
-def _result(sep, other, share, chance=0.05):
+def _result(sep, other, share, chance=0.05, unmasked=None):
     L = len(sep)
     col = lambda v: torch.tensor(v, dtype=torch.float32)[:, None].expand(L, 2).clone()  # noqa: E731
-    res = g.GradientResult(grad={"sep": col(sep), "other": col(other), "punct": col(other), "unmasked": col(other)},
+    unmasked = other if unmasked is None else unmasked
+    res = g.GradientResult(grad={"sep": col(sep), "other": col(other), "punct": col(other), "unmasked": col(unmasked)},
                            to_sep=col(share), n_segments=10, n_masked=40, n_weights={}, sep_chance=chance)
     return SimpleNamespace(result=res)
 
@@ -152,6 +153,17 @@ def test_ratio_metric_relative_depth():
     m = g.gradient_ratio_from_depth(pr, from_layer=5, of_layers=12)
     assert m.value == pytest.approx(0.4) and m.n == 10
     assert g._from_layer0(12, 5, 12) == 4 and g._from_layer0(6, 5, 12) == 2
+
+
+def test_comparison_set_is_fig3_all_unmasked_tokens():
+    """Fig. 3 compares [SEP] with "All unmasked tokens": the metrics' default and both claims' params."""
+    from bertattn_bench.claims import load_claims
+
+    pr = _result([2, 2, 0.2, 0.4, 0.1, 0.3], [1] * 6, [0.1] * 6, unmasked=[2] * 6)
+    assert g.gradient_ratio_from_depth(pr).value == pytest.approx(0.2)  # 0.4 / 2, not 0.4 / 1
+    assert g.gradient_ratio_from_depth(pr, versus="other").value == pytest.approx(0.4)
+    claims = load_claims(family="gradient")
+    assert claims and all(c.params["versus"] == "unmasked" for c in claims)
 
 
 def test_onset_metric():

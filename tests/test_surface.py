@@ -34,10 +34,25 @@ def _uniform(batch, heads=2):
 
 
 def test_previous_token_head(pair_batch):
+    """Clark's denominator is n, every query (General_Analysis.ipynb: denom = n_tokens), so a perfect
+    previous-token head scores (n - 1) / n per segment: its first token has no previous token."""
     t = pair_batch.input_ids.shape[1]
+    lengths = pair_batch.token_mask.sum(-1).tolist()
     res = _reduce(pair_batch, [planted(2, 2, t, lambda q: max(q - 1, 0))])
-    assert float(res.stats["prev"][0, 0]) == pytest.approx(1.0)
+    expected = sum((n - 1) / n for n in lengths) / 2
+    assert lengths == [11, 5] and expected == pytest.approx((10 / 11 + 4 / 5) / 2)  # by hand
+    assert float(res.stats["prev"][0, 0]) == pytest.approx(expected)
     assert float(res.stats["next"][0, 0]) == pytest.approx(0.0)
+
+
+def test_next_token_head_denominator_and_padding(pair_batch):
+    """A perfect next-token head: (n - 1) / n per segment. In the padded short segment the last real query points
+    at a padding key (a planted map; a real model gives padding 0): it must count as 0, not as 'next'."""
+    t = pair_batch.input_ids.shape[1]
+    lengths = pair_batch.token_mask.sum(-1).tolist()
+    res = _reduce(pair_batch, [planted(2, 2, t, lambda q: min(q + 1, t - 1))])
+    assert float(res.stats["next"][0, 0]) == pytest.approx(sum((n - 1) / n for n in lengths) / 2)
+    assert float(res.stats["prev"][0, 0]) == pytest.approx(0.0)
     assert float(res.stats["entropy"][0, 0]) == pytest.approx(0.0, abs=1e-6)
     assert float(res.stats["max_weight"][0, 0]) == pytest.approx(1.0)
 

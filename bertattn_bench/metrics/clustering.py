@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..attention import Reducer, head_name
+from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from .surface import SurfaceReducer, SurfaceResult
@@ -168,7 +169,7 @@ class ClusteringReducer(Reducer):
                                 self.fraction, self.seed)
 
 
-@family("clustering", corpora=("wikitext2", "gum_paragraphs"), default_corpus="wikitext2")
+@family("clustering", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
 def prepare_clustering(loaded, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                        limit: int | None = None, batch_size: int = 32,
                        query_fraction: float | None = QUERY_FRACTION):

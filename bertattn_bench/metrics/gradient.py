@@ -1,7 +1,7 @@
 """Clark et al. §3.2, Fig. 3: gradient-based importance of attention to [SEP], '.'/',' and other tokens.
 
 The statistic is the mean of |∂L_MLM/∂α_ij| per layer, split by the class of the attended token j, where L_MLM is
-BERT's masked-LM loss on 15% of the word pieces of each ``[CLS] p1 [SEP] p2 [SEP]`` segment (chosen with a fixed
+BERT's masked-LM loss on 15% of the word pieces of each §3 segment ``[CLS] A [SEP] B [SEP]`` (chosen with a fixed
 seed per segment, every chosen piece replaced by [MASK]; Clark do not state their masking, BERT's 80/10/10 rule
 is not used so that the loss is deterministic). A segment's loss is the mean over its masked pieces, and a batch
 differentiates the *sum* of its segments' losses, so every gradient is the segment's own (batch-independent).
@@ -28,14 +28,18 @@ import numpy as np
 import torch
 
 from ..attention import attention_run
-from ..batching import Encoded, Skipped, encode_pair, iter_batches
+from ..batching import Encoded, Skipped, iter_batches
+from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..plotting import pyplot, save_figure
 from ..passes import NothingToMeasure
 from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
 
 MASK_RATE = 0.15
 MASK_SEED = 0
-KEY_CLASSES = ("sep", "punct", "other", "unmasked")  # "unmasked" = Fig. 3's "All unmasked tokens"
+# "unmasked" = Fig. 3's "All unmasked tokens" ([CLS], [SEP] and '.'/',' included): the claims' comparison set, as in
+# the paper's figure (Clark et al. released no code for §3.2's gradients; the figure's legend is the definition).
+# "other" (unmasked, neither [SEP] nor '.'/',') is kept for the figure's reading "other tokens" (caption).
+KEY_CLASSES = ("sep", "punct", "other", "unmasked")
 
 
 @dataclass
@@ -360,25 +364,25 @@ class GradientPass:
         return PassResult(self.family, self.corpus, self.data, model_info, result, len(encoded), self.skipped, seconds)
 
 
-@family("gradient", corpora=("wikitext2", "gum_paragraphs"), default_corpus="wikitext2")
+@family("gradient", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
 def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                      limit: int | None = None, batch_size: int = 32) -> GradientPass:
-    """Clark §3.2 Fig. 3: the §3 paragraph pairs, 15% of pieces masked; no pass without a trained MLM head."""
-    from ..data.segments import CORPORA, load_segments
+    """Clark §3.2 Fig. 3: the §3 segments, 15% of pieces masked; no pass without a trained MLM head."""
+    from ..data.segments import load_segment_set
 
-    data = f"{CORPORA[corpus]} (paragraph pairs, <= {max_tokens} pieces, {MASK_RATE:.0%} masked, seed {MASK_SEED})"
-    paths = [data_dir / CORPORA[corpus]]
+    masking = f"{MASK_RATE:.0%} masked, seed {MASK_SEED}"
+    paths = [data_dir / SEGMENT_CORPORA[corpus]]
     bs = max(1, batch_size // 2)  # a backward pass holds every layer's maps: half the forward-only batch
     if loaded.info.random_init_seed is None:
         problem = mlm_head_problem(loaded.info, loaded.model.config)
         if problem:
-            return GradientPass("gradient", corpus, data, loaded, {}, Skipped(), bs, no_head=problem,
-                                data_paths=paths)
+            return GradientPass("gradient", corpus, f"{SEGMENT_CORPORA[corpus]} (§3 segments, {masking})", loaded,
+                                {}, Skipped(), bs, no_head=problem, data_paths=paths)
     max_tokens = min(max_tokens, loaded.info.max_positions)
-    pairs, not_fitting = load_segments(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
+    segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
     tok = loaded.tokenizer
-    masked = {i: mask_pieces(encode_pair(tok, i, p.first, p.second), tok) for i, p in enumerate(pairs)}
-    return GradientPass("gradient", corpus, data, loaded, masked, Skipped(n=not_fitting, max_tokens=max_tokens), bs,
+    masked = {e.index: mask_pieces(e, tok) for e in segs.encoded}
+    return GradientPass("gradient", corpus, f"{segs.description}; {masking}", loaded, masked, segs.skipped, bs,
                         data_paths=paths)
 
 
@@ -408,7 +412,7 @@ def _from_layer0(n_layers: int, from_layer: int, of_layers: int) -> int:
 
 
 @metric("gradient_ratio_from_depth")
-def gradient_ratio_from_depth(pr, stat: str = "sep", versus: str = "other", from_layer: int = 5,
+def gradient_ratio_from_depth(pr, stat: str = "sep", versus: str = "unmasked", from_layer: int = 5,
                               of_layers: int = 12) -> Measurement:
     """Largest per-layer ratio mean|∂L/∂α| to ``stat`` over ``versus`` in the layers from relative depth
     from_layer/of_layers on (Clark §3.2, Fig. 3: from layer 5 of 12 the [SEP] gradient is small)."""
@@ -433,7 +437,7 @@ def _first_layer_from_which(flags: list[bool]) -> int | None:
 
 
 @metric("gradient_onset_gap")
-def gradient_onset_gap(pr, stat: str = "sep", versus: str = "other", small_ratio: float = 0.5,
+def gradient_onset_gap(pr, stat: str = "sep", versus: str = "unmasked", small_ratio: float = 0.5,
                        peak_fraction: float = 0.5, min_peak_over_chance: float = 5.0) -> Measurement:
     """Distance in relative depth between the layer from which the ``stat`` gradient stays small (ratio to
     ``versus`` below ``small_ratio`` in every later layer) and the first layer whose attention to [SEP] reaches

@@ -1,7 +1,9 @@
 """Clark et al. §3 surface statistics: relative position (§3.1), special tokens (§3.2), entropy (§3.3).
 
-Token-level, on ``[CLS] p1 [SEP] p2 [SEP]`` segments. As in Clark et al.'s analysis code, a head's statistic is
-the mean over the query tokens of one segment, then the mean over segments; padding never enters (masks).
+Token-level, on ``[CLS] A [SEP] B [SEP]`` segments (:mod:`bertattn_bench.data.segments`). As in Clark et al.'s
+analysis code, a head's statistic is the mean over the query tokens of one segment, then the mean over segments;
+padding never enters (masks). Denominators are Clark's: every real query for the previous/next-token shares
+(n, not n - 1), the two [SEP] queries for [SEP] -> [SEP], the n - 2 others for other -> [SEP].
 """
 from __future__ import annotations
 
@@ -61,12 +63,16 @@ class SurfaceReducer(Reducer):
         if self.token_counts is not None:
             self.token_counts += torch.bincount(batch.input_ids[mask], minlength=self.token_counts.numel())
         self.sep_chance_sum += (2.0 / lengths.double()).sum()
-        has_prev = mask.clone()
-        has_prev[:, 0] = False  # query 0 has no previous token
-        has_next = torch.zeros_like(mask)
-        has_next[:, :-1] = mask[:, 1:]  # query i has a next token iff i+1 is real
+        # Clark's denominators (General_Analysis.ipynb of clarkkev/attention-analysis, commit b609cfc, the
+        # "Computing Average Attention" cell, file lines 132-151): previous/next token ("left"/"right",
+        # np.eye(n, n, -1/+1)), self, [CLS], [SEP] and punctuation are divided by n_tokens, all queries; "sep_sep"
+        # by the 2 [SEP] queries, "rest_sep" (other -> [SEP]) by the n - 2 others. So the first token's missing
+        # previous token (and the last token's missing next one) counts as 0, not as "not asked".
+        next_is_real = torch.zeros_like(mask)
+        next_is_real[:, :-1] = mask[:, 1:]  # query i has a real next token iff i+1 is real (never padding)
+        self.next_is_real = next_is_real.to(torch.float32)
         self.masks = {
-            "all": mask, "prev": has_prev, "next": has_next,
+            "all": mask, "prev": mask, "next": mask,
             "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep,
         }
         self.key_classes = {c: getattr(batch, c).to(torch.float32) for c in ("is_cls", "is_sep", "is_punct")}
@@ -79,7 +85,7 @@ class SurfaceReducer(Reducer):
         entropy = -torch.special.xlogy(p, p).sum(-1)
         diag = p.diagonal(dim1=-2, dim2=-1)
         prev = torch.nn.functional.pad(p.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
-        nxt = torch.nn.functional.pad(p.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1))
+        nxt = torch.nn.functional.pad(p.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)) * self.next_is_real[:, None]
         per_segment = {
             "to_cls": _segment_mean(to["is_cls"], m["all"]),
             "to_sep": _segment_mean(to["is_sep"], m["all"]),
