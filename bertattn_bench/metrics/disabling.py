@@ -22,7 +22,8 @@ from ..attention import head_name
 from ..batching import Skipped
 from ..data import glue
 from ..passes import NothingToMeasure, PassResult
-from ..registry import Measurement, NotApplicable, family, metric
+from ..plotting import pyplot, save_figure
+from ..registry import Measurement, NotApplicable, family, figure, metric
 from .finetuned import GLUE_TASKS, TIERS, prepare_glue, recipe_for
 
 
@@ -268,3 +269,62 @@ def disable_layer_delta(pr, layer: int = 1, tasks: list | None = None) -> Measur
                        detail=f"{r.task}: layer {layer} disabled: {', '.join(f'{x:+.2f}' for x in d)} per seed "
                               f"(one example = {r.step:.2f}){ptxt}; all layers: "
                               + " ".join(f"L{i + 1} {x:+.2f}" for i, x in enumerate(r.layer_delta.mean(0))))
+
+
+@figure("disable")
+def disable_figures(pass_results, directory: Path) -> list[Path]:
+    """Kovaleva Fig. 8 (Δ per disabled head, one heatmap per task) and Fig. 9 (Δ per disabled layer)."""
+    plt = pyplot()
+    paths = []
+    for pr in pass_results:
+        r = pr.result
+        if not isinstance(r, DisableResult):
+            continue
+        d = r.head_delta.mean(0)
+        lim = max(float(np.abs(d).max()), r.step if not np.isnan(r.step) else 0.0, 1e-6)
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [r.n_heads, 4]})
+        im = ax.imshow(d, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+        ax.set_xticks(range(r.n_heads), [str(h + 1) for h in range(r.n_heads)], fontsize=7)
+        ax.set_yticks(range(r.n_layers), [str(l + 1) for l in range(r.n_layers)], fontsize=7)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        for (l, h), v in np.ndenumerate(d):
+            ax.text(h, l, f"{v:+.1f}", ha="center", va="center", fontsize=5)
+        fig.colorbar(im, ax=ax, label=f"Δ {r.metric} (points)")
+        ax.set_title(f"one head disabled (uniform attention); base {np.mean(r.base):.1f}", fontsize=9)
+        ld = r.layer_delta.mean(0)
+        ax2.barh(range(r.n_layers), ld, color=["tab:blue" if v >= 0 else "tab:red" for v in ld])
+        if not np.isnan(r.step):
+            for x in (-r.step, r.step):
+                ax2.axvline(x, color="0.5", lw=0.8, ls="--")
+        ax2.set_yticks(range(r.n_layers), [f"L{l + 1}" for l in range(r.n_layers)], fontsize=7)
+        ax2.invert_yaxis()
+        ax2.set_xlabel("Δ (points); dashed: one example")
+        ax2.set_title("whole layer disabled", fontsize=9)
+        fig.suptitle(f"{pr.model.name} / {r.task} dev (n = {r.n_dev}), seeds {list(r.seeds)}: Kovaleva Figs. 8-9",
+                     fontsize=9)
+        paths.append(save_figure(fig, directory, f"disable-{pr.model.slug}-{r.task}.png"))
+    return paths
+
+
+@metric("disable_shared_harmful_heads")
+def disable_shared_harmful_heads(pr, passes: list, top: int = 5) -> Measurement:
+    """How many of this task's ``top`` most harmful heads to disable (most negative Δ, mean over seeds) are also
+    among the other task's ``top`` (Kovaleva §5: STS-B and RTE rely on the same heads)."""
+    r = _res(pr)
+    if not passes:
+        raise NotApplicable("needs the other task's sweep")
+    o = passes[0].result
+    if isinstance(o, NothingToMeasure):
+        raise NotApplicable(o.reason)
+
+    def harmful(res: DisableResult) -> list[str]:
+        d = res.head_delta.mean(0).reshape(-1)
+        return [head_name(*divmod(int(i), res.n_heads)) for i in np.argsort(d, kind="stable")[:top]]
+
+    a, b = harmful(r), harmful(o)
+    shared = [h for h in a if h in b]
+    chance = top * top / (r.n_layers * r.n_heads)
+    return Measurement(len(shared), min(r.n_dev, o.n_dev), "dev examples (smaller set)", unit=f"of top {top}",
+                       detail=f"most harmful on {r.task}: {', '.join(a)}; on {o.task}: {', '.join(b)}; shared: "
+                              f"{', '.join(shared) or 'none'} (chance {chance:.2f})")
