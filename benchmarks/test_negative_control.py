@@ -7,6 +7,7 @@ import pytest
 
 from bertattn_bench.claims import load_claims
 from bertattn_bench.model import RANDOM_PREFIX
+from bertattn_bench.passes import NothingToMeasure
 from bertattn_bench.pytest_plugin import Target, requested_corpora, requested_models
 from bertattn_bench.registry import families
 
@@ -19,6 +20,9 @@ def test_learned_claims_fail_on_random_init(bench, request, family):
     claims = load_claims(family=family)
     if not any(c.learned for c in claims):
         pytest.skip(f"{family}: no learned-structure claims (a model-free family)")
+    pr = bench.result(target)
+    if isinstance(pr.result, NothingToMeasure):
+        pytest.skip(f"{family} on {name}: {pr.result.reason}")
     outcomes = []
     for claim in claims:
         if not claim.learned:

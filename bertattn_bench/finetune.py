@@ -50,6 +50,9 @@ class Recipe:
     weight_decay: float = 0.01
     max_tokens: int = 128
     max_train: int | None = None  # subsample the training set (seeded) to this many examples (SST-2 on CPU)
+    # mixed precision: forward/backward matmuls in bfloat16 under autocast, weights, optimiser and loss in float32
+    # (standard fine-tuning practice; ~1.9x faster on CPUs with AMX/AVX512-BF16). Evaluation is always float32.
+    bf16_autocast: bool = True
 
     def key(self) -> dict:
         return asdict(self)
@@ -204,7 +207,9 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
         for idx in batches:
             batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
             y = labels[idx].to(device)
-            loss = loss_per_example(t, model(**_inputs(batch)), y).mean()
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
+                logits = model(**_inputs(batch))
+            loss = loss_per_example(t, logits.float(), y).mean()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
