@@ -38,6 +38,18 @@ class PassResult:
         return self.n_examples / self.seconds if self.seconds else float("nan")
 
 
+def timed(device, fn: Callable[[], object]) -> tuple[object, float]:
+    """The one timer of every pass: ``fn()`` and its wall time, the device synchronised before and after (CUDA
+    kernels run asynchronously; on CPU this is a plain clock)."""
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - start
+
+
 @dataclass
 class NothingToMeasure:
     """A pass result that holds no statistics, only why (e.g. no MLM head): its claims skip and nothing is timed."""
@@ -62,16 +74,11 @@ class PreparedPass:
     def run(self, progress: bool = False) -> PassResult:
         """The timed attention core: batched forward passes reduced to statistics on the model's device."""
         dev = torch.device(self.loaded.info.device)
-        sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
         reducer = self.make_reducer()
         self.warm_up(dev)
-        sync()
-        start = time.perf_counter()
-        batches = iter_batches(self.encoded, self.loaded.tokenizer, dev, self.batch_size, self.with_words)
-        (raw,) = run_reducers(self.loaded.model, batches, [reducer], progress=progress,
-                              desc=f"{self.family}:{self.corpus}")
-        sync()
-        seconds = time.perf_counter() - start
+        batches = lambda: iter_batches(self.encoded, self.loaded.tokenizer, dev, self.batch_size, self.with_words)  # noqa: E731
+        (raw,), seconds = timed(dev, lambda: run_reducers(self.loaded.model, batches(), [reducer], progress=progress,
+                                                          desc=f"{self.family}:{self.corpus}"))
         return PassResult(self.family, self.corpus, self.data, self.loaded.info, self.finish(raw),
                           len(self.encoded), self.skipped, seconds)
 

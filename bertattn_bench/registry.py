@@ -67,6 +67,8 @@ def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpor
 def figure(family_name: str):
     """Register a figure writer for a family: ``fn(pass_results, directory) -> list[Path]`` (matplotlib, Agg)."""
     def register(fn):
+        if family_name in FIGURES and FIGURES[family_name] is not fn:
+            raise ValueError(f"figure writer for family {family_name!r} registered twice")
         FIGURES[family_name] = fn
         return fn
 

@@ -21,7 +21,7 @@ from .. import finetune
 from ..attention import head_name
 from ..batching import Skipped
 from ..data import glue
-from ..passes import NothingToMeasure, PassResult
+from ..passes import NothingToMeasure, PassResult, timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from .finetuned import GLUE_TASKS, TIERS, prepare_glue, recipe_for
@@ -120,13 +120,12 @@ class DisablePass:
             ft = finetune.finetuned(self.loaded, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
                                     progress=progress)
             metas[seed] = {**ft.meta, "cached": ft.cached}
-            t0 = time.perf_counter()
-            plain = finetune.predict(ft.model, dev, tok, batch_size=32)
-            plain_s.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            logits = finetune.sweep(ft.model, dev, tok, configs, "uniform", rows_per_pass=self.rows_per_pass,
-                                    progress=progress, desc=f"disable {t.name}/{seed}")
-            sweep_s.append(time.perf_counter() - t0)
+            plain, secs = timed(info.device, lambda: finetune.predict(ft.model, dev, tok, batch_size=32))
+            plain_s.append(secs)
+            logits, secs = timed(info.device, lambda: finetune.sweep(
+                ft.model, dev, tok, configs, "uniform", rows_per_pass=self.rows_per_pass, progress=progress,
+                desc=f"disable {t.name}/{seed}"))
+            sweep_s.append(secs)
             preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
             if not np.allclose(logits[0], plain, atol=1e-4):
                 raise RuntimeError(f"{t.name}: the sweep's undisabled rows disagree with the plain evaluation "

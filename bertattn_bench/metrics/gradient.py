@@ -19,7 +19,6 @@ of its weights (the negative control).
 from __future__ import annotations
 
 import dataclasses
-import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -340,25 +339,20 @@ class GradientPass:
         return self.no_head
 
     def run(self, progress: bool = False):
-        from ..passes import PassResult
+        from ..passes import PassResult, timed
 
         info = self.loaded.info
         if self.no_head:
             return PassResult(self.family, self.corpus, self.data, info, NoMLMHead(self.no_head), 0, self.skipped)
         mlm = mlm_model(self.loaded)  # not timed: loading
         dev = torch.device(info.device)
-        sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
         encoded = self.encoded
         warm = next(iter_batches(encoded[:2], mlm.tokenizer, dev, 2), None)
         if warm is not None:  # untimed warm-up (CUDA context, kernels)
             attention_gradients(mlm.model, warm, batch_labels(warm, self.masked), info.n_layers)
-        sync()
-        start = time.perf_counter()
-        batches = iter_batches(encoded, mlm.tokenizer, dev, self.batch_size)
-        result = run_gradients(mlm.model, batches, self.masked, info.n_layers, info.n_heads, info.device,
-                               progress=progress, desc=f"{self.family}:{self.corpus}")
-        sync()
-        seconds = time.perf_counter() - start
+        result, seconds = timed(dev, lambda: run_gradients(
+            mlm.model, iter_batches(encoded, mlm.tokenizer, dev, self.batch_size), self.masked, info.n_layers,
+            info.n_heads, info.device, progress=progress, desc=f"{self.family}:{self.corpus}"))
         model_info = dataclasses.replace(info, has_mlm_head=True,
                                          extra={**info.extra, "mlm_model_class": type(mlm.model).__name__})
         return PassResult(self.family, self.corpus, self.data, model_info, result, len(encoded), self.skipped, seconds)
