@@ -242,6 +242,7 @@ class FakePass:
     model: ModelInfo = field(default_factory=info)
     data: str = "fake data"
     corpus: str = "fake_corpus"
+    family: str = "fam"
     skipped: Skipped = field(default_factory=Skipped)
 
 
@@ -461,3 +462,27 @@ def test_report_files_do_not_depend_on_the_order_outcomes_arrived_in(tmp_path):
     write_report(outs[::-1], tmp_path / "two")
     for name in ("claims.md", "claims.csv", "claims.json"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+
+
+def _difference(pr, passes):
+    return Measurement(pr.result - passes[0].result, 10, "x", detail=f"{pr.result} - {passes[0].result}")
+
+
+def test_claim_over_two_passes_reads_the_other_and_names_it():
+    if "test_difference_metric_xyz" not in registry.METRICS:
+        registry.metric("test_difference_metric_xyz")(_difference)
+    c = claim(">", 0.0, metric="test_difference_metric_xyz", inputs=[{"corpus": "other_corpus"}])
+    other = FakePass(1.5, corpus="other_corpus", data="other data")
+    out = evaluate(c, FakePass(2.0), None, others=lambda cl: [other])
+    assert out.measured == pytest.approx(0.5) and out.holds is True
+    assert "other_corpus" in out.data and "other data" in out.data
+    # without a resolver (e.g. a caller that cannot fetch passes) the claim is skipped with the reason, not crashed
+    out = evaluate(c, FakePass(2.0), None)
+    assert out.skipped and "more pass" in out.skipped
+
+    def missing(cl):
+        raise registry.NotApplicable("needs the fam pass on other_corpus, which this run does not include")
+    assert "does not include" in evaluate(c, FakePass(2.0), None, others=missing).skipped
+    # judged once, on the named corpus's pass
+    c2 = claim(">", 0.0, metric="test_difference_metric_xyz", inputs=[{"corpus": "x"}], judged_on="sts-b")
+    assert "judged once" in evaluate(c2, FakePass(2.0), None, others=lambda cl: [other]).skipped
