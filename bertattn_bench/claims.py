@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,10 @@ from .errors import BenchError
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference_numbers"
+# Claims that name a paper model's heads apply to models of that shape (layers, heads, hidden), never by name: a
+# fine-tuned bert-base in any folder qualifies, camembert-base with another shape or a 6-layer model does not.
+SHAPES = {"bert-base": (12, 12, 768), "bert-large": (24, 16, 1024)}
+ASSUME_SHAPE_ENV = "BERTATTN_ASSUME_SHAPE"
 COMPARISONS = (">", ">=", "<", "<=", "between", "in_band")
 
 
@@ -90,8 +95,16 @@ class Claim:
                     f"{info.name} has {info.n_layers}")
         if self.requires.get("mlm_head") and not info.has_mlm_head:
             return f"needs a masked-LM head; {info.name} has none"
-        if self.requires.get("model_type") and self.requires["model_type"] not in info.name:
-            return f"the claim names {self.requires['model_type']}'s heads; {info.name} is another model"
+        shape = self.requires.get("model_type")
+        if shape:
+            want = SHAPES.get(shape)
+            have = (info.n_layers, info.n_heads, int(info.extra.get("hidden_size", 0)))
+            assumed = os.environ.get(ASSUME_SHAPE_ENV, "") == shape
+            if want is None:
+                return f"unknown model shape {shape!r} (known: {', '.join(SHAPES)})"
+            if have != want and not assumed:
+                return (f"the claim names {shape}'s heads and needs its shape (layers, heads, hidden) = {want}; "
+                        f"{info.name} has {have} (set {ASSUME_SHAPE_ENV}={shape} to judge it anyway)")
         return None
 
 

@@ -181,7 +181,7 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         pad_token_id=int(tok.pad_token_id),
         random_init_seed=seed,
         source=source,
-        extra={"model_class": type(model).__name__,
+        extra={"model_class": type(model).__name__, "hidden_size": int(getattr(cfg, "hidden_size", 0)),
                "lowercases": tok.tokenize("The Cat") == tok.tokenize("the cat")},
     )
 
@@ -239,7 +239,31 @@ def _finish(model, tok, name, slug, source, dev, seed) -> LoadedModel:
     model.eval().to(dev)
     info = _info(model, tok, name, slug, source, dev, seed)
     attention.attention_modules(model, info.n_layers)  # fails early if the architecture is not supported
+    verify_attention_observed(model, tok, info)
     return LoadedModel(model=model, tokenizer=tok, info=info)
+
+
+def verify_attention_observed(model, tok, info: ModelInfo) -> None:
+    """One forward pass on a short pair: every layer's attention must reach the observer (a model whose attention
+    is computed in its own code never calls the registered function, and its statistics would silently stay 0),
+    and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
+    enc = tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device)
+    seen: dict[int, torch.Tensor] = {}
+    with torch.inference_mode(), attention.attention_run(model, observe=lambda l, p: seen.__setitem__(l, p)):
+        model(**enc)
+    arch = type(model).__name__
+    if len(seen) != info.n_layers:
+        raise ModelLoadError(
+            f"{arch} ({info.name}): attention was observed in {len(seen)} of {info.n_layers} layers: this architecture "
+            f"computes attention in its own code instead of transformers' attention interface, so its maps cannot be "
+            f"read or intervened on here (supported: encoders whose self-attention calls the attention interface, "
+            f"e.g. BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT, ERNIE, Data2Vec-text)")
+    real = enc["attention_mask"][0].bool()
+    for layer, probs in seen.items():
+        sums = probs[0][:, real][:, :, real].sum(-1)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+            raise ModelLoadError(f"{arch} ({info.name}): layer {layer + 1}'s attention rows do not sum to 1 over the "
+                                 f"real tokens (max deviation {float((sums - 1).abs().max()):.3g}): refused")
 
 
 def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, device: str | None = None,

@@ -111,3 +111,22 @@ def test_head_names_are_one_based():
     for bad in ("0-1", "5", "a-b", "5-4-1"):
         with pytest.raises(ValueError, match="layer-head|from 1"):
             attention.parse_head_name(bad)
+
+
+@pytest.mark.parametrize("model_type, ok", [("bert", True), ("roberta", True), ("electra", True),
+                                            ("megatron-bert", False), ("roformer", False)])
+def test_attention_is_observed_or_the_model_is_refused(tokenizer, model_type, ok):
+    """MegatronBERT/RoFormer compute attention in their own code: the registered function is never called, so their
+    statistics would silently stay 0. Loading verifies every layer is observed and refuses such a model."""
+    from transformers import AutoConfig
+
+    from bertattn_bench.errors import ModelLoadError
+    from bertattn_bench.model import model_from_config
+
+    cfg = AutoConfig.for_model(model_type, vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
+    if ok:
+        assert model_from_config(cfg, tokenizer, model_type, model_type, device="cpu").info.n_layers == 2
+    else:
+        with pytest.raises(ModelLoadError, match="observed in 0 of 2 layers"):
+            model_from_config(cfg, tokenizer, model_type, model_type, device="cpu")

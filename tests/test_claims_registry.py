@@ -486,3 +486,13 @@ def test_claim_over_two_passes_reads_the_other_and_names_it():
     # judged once, on the named corpus's pass
     c2 = claim(">", 0.0, metric="test_difference_metric_xyz", inputs=[{"corpus": "x"}], judged_on="sts-b")
     assert "judged once" in evaluate(c2, FakePass(2.0), None, others=lambda cl: [other]).skipped
+
+
+def test_bert_base_claims_gate_on_shape_not_name(monkeypatch):
+    c = claim(">", 0.0, requires={"min_layers": 12, "model_type": "bert-base"})
+    folder = replace(info(), name="/models/my-finetune", n_layers=12, n_heads=12, extra={"hidden_size": 768})
+    assert c.unmet_requirement(folder) is None  # a real bert-base in a folder with another name
+    named = replace(info(), name="camembert-base-but-small", n_layers=12, n_heads=12, extra={"hidden_size": 256})
+    assert "needs its shape" in c.unmet_requirement(named)  # the name alone does not make it bert-base
+    monkeypatch.setenv("BERTATTN_ASSUME_SHAPE", "bert-base")
+    assert c.unmet_requirement(named) is None

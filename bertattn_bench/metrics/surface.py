@@ -233,6 +233,8 @@ def top_heads_in_band(pr, stat: str, k: int, band: str) -> Measurement:
     """Share of the k heads with the highest ``stat`` that sit in a depth band (Clark §3.3 broad heads)."""
     values = pr.result.stats[stat]
     n_heads = values.shape[1]
+    if values.numel() < 2 * k:
+        raise NotApplicable(f"the model has {values.numel()} heads: its top {k} would be most of them")
     top = torch.topk(values.flatten(), k).indices.tolist()
     heads = [divmod(i, n_heads) for i in top]
     inside = [h for h in heads if in_band(relative_depth(h[0], values.shape[0]), band)]
@@ -243,6 +245,8 @@ def top_heads_in_band(pr, stat: str, k: int, band: str) -> Measurement:
 @metric("median_of_top_heads")
 def median_of_top_heads(pr, stat: str, by: str, k: int) -> Measurement:
     """Median of ``stat`` over the k heads with the highest ``by`` (Clark §3.3: broad heads' max weight)."""
+    if pr.result.stats[by].numel() < 2 * k:
+        raise NotApplicable(f"the model has {pr.result.stats[by].numel()} heads: its top {k} would be most of them")
     ranked = torch.topk(pr.result.stats[by].flatten(), k).indices
     values = pr.result.stats[stat].flatten()[ranked]
     return Measurement(float(values.median()), detail="values: " + ", ".join(f"{v:.3f}" for v in values.tolist()),
