@@ -103,3 +103,20 @@ def test_claim_metrics_on_known_results():
     assert surface.top_heads_in_band(pr, stat="entropy", k=2, band="early").value == 1.0
     assert surface.median_of_top_heads(pr, stat="max_weight", by="entropy", k=3).value == pytest.approx(0.07)
     assert surface.fraction_heads_above(pr, stat="to_sep", threshold=0.5).value == pytest.approx(2 / 6)
+
+
+def test_sep_chance_counts_the_separators_of_the_input(tiny, tokenizer):
+    """Chance for [SEP] is n_sep / L from the input: 2/L for [CLS] A [SEP] B [SEP], 3/L with a RoBERTa-style
+    doubled separator (never a hard-coded 2/L)."""
+    from bertattn_bench.attention import run_reducers
+    from bertattn_bench.batching import Encoded, iter_batches
+    from bertattn_bench.metrics.surface import SurfaceReducer
+
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    word = tokenizer.convert_tokens_to_ids("cat")
+    two = Encoded(0, [cls, word, word, sep, word, sep], [0] * 6, [-1] * 6, 0)
+    three = Encoded(1, [cls, word, word, sep, sep, word, sep, word], [0] * 8, [-1] * 8, 0)
+    for ex, want in ((two, 2 / 6), (three, 3 / 8)):
+        red = SurfaceReducer(tiny.info.n_layers, tiny.info.n_heads, "cpu")
+        (res,) = run_reducers(tiny.model, iter_batches([ex], tokenizer, "cpu", 1), [red])
+        assert res.sep_chance == pytest.approx(want)

@@ -52,7 +52,7 @@ def _surface_special(pr, directory: Path) -> Path:
                                 ("to_punct", ". or ,", "tab:green")):
         top.scatter(xs.ravel(), res.stats[stat].numpy().ravel(), s=9, color=colour, alpha=0.35, linewidths=0)
         top.plot(layers, res.per_layer(stat).numpy(), marker="o", color=colour, label=label)
-    top.axhline(res.sep_chance, color="tab:blue", ls=":", lw=1, label=f"[SEP] by chance (2/L = {res.sep_chance:.3f})")
+    top.axhline(res.sep_chance, color="tab:blue", ls=":", lw=1, label=f"[SEP] by chance (n_sep/L = {res.sep_chance:.3f})")
     top.set_ylabel("Avg. attention")
     top.set_ylim(0, 1)
     top.legend(fontsize=7)

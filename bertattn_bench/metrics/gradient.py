@@ -187,7 +187,7 @@ class GradientReducer:
             self.n_pairs[c] = pairs.clamp(min=1)
             self.counts[c] += (pairs > 0).sum()
             self.weights[c] += pairs.sum().long()
-        self.sep_chance_sum += (2.0 / n_queries.double()).sum()
+        self.sep_chance_sum += (batch.is_sep.sum(-1).double() / n_queries.double().clamp(min=1)).sum()  # n_sep / L
         self.n_segments += real.shape[0]
         self.n_masked += masked.sum()
 

@@ -26,7 +26,7 @@ class SurfaceResult:
     stats: dict[str, torch.Tensor]
     n_segments: int
     n_tokens: int
-    sep_chance: float  # mean over segments of 2 / L (share a twice-occurring token gets by chance)
+    sep_chance: float  # mean over segments of n_sep / L (the separators' share of the tokens: chance)
     token_counts: torch.Tensor | None = None  # (vocab,) word-piece frequencies over the segments
     top_tokens: list = None  # [(piece, count)] most frequent first, special tokens excluded (set by the pass)
 
@@ -62,7 +62,9 @@ class SurfaceReducer(Reducer):
         self.n_tokens += lengths.sum()
         if self.token_counts is not None:
             self.token_counts += torch.bincount(batch.input_ids[mask], minlength=self.token_counts.numel())
-        self.sep_chance_sum += (2.0 / lengths.double()).sum()
+        # chance for [SEP] = its share of the segment's tokens: 2 of L for BERT's [CLS] A [SEP] B [SEP], 3 for
+        # RoBERTa-style <s> A </s></s> B </s> (counted from the input, never assumed)
+        self.sep_chance_sum += (batch.is_sep.sum(-1).double() / lengths.double()).sum()
         # Clark's denominators (General_Analysis.ipynb of clarkkev/attention-analysis, commit b609cfc, the
         # "Computing Average Attention" cell, file lines 132-151): previous/next token ("left"/"right",
         # np.eye(n, n, -1/+1)), self, [CLS], [SEP] and punctuation are divided by n_tokens, all queries; "sep_sep"
