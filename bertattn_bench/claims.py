@@ -197,6 +197,13 @@ def baseline_path(model_slug: str, directory: Path = REFERENCE_DIR / "baselines"
     return directory / f"{model_slug}.json"
 
 
+def corpus_label(pass_result) -> str:
+    """The corpus as tables and baselines name it: a training family's tier other than the quick one is part of
+    it (``mrpc+full``: three seeds' mean is another measurement than the quick tier's one seed)."""
+    tier = getattr(pass_result.result, "tier", None)
+    return pass_result.corpus + (f"+{tier}" if tier and tier != "quick" else "")
+
+
 def baseline_key(claim_id: str, corpus: str) -> str:
     return f"{claim_id}@{corpus}"
 
@@ -221,7 +228,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     """
     info = pass_result.model
     base = dict(claim_id=claim.id, paper=claim.paper, section=claim.section, statement=claim.statement,
-                model=info.name, model_slug=info.slug, data=pass_result.data, corpus=pass_result.corpus,
+                model=info.name, model_slug=info.slug, data=pass_result.data, corpus=corpus_label(pass_result),
                 reference=claim.reference, comparison=claim.describe_comparison(),
                 attn_implementation=info.attn_implementation, tolerance=claim.tolerance)
     reason = claim.unmet_requirement(info, pass_result.corpus)
@@ -246,7 +253,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                                                   for p in resolved)
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""))
-    recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, pass_result.corpus))
+    recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, corpus_label(pass_result)))
     if recorded is None:
         out.passed = True if mode == "compare" else out.holds
         return out
