@@ -11,7 +11,6 @@ with the exact McNemar test (paired, per example) against the undisabled model r
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,12 +18,11 @@ import numpy as np
 
 from .. import finetune
 from ..attention import head_name
-from ..batching import Skipped
 from ..data import glue
-from ..passes import NothingToMeasure, PassResult, timed
+from ..passes import NothingToMeasure, timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
-from .finetuned import GLUE_TASKS, TIERS, prepare_glue, recipe_for
+from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
 
 
 def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[float, int, int]:
@@ -85,40 +83,19 @@ class DisableResult:
 
 
 @dataclass
-class DisablePass:
-    family: str
-    corpus: str
-    data: str
-    loaded: object
-    task: glue.Task
-    dev: finetune.Encoded_
-    seeds: tuple[int, ...]
-    tier: str
-    data_dir: Path
-    cache_dir: Path | None
-    data_paths: list
-    reason: str | None = None
+class DisablePass(GluePass):
+    """The ``disable`` family's pass."""
+
     rows_per_pass: int = 256
 
-    @property
-    def encoded(self):
-        return self.dev.examples if self.dev else []
-
-    def nothing_to_measure(self) -> str | None:
-        return self.reason
-
-    def run(self, progress: bool = False) -> PassResult:
+    def measure(self, progress: bool):
         info = self.loaded.info
-        if self.reason:
-            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
         t, dev, tok = self.task, self.dev, self.loaded.tokenizer
         L, H = info.n_layers, info.n_heads
         configs, names = configurations(L, H)
-        start = time.perf_counter()
         base, hd, ld, hp, lp, hf, lf, sweep_s, plain_s, metas = [], [], [], [], [], [], [], [], [], {}
         for seed in self.seeds:
-            ft = finetune.finetuned(self.loaded, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
-                                    progress=progress)
+            ft = self.finetuned(self.loaded, seed, progress)
             metas[seed] = {**ft.meta, "cached": ft.cached}
             plain, secs = timed(info.device, lambda: finetune.predict(ft.model, dev, tok, batch_size=32))
             plain_s.append(secs)
@@ -153,8 +130,7 @@ class DisablePass:
             head_p=np.stack(hp), layer_p=np.stack(lp), head_flips=np.stack(hf), layer_flips=np.stack(lf),
             step=glue.one_example_step(t, len(dev.examples)), sweep_seconds=sweep_s, plain_seconds=plain_s,
             n_configs=len(configs), train_meta=metas)
-        return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
-                          time.perf_counter() - start, extra={"sweep_over_plain": result.sweep_over_plain})
+        return result, {"sweep_over_plain": result.sweep_over_plain}
 
 
 @family("disable", corpora=GLUE_TASKS, default_corpus="mrpc",
@@ -168,18 +144,6 @@ def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
 
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_disable.toml) ------------------------------------
-
-def _res(pr) -> DisableResult:
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
-    return r
-
-
-def _only(r: DisableResult, tasks) -> None:
-    if tasks and r.task not in tasks:
-        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
-
 
 def _noise(r: DisableResult, seed_sd: dict | None) -> tuple[float, str]:
     """The bar a gain must clear: one example's step and the seed spread (measured here with >= 2 seeds, else the
@@ -204,8 +168,7 @@ def _best(delta: np.ndarray, names) -> tuple[int, float]:
 def disable_best_head_margin(pr, tasks: list | None = None, seed_sd: dict | None = None,
                              what: str = "head") -> Measurement:
     """The best single-head (or layer) gain, mean over seeds of each seed's best, minus the noise bar (points)."""
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     delta = r.head_delta if what == "head" else r.layer_delta
     pvals = r.head_p if what == "head" else r.layer_p
     flips = r.head_flips if what == "head" else r.layer_flips
@@ -229,8 +192,7 @@ def disable_best_head_margin(pr, tasks: list | None = None, seed_sd: dict | None
 
 @metric("disable_best_gain")
 def disable_best_gain(pr, tasks: list | None = None, what: str = "head") -> Measurement:
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     delta = r.head_delta if what == "head" else r.layer_delta
     gains = [float(d.max()) for d in delta]
     return Measurement(float(np.mean(gains)), r.n_dev, "dev examples", unit="points",
@@ -241,8 +203,7 @@ def disable_best_gain(pr, tasks: list | None = None, what: str = "head") -> Meas
 @metric("disable_mean_head_delta")
 def disable_mean_head_delta(pr, tasks: list | None = None) -> Measurement:
     """Mean Δ over all heads (a head disabled at random), mean over seeds; share of heads with Δ > 0."""
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     from scipy.stats import binomtest
 
     mean = float(r.head_delta.mean())
@@ -257,8 +218,7 @@ def disable_mean_head_delta(pr, tasks: list | None = None) -> Measurement:
 @metric("disable_layer_delta")
 def disable_layer_delta(pr, layer: int = 1, tasks: list | None = None) -> Measurement:
     """Δ with every head of layer ``layer`` (1-based) disabled, mean over seeds."""
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     if layer > r.n_layers:
         raise NotApplicable(f"the model has {r.n_layers} layers")
     d = r.layer_delta[:, layer - 1]
@@ -310,7 +270,7 @@ def disable_figures(pass_results, directory: Path) -> list[Path]:
 def disable_shared_harmful_heads(pr, passes: list, top: int = 5) -> Measurement:
     """How many of this task's ``top`` most harmful heads to disable (most negative Δ, mean over seeds) are also
     among the other task's ``top`` (Kovaleva §5: STS-B and RTE rely on the same heads)."""
-    r = _res(pr)
+    r = result_of(pr)
     if not passes:
         raise NotApplicable("needs the other task's sweep")
     o = passes[0].result

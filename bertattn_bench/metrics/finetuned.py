@@ -143,8 +143,9 @@ def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_,
 
 
 @dataclass
-class FinetunePass:
-    """The ``finetune`` family's pass (same protocol as ``passes.PreparedPass``: run, nothing_to_measure)."""
+class GluePass:
+    """A pass of a fine-tuning family on one GLUE task (the ``passes.PreparedPass`` protocol: run,
+    nothing_to_measure, data_paths); subclasses implement :meth:`measure`."""
 
     family: str
     corpus: str
@@ -158,7 +159,6 @@ class FinetunePass:
     cache_dir: Path | None
     data_paths: list
     reason: str | None = None
-    batch_size: int = 64
 
     @property
     def encoded(self):
@@ -167,17 +167,36 @@ class FinetunePass:
     def nothing_to_measure(self) -> str | None:
         return self.reason
 
+    def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
+        return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
+                                  recipe_for(self.task.name), progress=progress)
+
     def run(self, progress: bool = False) -> PassResult:
         info = self.loaded.info
         if self.reason:
             return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
-        t, dev = self.task, self.dev
         start = time.perf_counter()
+        result, extra = self.measure(progress)
+        return PassResult(self.family, self.corpus, self.data, info, result, len(self.dev.examples), Skipped(),
+                          time.perf_counter() - start, extra=extra)
+
+    def measure(self, progress: bool):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class FinetunePass(GluePass):
+    """The ``finetune`` family's pass."""
+
+    batch_size: int = 64
+
+    def measure(self, progress: bool):
+        info = self.loaded.info
+        t, dev = self.task, self.dev
         finetuned, untuned, metas = {}, {}, {}
         cos, n_cos = None, 0
         for seed in self.seeds:
-            ft = finetune.finetuned(self.loaded, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
-                                    progress=progress)
+            ft = self.finetuned(self.loaded, seed, progress)
             finetuned[seed] = _scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
                                       dev.labels, seed)
             metas[seed] = {**ft.meta, "cached": ft.cached}
@@ -195,8 +214,7 @@ class FinetunePass:
             twin = random_twin(self.loaded)
             random_ft = {}
             for seed in TWIN_SEEDS:
-                ft = finetune.finetuned(twin, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
-                                        progress=progress)
+                ft = self.finetuned(twin, seed, progress)
                 random_ft[seed] = _scores(t, finetune.predict(ft.model, dev, twin.tokenizer, self.batch_size),
                                           dev.labels, seed)
                 twin_meta[seed] = {**ft.meta, "cached": ft.cached}
@@ -211,8 +229,7 @@ class FinetunePass:
             majority=glue.majority_score(t, dev.labels), random_ft=random_ft, random_note=note,
             cosine_layer=cos.mean(1) if cos is not None else None, cosine_head=cos, n_cosine=n_cos,
             train_meta=metas, twin_meta=twin_meta)
-        return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
-                          time.perf_counter() - start)
+        return result, {}
 
 
 def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None, options: dict | None):
@@ -249,16 +266,14 @@ def prepare_finetune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_finetune.toml) -------------------------------------
 
-def _res(pr) -> FinetuneResult:
+def result_of(pr, tasks=None):
+    """The pass's result, or NotApplicable with the reason (nothing measured, or a claim about other tasks)."""
     r = pr.result
     if isinstance(r, NothingToMeasure):
         raise NotApplicable(r.reason)
-    return r
-
-
-def _only(r: FinetuneResult, tasks) -> None:
     if tasks and r.task not in tasks:
         raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
+    return r
 
 
 def _fmt(scores: dict[int, TaskScores]) -> str:
@@ -268,8 +283,7 @@ def _fmt(scores: dict[int, TaskScores]) -> str:
 @metric("ft_margin_over_majority")
 def ft_margin_over_majority(pr, tasks: list | None = None) -> Measurement:
     """Fine-tuned dev score (mean over seeds) minus the majority-class score (points)."""
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     cls, maj = r.majority
     ft = r.mean(r.finetuned)
     spread = r.spread(r.finetuned)
@@ -284,7 +298,7 @@ def ft_margin_over_majority(pr, tasks: list | None = None) -> Measurement:
 def constant_predictor_vs_paper(pr, paper: dict) -> Measurement:
     """|our constant-predictor score - the paper's Table 1 entry| for the tasks whose entry is a constant predictor
     (``paper = {task = [class, value]}``); the un-tuned model's score in the detail."""
-    r = _res(pr)
+    r = result_of(pr)
     if r.task not in paper:
         raise NotApplicable(f"Table 1's pre-trained entry for {r.task} is not a constant predictor")
     cls, value = paper[r.task]
@@ -303,8 +317,7 @@ def _random_ft(r: FinetuneResult) -> dict[int, TaskScores]:
 @metric("random_ft_over_majority")
 def random_ft_over_majority(pr, tasks: list | None = None) -> Measurement:
     """The random-init twin fine-tuned: its dev score minus the majority class (points)."""
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     rf = _random_ft(r)
     cls, maj = r.majority
     return Measurement(r.mean(rf) - maj, r.n_dev, "dev examples", unit="points over majority",
@@ -314,8 +327,7 @@ def random_ft_over_majority(pr, tasks: list | None = None) -> Measurement:
 
 @metric("pretrained_minus_random_ft")
 def pretrained_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     rf = _random_ft(r)
     return Measurement(r.mean(r.finetuned) - r.mean(rf), r.n_dev, "dev examples", unit="points",
                        detail=f"{r.task}: pre-trained + fine-tuned {r.mean(r.finetuned):.2f} ({_fmt(r.finetuned)}) "
@@ -324,8 +336,7 @@ def pretrained_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
 
 @metric("untuned_minus_random_ft")
 def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     rf = _random_ft(r)
     return Measurement(r.mean(r.untuned) - r.mean(rf), r.n_dev, "dev examples", unit="points",
                        detail=f"{r.task}: un-tuned (random head) {r.mean(r.untuned):.2f} vs random init + fine-tuned "
@@ -335,8 +346,7 @@ def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
 @metric("finetune_gain")
 def finetune_gain(pr, tasks: list | None = None) -> Measurement:
     """Fine-tuned minus un-tuned (the pre-trained encoder with an untrained head), points, mean over seeds."""
-    r = _res(pr)
-    _only(r, tasks)
+    r = result_of(pr, tasks)
     return Measurement(r.mean(r.finetuned) - r.mean(r.untuned), r.n_dev, "dev examples", unit="points",
                        detail=f"{r.task}: fine-tuned {r.mean(r.finetuned):.2f} vs un-tuned {r.mean(r.untuned):.2f} "
                               f"({_fmt(r.untuned)})")
@@ -345,7 +355,7 @@ def finetune_gain(pr, tasks: list | None = None) -> Measurement:
 @metric("ft_change_last_layers")
 def ft_change_last_layers(pr, last: int = 2) -> Measurement:
     """How many of the ``last`` layers are among the ``last`` lowest-cosine (most changed) layers."""
-    r = _res(pr)
+    r = result_of(pr)
     if r.cosine_layer is None:
         raise NotApplicable("no fine-tuned model in this pass")
     n_layers = len(r.cosine_layer)
