@@ -249,15 +249,18 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
     and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
     enc = tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device)
     seen: dict[int, torch.Tensor] = {}
-    with torch.inference_mode(), attention.attention_run(model, observe=lambda l, p: seen.__setitem__(l, p)):
-        model(**enc)
     arch = type(model).__name__
+    try:
+        with torch.inference_mode(), attention.attention_run(model, observe=lambda l, p: seen.__setitem__(l, p)):
+            model(**enc)
+    except Exception as exc:  # e.g. a model that needs inputs a text encoder does not give (bbox, language ids)
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ModelLoadError(attention.unsupported(model, f"a forward pass on a text pair failed ({type(exc).__name__}: "
+                                                          f"{first})")) from None
     if len(seen) != info.n_layers:
-        raise ModelLoadError(
-            f"{arch} ({info.name}): attention was observed in {len(seen)} of {info.n_layers} layers: this architecture "
-            f"computes attention in its own code instead of transformers' attention interface, so its maps cannot be "
-            f"read or intervened on here (supported: encoders whose self-attention calls the attention interface, "
-            f"e.g. BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT, ERNIE, Data2Vec-text)")
+        raise ModelLoadError(attention.unsupported(
+            model, f"attention was observed in {len(seen)} of {info.n_layers} layers: "
+                   f"{attention.own_attention_reason(model)}"))
     real = enc["attention_mask"][0].bool()
     for layer, probs in seen.items():
         sums = probs[0][:, real][:, :, real].sum(-1)
