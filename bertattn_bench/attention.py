@@ -93,7 +93,8 @@ def key_mask_from(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> t
         return torch.ones(probs.shape[0], 1, probs.shape[-1], dtype=torch.bool, device=probs.device)
     if attention_mask.dtype == torch.bool:
         return attention_mask[:, 0]
-    return attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2
+    # real keys add 0; masked ones finfo.min (transformers' masks) or -10000 (MarkupLM's own mask)
+    return attention_mask[:, 0] > -5000.0
 
 
 _registered = False
@@ -227,6 +228,8 @@ def attention_modules(model: torch.nn.Module, n_layers: int | None = None) -> li
         layers = n_layers if n_layers is not None else int(model.config.num_hidden_layers)
         _shared_layers(model, mods, layers)
     elif n_layers is not None and len(mods) != n_layers:
+        if model_type in OWN_ATTENTION:
+            raise ModelLoadError(unsupported(model))
         raise ModelLoadError(unsupported(model, f"found {len(mods)} self-attention modules for {n_layers} layers"))
     if getattr(model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
         raise ModelLoadError(

@@ -248,6 +248,8 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
     is computed in its own code never calls the registered function, and its statistics would silently stay 0),
     and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
     enc = tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device)
+    if int(getattr(model.config, "type_vocab_size", 2) or 0) < 2:  # e.g. XLM-R XL: one token type, B's would not fit
+        enc.pop("token_type_ids", None)
     seen: dict[int, torch.Tensor] = {}
     arch = type(model).__name__
     try:
@@ -255,6 +257,8 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
             model(**enc)
     except Exception as exc:  # e.g. a model that needs inputs a text encoder does not give (bbox, language ids)
         first = (str(exc).strip().splitlines() or [""])[0][:200]
+        if getattr(model.config, "model_type", None) in attention.OWN_ATTENTION:  # the known reason, not the symptom
+            raise ModelLoadError(attention.unsupported(model)) from None
         raise ModelLoadError(attention.unsupported(model, f"a forward pass on a text pair failed ({type(exc).__name__}: "
                                                           f"{first})")) from None
     if len(seen) != info.n_layers:
@@ -280,7 +284,12 @@ def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, de
     config = copy.deepcopy(config)  # never change the caller's config
     torch.manual_seed(seed)
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
-    model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+    try:
+        model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+    except Exception as exc:  # a config transformers cannot build (or no masked-LM class for it): one line
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ModelLoadError(f"{name}: building a {getattr(config, 'model_type', '?')} model from its config failed: "
+                             f"{type(exc).__name__}: {first}") from None
     return _finish(model, tokenizer, name, slug, source, choose_device(device), seed)
 
 
