@@ -164,6 +164,17 @@ def _hub_error(name: str, exc: Exception) -> ModelLoadError:
     )
 
 
+def _max_positions(model, tok) -> int:
+    """Longest input the position embeddings take: RoBERTa-style embeddings number positions from padding_idx + 1
+    (roberta-base: 514 embeddings, 512 positions), so ``max_position_embeddings`` alone overstates it."""
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 0) or tok.model_max_length)
+    for name, mod in model.named_modules():
+        if name.endswith("position_embeddings") and isinstance(mod, torch.nn.Embedding) and mod.padding_idx is not None:
+            n = min(n, mod.num_embeddings - mod.padding_idx - 1)
+    return n
+
+
 def _info(model, tok, name: str, slug: str, source: str, device: torch.device, seed: int | None) -> ModelInfo:
     cfg = model.config
     has_mlm = any(type(m).__name__.endswith(("LMPredictionHead", "LMHead")) for m in model.modules())
@@ -172,7 +183,7 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         slug=slug,
         n_layers=int(cfg.num_hidden_layers),
         n_heads=int(cfg.num_attention_heads),
-        max_positions=int(getattr(cfg, "max_position_embeddings", tok.model_max_length)),
+        max_positions=_max_positions(model, tok),
         has_mlm_head=has_mlm,
         attn_implementation=f"{attention.ATTN_IMPLEMENTATION} (eager softmax(QK^T/sqrt(d)+mask))",
         device=str(device),
