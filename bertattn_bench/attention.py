@@ -150,7 +150,7 @@ OWN_ATTENTION = {
     "bros": "its own attention code with bounding-box relative positions",
 }
 SUPPORTED = ("BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT, ERNIE, Data2Vec-text, MobileBERT, LayoutLM, MarkupLM, Splinter, "
-             "RoBERTa-PreLN, X-MOD, DistilBERT, ALBERT (one attention layer per hidden layer): encoders whose "
+             "RoBERTa-PreLN, DistilBERT, ALBERT (one attention layer per hidden layer): encoders whose "
              "self-attention calls transformers' attention interface")
 
 
