@@ -93,7 +93,8 @@ def key_mask_from(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> t
         return torch.ones(probs.shape[0], 1, probs.shape[-1], dtype=torch.bool, device=probs.device)
     if attention_mask.dtype == torch.bool:
         return attention_mask[:, 0]
-    return attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2
+    # real keys add 0; masked ones finfo.min (transformers' masks) or -10000 (MarkupLM's own mask)
+    return attention_mask[:, 0] > -5000.0
 
 
 _registered = False
@@ -116,20 +117,121 @@ def register() -> None:
     _registered = True
 
 
+# Projection names of a self-attention module that calls transformers' attention interface (BERT-like, DistilBERT).
+_PROJECTIONS = (("query", "key", "value"), ("q_lin", "k_lin", "v_lin"))
+_HEAD_COUNTS = ("num_attention_heads", "n_heads")
+
+# Architectures that compute attention in their own code (never through the attention interface), and why: their
+# maps cannot be read here, nor intervened on. Keys are ``config.model_type``.
+OWN_ATTENTION = {
+    "deberta-v2": "disentangled attention (content-to-position and position-to-content scores) in its own code",
+    "deberta": "disentangled attention (content-to-position and position-to-content scores) in its own code",
+    "mpnet": "a relative-position bias added to the scores in its own attention code",
+    "megatron-bert": "its own eager attention code, not transformers' attention interface",
+    "rembert": "its own eager attention code, not transformers' attention interface",
+    "roformer": "rotary position embeddings inside its own attention code",
+    "convbert": "mixed attention (span-based dynamic convolution heads beside self-attention) in its own code",
+    "nystromformer": "a Nystrom approximation of softmax attention (no full attention map)",
+    "big_bird": "block-sparse attention in its own code",
+    "luke": "entity-aware attention in its own code",
+    "ibert": "integer-only (quantised) softmax in its own attention code",
+    "longformer": "sliding-window and global attention in its own code",
+    "fnet": "Fourier mixing instead of attention (it has no attention maps)",
+    "squeezebert": "grouped-convolution self-attention in its own code",
+    "funnel": "relative-position attention with sequence pooling in its own code",
+    "canine": "character-level attention stacks (local, downsampled, deep) in its own code",
+    "mra": "multi-resolution approximate attention in its own code",
+    "yoso": "LSH-sampled approximate attention in its own code",
+    "xlm": "its own multi-head attention code",
+    "flaubert": "its own multi-head attention code",
+    "tapas": "its own attention code over table-structured inputs",
+    "xlnet": "two-stream relative attention in its own code",
+    "lilt": "its own attention code over coupled text and layout streams",
+    "bros": "its own attention code with bounding-box relative positions",
+}
+SUPPORTED = ("BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT, ERNIE, Data2Vec-text, MobileBERT, LayoutLM, MarkupLM, Splinter, "
+             "RoBERTa-PreLN, DistilBERT, ALBERT (one attention layer per hidden layer): encoders whose "
+             "self-attention calls transformers' attention interface")
+
+
+def own_attention_reason(model: torch.nn.Module) -> str:
+    """Why a model's attention does not reach the attention interface (known architectures), else the general why."""
+    model_type = getattr(getattr(model, "config", None), "model_type", "?")
+    return OWN_ATTENTION.get(model_type, "its self-attention does not call transformers' attention interface "
+                                         "(attention computed in its own code)")
+
+
+def unsupported(model: torch.nn.Module, reason: str | None = None) -> str:
+    """One line: the architecture, why its attention cannot be read here, and what is supported."""
+    model_type = getattr(getattr(model, "config", None), "model_type", "?")
+    reason = reason or own_attention_reason(model)
+    return (f"{type(model).__name__} ({model_type}) is not supported: {reason}, so its attention maps cannot be "
+            f"read or intervened on here (supported: {SUPPORTED})")
+
+
+class _CallCounter:
+    """Attention calls since the encoder's forward began: the layer index of a module shared by layers (ALBERT)."""
+
+    def __init__(self, n_layers: int):
+        self.n_layers, self.calls = n_layers, 0
+
+
+def _reset_calls(encoder, args):
+    encoder._bertattn_calls.calls = 0
+
+
+def _count_call(module, args):
+    c = module._bertattn_calls
+    module._bertattn_layer = c.calls % c.n_layers  # read by bertattn_attention_forward for this call
+    c.calls += 1
+
+
+def _shared_layers(model: torch.nn.Module, mods: list, n_layers: int) -> None:
+    """ALBERT shares one attention module among the layers of a group (``AlbertTransformer`` calls group
+    ``int(i / (L / G))`` for layer i): each call's layer is counted from the encoder's start (pre-forward hooks,
+    registered once), so observation, uniform attention and head gates see the true layer."""
+    from .errors import ModelLoadError
+
+    cfg = model.config
+    inner = int(getattr(cfg, "inner_group_num", 1))
+    if inner != 1:
+        raise ModelLoadError(unsupported(model, f"inner_group_num={inner} runs {inner} attention layers per hidden "
+                                                f"layer, so its {n_layers} layers have no single attention map each "
+                                                f"(ALBERT with inner_group_num=1 is supported)"))
+    encoders = [m for m in model.modules() if hasattr(m, "albert_layer_groups")]
+    if len(encoders) != 1:
+        raise ModelLoadError(unsupported(model, "its shared attention layers are not under one ALBERT encoder"))
+    (encoder,) = encoders
+    if "_bertattn_calls" in encoder.__dict__:
+        return
+    counter = _CallCounter(n_layers)
+    encoder._bertattn_calls = counter
+    encoder.register_forward_pre_hook(_reset_calls)
+    for m in mods:
+        m._bertattn_calls = counter
+        m.register_forward_pre_hook(_count_call)
+
+
 def attention_modules(model: torch.nn.Module, n_layers: int | None = None) -> list[torch.nn.Module]:
-    """The self-attention modules, in layer order (BERT-like: they own query/key/value projections)."""
-    mods = [m for m in model.modules() if all(hasattr(m, a) for a in ("query", "key", "value", "num_attention_heads"))]
+    """The self-attention modules, in layer order (BERT-like: query/key/value or DistilBERT's q_lin/k_lin/v_lin
+    projections, calling the attention interface). ALBERT's modules are shared by layers: each distinct module once,
+    the layer of each call counted (:func:`_shared_layers`). Anything else is refused with :func:`unsupported`."""
+    from .errors import ModelLoadError
+
+    mods = [m for m in model.modules()
+            if any(all(hasattr(m, a) for a in names) for names in _PROJECTIONS)
+            and any(hasattr(m, h) for h in _HEAD_COUNTS)]
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
     if not mods:
-        from .errors import ModelLoadError
-
-        raise ModelLoadError(f"{type(model).__name__}: no BERT-like self-attention modules found (unsupported model)")
-    if n_layers is not None and len(mods) != n_layers:
-        from .errors import ModelLoadError
-
-        raise ModelLoadError(f"{type(model).__name__}: found {len(mods)} attention modules for {n_layers} layers")
+        raise ModelLoadError(unsupported(model))
+    if model_type == "albert":
+        layers = n_layers if n_layers is not None else int(model.config.num_hidden_layers)
+        _shared_layers(model, mods, layers)
+    elif n_layers is not None and len(mods) != n_layers:
+        if model_type in OWN_ATTENTION:
+            raise ModelLoadError(unsupported(model))
+        raise ModelLoadError(unsupported(model, f"found {len(mods)} self-attention modules for {n_layers} layers"))
     if getattr(model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
-        from .errors import ModelLoadError
-
         raise ModelLoadError(
             f"{type(model).__name__} uses attention implementation {model.config._attn_implementation!r}; "
             f"load it with bertattn_bench.model.load_model (attn_implementation={ATTN_IMPLEMENTATION!r})"

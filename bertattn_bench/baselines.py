@@ -14,10 +14,15 @@ from .claims import baseline_key
 
 
 def file_sha256(path: Path) -> str:
+    from .errors import DataError
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:  # e.g. the data folder disappeared mid-run: the project's clean error, not a traceback
+        raise DataError(f"{path}: cannot read the data file for its checksum ({exc.strerror or exc})") from None
     return h.hexdigest()
 
 

@@ -164,6 +164,17 @@ def _hub_error(name: str, exc: Exception) -> ModelLoadError:
     )
 
 
+def _max_positions(model, tok) -> int:
+    """Longest input the position embeddings take: RoBERTa-style embeddings number positions from padding_idx + 1
+    (roberta-base: 514 embeddings, 512 positions), so ``max_position_embeddings`` alone overstates it."""
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 0) or tok.model_max_length)
+    for name, mod in model.named_modules():
+        if name.endswith("position_embeddings") and isinstance(mod, torch.nn.Embedding) and mod.padding_idx is not None:
+            n = min(n, mod.num_embeddings - mod.padding_idx - 1)
+    return n
+
+
 def _info(model, tok, name: str, slug: str, source: str, device: torch.device, seed: int | None) -> ModelInfo:
     cfg = model.config
     has_mlm = any(type(m).__name__.endswith(("LMPredictionHead", "LMHead")) for m in model.modules())
@@ -172,7 +183,7 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         slug=slug,
         n_layers=int(cfg.num_hidden_layers),
         n_heads=int(cfg.num_attention_heads),
-        max_positions=int(getattr(cfg, "max_position_embeddings", tok.model_max_length)),
+        max_positions=_max_positions(model, tok),
         has_mlm_head=has_mlm,
         attn_implementation=f"{attention.ATTN_IMPLEMENTATION} (eager softmax(QK^T/sqrt(d)+mask))",
         device=str(device),
@@ -248,16 +259,23 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
     is computed in its own code never calls the registered function, and its statistics would silently stay 0),
     and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
     enc = tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device)
+    if int(getattr(model.config, "type_vocab_size", 2) or 0) < 2:  # e.g. XLM-R XL: one token type, B's would not fit
+        enc.pop("token_type_ids", None)
     seen: dict[int, torch.Tensor] = {}
-    with torch.inference_mode(), attention.attention_run(model, observe=lambda l, p: seen.__setitem__(l, p)):
-        model(**enc)
     arch = type(model).__name__
+    try:
+        with torch.inference_mode(), attention.attention_run(model, observe=lambda l, p: seen.__setitem__(l, p)):
+            model(**enc)
+    except Exception as exc:  # e.g. a model that needs inputs a text encoder does not give (bbox, language ids)
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        if getattr(model.config, "model_type", None) in attention.OWN_ATTENTION:  # the known reason, not the symptom
+            raise ModelLoadError(attention.unsupported(model)) from None
+        raise ModelLoadError(attention.unsupported(model, f"a forward pass on a text pair failed ({type(exc).__name__}: "
+                                                          f"{first})")) from None
     if len(seen) != info.n_layers:
-        raise ModelLoadError(
-            f"{arch} ({info.name}): attention was observed in {len(seen)} of {info.n_layers} layers: this architecture "
-            f"computes attention in its own code instead of transformers' attention interface, so its maps cannot be "
-            f"read or intervened on here (supported: encoders whose self-attention calls the attention interface, "
-            f"e.g. BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT, ERNIE, Data2Vec-text)")
+        raise ModelLoadError(attention.unsupported(
+            model, f"attention was observed in {len(seen)} of {info.n_layers} layers: "
+                   f"{attention.own_attention_reason(model)}"))
     real = enc["attention_mask"][0].bool()
     for layer, probs in seen.items():
         sums = probs[0][:, real][:, :, real].sum(-1)
@@ -277,7 +295,12 @@ def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, de
     config = copy.deepcopy(config)  # never change the caller's config
     torch.manual_seed(seed)
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
-    model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+    try:
+        model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+    except Exception as exc:  # a config transformers cannot build (or no masked-LM class for it): one line
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ModelLoadError(f"{name}: building a {getattr(config, 'model_type', '?')} model from its config failed: "
+                             f"{type(exc).__name__}: {first}") from None
     return _finish(model, tokenizer, name, slug, source, choose_device(device), seed)
 
 

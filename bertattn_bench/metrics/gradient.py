@@ -369,9 +369,14 @@ def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_toke
     bs = max(1, batch_size // 2)  # a backward pass holds every layer's maps: half the forward-only batch
     if loaded.info.random_init_seed is None:
         problem = mlm_head_problem(loaded.info, loaded.model.config)
-        if problem:
-            return GradientPass("gradient", corpus, f"{SEGMENT_CORPORA[corpus]} (§3 segments, {masking})", loaded,
-                                {}, Skipped(), bs, no_head=problem, data_paths=paths)
+    else:  # a random twin gets a random head, where transformers has a masked-LM class for the architecture
+        from transformers import MODEL_FOR_MASKED_LM_MAPPING
+
+        problem = None if type(loaded.model.config) in MODEL_FOR_MASKED_LM_MAPPING else (
+            f"{loaded.info.name}: transformers has no masked-LM class for {loaded.model.config.model_type}")
+    if problem:
+        return GradientPass("gradient", corpus, f"{SEGMENT_CORPORA[corpus]} (§3 segments, {masking})", loaded,
+                            {}, Skipped(), bs, no_head=problem, data_paths=paths)
     max_tokens = min(max_tokens, loaded.info.max_positions)
     segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
     tok = loaded.tokenizer

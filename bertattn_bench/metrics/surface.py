@@ -198,7 +198,8 @@ def peak_layer_value(pr, stat: str) -> Measurement:
 
 @metric("sep_peak_over_chance")
 def sep_peak_over_chance(pr) -> Measurement:
-    """Peak-layer attention to [SEP] divided by the share a twice-occurring token gets by chance, 2/L (§3.2)."""
+    """Peak-layer attention to [SEP] divided by the separators' share of the tokens, n_sep/L, i.e. chance (§3.2;
+    2/L for ``[CLS] A [SEP] B [SEP]``, 3/L for RoBERTa's ``<s> A </s></s> B </s>``)."""
     per_layer = pr.result.per_layer("to_sep")
     layer = int(torch.argmax(per_layer))
     ratio = float(per_layer[layer]) / pr.result.sep_chance
@@ -261,6 +262,8 @@ def fraction_layers_close(pr, stat: str, other: str, tolerance: float, exclude_l
     a, b = pr.result.per_layer(stat), pr.result.per_layer(other)
     if exclude_last:
         a, b = a[:-1], b[:-1]
+    if len(a) == 0:
+        raise NotApplicable("the model has one layer: no layer is left once the last is excluded")
     close = int(((a - b).abs() <= tolerance).sum())
     diffs = " ".join(f"L{i + 1}={d:+.2f}" for i, d in enumerate((a - b).tolist()))
     return Measurement(close / len(a), detail=f"{close} of {len(a)} layers; differences {diffs}", **_n(pr.result))
@@ -285,6 +288,10 @@ def example_heads_bert_base(pr) -> Measurement:
     """Clark Fig. 1's example heads (bert-base ids): 1-1 broad, 3-1 next token, 8-7 [SEP], 11-6 punctuation.
     Counts how many of the four behave as shown."""
     st = pr.result.stats
+    shape = tuple(st["entropy"].shape)
+    if shape[0] < 11 or shape[1] < 7:  # heads 11-6 and 8-7 must exist (also under BERTATTN_ASSUME_SHAPE)
+        raise NotApplicable(f"Fig. 1's heads 1-1, 3-1, 8-7, 11-6 need at least 11 layers x 7 heads; "
+                            f"the model has {shape[0]}x{shape[1]}")
     entropy = st["entropy"].flatten()
     checks = {
         "1-1 in the top entropy quartile": bool(st["entropy"][0, 0] >= entropy.quantile(0.75)),

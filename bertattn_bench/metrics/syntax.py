@@ -267,6 +267,10 @@ from ..registry import Measurement, metric  # noqa: E402
 
 
 def _best_vs_baseline(res: DependencyResult, relation: str) -> tuple[HeadScore, OffsetBaseline]:
+    from ..registry import NotApplicable
+
+    if relation not in res.baselines:  # e.g. a --limit run: no arc of this relation was read
+        raise NotApplicable(f"no {relation!r} arc in the data read")
     return res.best_head(relation), res.baselines[relation]
 
 
@@ -289,9 +293,19 @@ def best_head_accuracy(pr, relation: str) -> Measurement:
                        detail=f"{best.describe()}; offset ({base.offset:+d}) {base.accuracy:.1f}%")
 
 
+def _require_arcs(res: DependencyResult, relations) -> None:
+    """A claim over several relations is judged only when the data read holds arcs of each (else it skips)."""
+    from ..registry import NotApplicable
+
+    missing = [r for r in relations if r not in res.baselines]
+    if missing:
+        raise NotApplicable(f"no arc of {', '.join(repr(r) for r in missing)} in the data read")
+
+
 @metric("direction_agreement")
 def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = TABLE1[1:]) -> Measurement:
     """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2)."""
+    _require_arcs(pr.result, relations)
     agree, lines = 0, []
     for r in relations:
         d2h, h2d = pr.result.best_head(r, 0), pr.result.best_head(r, 1)
@@ -307,6 +321,7 @@ def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tup
 @metric("count_relations_over")
 def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
     """How many of ``relations`` have a head above ``threshold`` % (Clark abstract: four relations > 75%)."""
+    _require_arcs(pr.result, relations)
     scores = {r: pr.result.best_head(r) for r in relations}
     count = sum(s.accuracy > threshold for s in scores.values())
     n = sum(s.n for s in scores.values())
@@ -318,6 +333,7 @@ def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
 def max_relations_per_head(pr, margin: float, relations: tuple = TABLE1[1:]) -> Measurement:
     """The most relations any one head beats the offset baseline on by ``margin`` points (Clark §1, §4.2)."""
     res = pr.result
+    _require_arcs(res, relations)
     acc = res.accuracy().amax(dim=1)  # best direction, (L, R, H)
     idx = [res.relations.index(r) for r in relations]
     base = torch.tensor([res.baselines[r].accuracy for r in relations]).view(1, -1, 1)

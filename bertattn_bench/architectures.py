@@ -1,0 +1,322 @@
+"""The architecture matrix (issue 10): a tiny randomly initialised model of each text encoder transformers ships,
+built from its config with the embedded tokenizer, either read and measured or refused with one line.
+
+For each architecture :func:`probe` records
+
+* **load**: :func:`bertattn_bench.model.model_from_config` loads it (the load-time check saw every layer's attention,
+  rows summing to 1) or refuses it (:class:`ModelLoadError`, one line: architecture, reason, what is supported);
+* **reading**: the largest difference between the observed maps and the model's own ``output_attentions`` from an
+  ``attn_implementation="eager"`` copy with the same weights, on a padded batch;
+* **uniform attention** (Kovaleva §4.6) and **head masking** (Michel §3, :func:`attention.gate_heads`): exact when
+  the intervened model's output equals an independent reference edited in the weights: a head whose query and key
+  projections are zero has scores 0 + mask, i.e. uniform attention over the real keys; a head whose value
+  projection is zero outputs 0, i.e. gate ξ_h = 0;
+* **families**: every attention family's pass on a toy data folder (two or three examples, :func:`toy_data_dir`),
+  then every claim of the family evaluated: measured or skipped with its reason, never a crash.
+
+``scripts/architectures.py`` prints the matrix as the README's Markdown table; ``tests/test_architectures.py``
+asserts it.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import attention
+from .errors import ModelLoadError
+
+SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             max_position_embeddings=64)
+# families whose passes read attention (finetune/disable fine-tune on GLUE: their interventions are the two columns;
+# arct is model-free)
+FAMILIES = ("surface", "dependency", "coref", "probes", "clustering", "gradient")
+
+
+@dataclass(frozen=True)
+class Arch:
+    label: str
+    model_type: str
+    overrides: dict = field(default_factory=dict)
+
+    def config(self, vocab_size: int):
+        from transformers import AutoConfig
+
+        kw = {**SHAPE, "vocab_size": vocab_size, **self.overrides}
+        kw = {k: v for k, v in kw.items() if v is not None}
+        return AutoConfig.for_model(self.model_type, **kw)
+
+
+MATRIX: tuple[Arch, ...] = (
+    Arch("BERT", "bert"),
+    Arch("BERT, 1 layer x 1 head", "bert", dict(num_hidden_layers=1, num_attention_heads=1)),
+    Arch("BERT, 3 layers x 5 heads", "bert", dict(num_hidden_layers=3, num_attention_heads=5, hidden_size=40)),
+    Arch("RoBERTa", "roberta"),
+    Arch("XLM-R", "xlm-roberta"),
+    Arch("XLM-R XL", "xlm-roberta-xl"),
+    Arch("RoBERTa-PreLayerNorm", "roberta-prelayernorm"),
+    Arch("CamemBERT", "camembert"),
+    Arch("ELECTRA", "electra", dict(embedding_size=16)),
+    Arch("ERNIE", "ernie"),
+    Arch("Data2Vec-text", "data2vec-text"),
+    Arch("MobileBERT", "mobilebert", dict(embedding_size=16, intra_bottleneck_size=32, true_hidden_size=32,
+                                          num_feedforward_networks=1)),
+    Arch("LayoutLM", "layoutlm"),
+    Arch("MarkupLM", "markuplm"),
+    Arch("Splinter", "splinter"),
+    Arch("DistilBERT", "distilbert"),
+    Arch("ALBERT", "albert", dict(embedding_size=16)),
+    Arch("ALBERT, 3 layers in 2 groups", "albert", dict(embedding_size=16, num_hidden_layers=3, num_hidden_groups=2)),
+    Arch("ALBERT, inner_group_num 2", "albert", dict(embedding_size=16, inner_group_num=2)),
+    Arch("X-MOD", "xmod"),
+    Arch("MegatronBERT", "megatron-bert"),
+    Arch("DeBERTa", "deberta"),
+    Arch("DeBERTa-v2", "deberta-v2"),
+    Arch("MPNet", "mpnet"),
+    Arch("RoFormer", "roformer"),
+    Arch("ConvBERT", "convbert"),
+    Arch("RemBERT", "rembert", dict(input_embedding_size=16, output_embedding_size=16)),
+    Arch("Nystromformer", "nystromformer"),
+    Arch("BigBird", "big_bird"),
+    Arch("LUKE", "luke"),
+    Arch("I-BERT", "ibert"),
+    Arch("Longformer", "longformer", dict(attention_window=4)),
+    Arch("FNet", "fnet"),
+    Arch("SqueezeBERT", "squeezebert", dict(embedding_size=32)),
+    Arch("Funnel", "funnel", dict(num_hidden_layers=None, block_sizes=[1, 1], d_model=32, n_head=4, d_head=8,
+                                  architectures=["FunnelModel"],  # AutoModel needs it to choose FunnelModel
+                                  d_inner=64)),
+    Arch("CANINE", "canine"),
+    Arch("MRA", "mra"),
+    Arch("YOSO", "yoso"),
+    Arch("XLM", "xlm", dict(emb_dim=32, n_layers=2, n_heads=4)),
+    Arch("FlauBERT", "flaubert", dict(emb_dim=32, n_layers=2, n_heads=4)),
+    Arch("TAPAS", "tapas"),
+    Arch("LiLT", "lilt"),
+    Arch("BROS", "bros"),
+    Arch("XLNet", "xlnet", dict(max_position_embeddings=None, d_model=32, n_layer=2, n_head=4, d_inner=64)),
+)
+
+
+@dataclass
+class Probe:
+    arch: Arch
+    refused: str | None = None  # the one-line ModelLoadError
+    n_layers: int = 0
+    n_heads: int = 0
+    reading_diff: float | None = None  # max |observed - eager output_attentions|; None: not loaded
+    uniform_diff: float | None = None  # max |intervened - weight-edited reference| of the last hidden state
+    gates_diff: float | None = None
+    families: dict = field(default_factory=dict)  # family -> (measured claims, skipped claims, first skip reason)
+
+    EXACT = 1e-5
+
+    @property
+    def uniform_exact(self) -> bool:
+        return self.uniform_diff is not None and self.uniform_diff < self.EXACT
+
+    @property
+    def gates_exact(self) -> bool:
+        return self.gates_diff is not None and self.gates_diff < self.EXACT
+
+
+def build(arch: Arch, tokenizer):
+    """The tiny model of ``arch`` (seed 0, CPU) through the project's loader: a LoadedModel or a ModelLoadError."""
+    from .model import model_from_config
+
+    return model_from_config(arch.config(tokenizer.vocab_size), tokenizer, f"tiny-{arch.model_type}",
+                             f"tiny-{arch.model_type}", seed=0, device="cpu")
+
+
+def _inputs(loaded, tokenizer):
+    enc = dict(tokenizer(["the cat sat on the mat", "a dog"], ["it was tired .", "no"], padding=True,
+                         return_tensors="pt"))
+    if int(getattr(loaded.model.config, "type_vocab_size", 2) or 0) < 2:
+        enc.pop("token_type_ids", None)
+    return enc
+
+
+def _eager_twin(loaded):
+    from transformers import AutoModel
+
+    ref = AutoModel.from_config(copy.deepcopy(loaded.model.config), attn_implementation="eager")
+    ref.load_state_dict(loaded.model.state_dict())
+    return ref.eval()
+
+
+def reading_diff(loaded, tokenizer) -> float:
+    """max |observed maps - the eager model's own output_attentions| over layers, on a padded pair batch."""
+    enc = _inputs(loaded, tokenizer)
+    seen: dict[int, torch.Tensor] = {}
+    with torch.no_grad(), attention.attention_run(loaded.model, observe=lambda l, p: seen.__setitem__(l, p.clone())):
+        loaded.model(**enc)
+    with torch.no_grad():
+        theirs = _eager_twin(loaded)(**enc, output_attentions=True).attentions
+    if theirs is None or len(theirs) != len(seen) or sorted(seen) != list(range(len(theirs))):
+        return float("inf")
+    return max(float((seen[i] - theirs[i]).abs().max()) for i in range(len(theirs)))
+
+
+def _projection(mod, which: int) -> torch.nn.Linear:
+    for names in attention._PROJECTIONS:
+        if all(hasattr(mod, n) for n in names):
+            return getattr(mod, names[which])
+    raise AssertionError(f"{type(mod).__name__}: no projections")
+
+
+def _zero_head(mod, which: int, head: int, n_heads: int) -> None:
+    lin = _projection(mod, which)
+    d = lin.out_features // n_heads
+    with torch.no_grad():
+        lin.weight[head * d:(head + 1) * d] = 0
+        if lin.bias is not None:
+            lin.bias[head * d:(head + 1) * d] = 0
+
+
+def _layers_of(loaded, tokenizer, mod) -> list[int]:
+    """The layers whose attention ``mod`` computes (one, or several for ALBERT's shared module)."""
+    layers = []
+    with torch.no_grad(), attention.attention_run(loaded.model, observe=lambda l, p: None):
+        hook = mod.register_forward_hook(lambda m, a, o: layers.append(m._bertattn_layer))
+        try:
+            loaded.model(**_inputs(loaded, tokenizer))
+        finally:
+            hook.remove()
+    return layers
+
+
+def intervention_diffs(loaded, tokenizer) -> tuple[float, float]:
+    """(uniform, gates): max |intervened - weight-edited reference| of the last hidden state, for the last head of
+    the last attention module (every layer that module computes)."""
+    mods = attention.attention_modules(loaded.model)
+    mod, n_heads = mods[-1], loaded.info.n_heads
+    head = n_heads - 1
+    layers = _layers_of(loaded, tokenizer, mod)
+    enc = _inputs(loaded, tokenizer)
+    heads = [(layer, head) for layer in layers]
+    out = {}
+    with torch.no_grad():
+        with attention.attention_run(loaded.model, edit_probs=attention.uniform_attention(heads)):
+            out["uniform"] = loaded.model(**enc).last_hidden_state
+        gates = attention.zero_heads(loaded.info.n_layers, n_heads, heads)
+        with attention.attention_run(loaded.model, head_gates=gates):
+            out["gates"] = loaded.model(**enc).last_hidden_state
+    diffs = []
+    real = enc["attention_mask"].bool()
+    for kind, which in (("uniform", (0, 1)), ("gates", (2,))):
+        ref = copy.deepcopy(loaded.model)
+        ref_mod = attention.attention_modules(ref)[-1]
+        for w in which:
+            _zero_head(ref_mod, w, head, n_heads)
+        with torch.no_grad():
+            expected = ref(**enc).last_hidden_state
+        diffs.append(float((out[kind] - expected)[real].abs().max()))
+    return diffs[0], diffs[1]
+
+
+# ---- the toy data folder: two or three examples per corpus --------------------------------------------------------
+
+_SENTS = [
+    [("The", 2, "det", "DET"), ("cat", 3, "nsubj", "NOUN"), ("sat", 0, "root", "VERB"), ("on", 6, "case", "ADP"),
+     ("the", 6, "det", "DET"), ("mat", 3, "obl", "NOUN"), (".", 3, "punct", "PUNCT")],
+    [("She", 2, "nsubj", "PRON"), ("reads", 0, "root", "VERB"), ("old", 4, "amod", "ADJ"),
+     ("books", 2, "obj", "NOUN"), (",", 6, "punct", "PUNCT"), ("slowly", 2, "advmod", "ADV"),
+     (".", 2, "punct", "PUNCT")],
+]
+
+
+def _conllu(doc_id: str) -> str:
+    out = [f"# newdoc id = {doc_id}"]
+    for s, words in enumerate(_SENTS):
+        out += [f"# sent_id = {doc_id}-{s + 1}", "# text = " + " ".join(w for w, *_ in words)]
+        out += [f"{i + 1}\t{w}\t{w.lower()}\t{u}\t_\t_\t{h}\t{r}\t_\t_" for i, (w, h, r, u) in enumerate(words)]
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def toy_data_dir(root: Path) -> Path:
+    """WikiText-2 test, UD EWT/GUM dev and test, GUM documents (the coreference fixture as a dev document, two
+    train documents): enough for every attention family's default corpus."""
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
+    (root / "wikitext2_raw").mkdir(parents=True, exist_ok=True)
+    text = " The cat sat on the mat . It was tired , so it slept . The dog barked at the cat . "
+    (root / "wikitext2_raw" / "wiki.test.raw").write_text(
+        " \n = Cats = \n \n" + text * 3 + "\n \n = Dogs = \n \n" + text * 2 + "\n", encoding="utf-8")
+    for corpus in ("ud_english_ewt/en_ewt-ud-dev.conllu", "ud_english_ewt/en_ewt-ud-test.conllu",
+                   "ud_english_gum/en_gum-ud-test.conllu"):
+        (root / corpus).parent.mkdir(parents=True, exist_ok=True)
+        (root / corpus).write_text(_conllu("GUM_x_" + corpus.split("-")[-1][:-7]), encoding="utf-8")
+    docs = root / "gum" / "documents"
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / fixture.name).write_text(fixture.read_text(encoding="utf-8"), encoding="utf-8")
+    (root / "ud_english_gum" / "en_gum-ud-dev.conllu").write_text(fixture.read_text(encoding="utf-8"),
+                                                                   encoding="utf-8")
+    (docs / "GUM_x_test.conllu").write_text(_conllu("GUM_x_test"), encoding="utf-8")
+    for d in range(2):
+        (docs / f"GUM_y_train{d}.conllu").write_text(_conllu(f"GUM_y_train{d}"), encoding="utf-8")
+    return root
+
+
+def run_families(loaded, data_dir: Path, families=FAMILIES, limit: int = 3) -> dict:
+    """Every attention family's default pass (``limit`` examples) and every claim of it evaluated:
+    family -> (claims measured, claims skipped, the first skip reason). A crash propagates."""
+    from .claims import evaluate, load_claims
+    from .passes import NothingToMeasure
+    from .registry import families as registered, load_all_metrics
+
+    load_all_metrics()
+    out = {}
+    for name in families:
+        fam = registered()[name]
+        prepared = fam.prepare(loaded, data_dir, fam.default_corpus, limit=limit, batch_size=2)
+        result = prepared.run()
+        measured, skipped, reasons = 0, 0, []
+        for claim in load_claims(family=name):
+            if isinstance(result.result, NothingToMeasure):
+                skipped, reasons = skipped + 1, reasons + [result.result.reason]
+                continue
+            o = evaluate(claim, result)
+            if o.skipped:
+                skipped, reasons = skipped + 1, reasons + [o.skipped]
+            else:
+                measured += 1
+        out[name] = (measured, skipped, reasons[0] if reasons else "")
+    return out
+
+
+def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
+    """Load ``arch``'s tiny model (or record the refusal), then reading, interventions and (with ``data_dir``)
+    the families."""
+    p = Probe(arch)
+    try:
+        loaded = build(arch, tokenizer)
+    except ModelLoadError as exc:
+        p.refused = str(exc)
+        return p
+    p.n_layers, p.n_heads = loaded.info.n_layers, loaded.info.n_heads
+    p.reading_diff = reading_diff(loaded, tokenizer)
+    p.uniform_diff, p.gates_diff = intervention_diffs(loaded, tokenizer)
+    if data_dir is not None:
+        p.families = run_families(loaded, data_dir)
+    return p
+
+
+def markdown(probes: list[Probe]) -> str:
+    """The README's table of supported architectures."""
+    rows = ["| architecture (`model_type`) | tiny shape | reading (= eager `output_attentions`) | uniform attention "
+            "| head masking / gates | families (claims measured / skipped with a reason) |",
+            "|---|---|---|---|---|---|"]
+    for p in probes:
+        name = f"{p.arch.label} (`{p.arch.model_type}`)"
+        if p.refused:
+            why = p.refused.split(" is not supported: ", 1)[-1].split(", so its attention maps")[0]
+            rows.append(f"| {name} | | **refused**: {why} | — | — | — |")
+            continue
+        fams = ", ".join(f"{f} {m}/{s}" for f, (m, s, _) in p.families.items()) or "not run"
+        read = f"yes (max diff {p.reading_diff:.0e})" if p.reading_diff is not None and p.reading_diff < 1e-5 \
+            else f"**differs** ({p.reading_diff:.2g})"
+        rows.append(f"| {name} | {p.n_layers}x{p.n_heads} | {read} | {'exact' if p.uniform_exact else 'NOT exact'} "
+                    f"| {'exact' if p.gates_exact else 'NOT exact'} | {fams} |")
+    return "\n".join(rows) + "\n"

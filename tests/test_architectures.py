@@ -1,0 +1,82 @@
+"""Issue 10's matrix: a tiny model of every text encoder transformers ships is either read (maps equal to its own
+eager output_attentions, uniform attention and head masking exact against weight-edited references, every attention
+family's pass and claims run or skip with a reason) or refused at load with one line naming the architecture, the
+reason and what is supported. Never a crash, never a value from attention that was not observed."""
+import warnings
+
+import pytest
+
+from bertattn_bench import architectures as A
+
+READ = {"BERT", "BERT, 1 layer x 1 head", "BERT, 3 layers x 5 heads", "RoBERTa", "XLM-R", "XLM-R XL",
+        "RoBERTa-PreLayerNorm", "CamemBERT", "ELECTRA", "ERNIE", "Data2Vec-text", "MobileBERT", "LayoutLM", "MarkupLM",
+        "Splinter", "DistilBERT", "ALBERT", "ALBERT, 3 layers in 2 groups"}
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only add overhead (the matrix is 4x faster on 2 shared cores)
+    yield A.toy_data_dir(tmp_path_factory.mktemp("toy_data"))
+    torch.set_num_threads(threads)
+
+
+def test_matrix_labels_are_unique_and_every_supported_one_is_listed():
+    labels = [a.label for a in A.MATRIX]
+    assert len(labels) == len(set(labels))
+    assert READ <= set(labels)
+
+
+@pytest.mark.parametrize("arch", A.MATRIX, ids=[a.label for a in A.MATRIX])
+def test_architecture_is_read_exactly_or_refused_in_one_line(arch, tokenizer, toy_data):
+    warnings.filterwarnings("ignore")
+    p = A.probe(arch, tokenizer, toy_data)
+    if arch.label not in READ:
+        assert p.refused is not None, f"{arch.label} loaded: it should be refused (or added to READ)"
+        assert "\n" not in p.refused
+        assert " is not supported: " in p.refused and "(supported: " in p.refused
+        assert f"({arch.model_type})" in p.refused
+        return
+    assert p.refused is None, p.refused
+    assert p.reading_diff is not None and p.reading_diff < 1e-5, f"observed maps differ from eager by {p.reading_diff}"
+    assert p.uniform_exact, f"uniform attention differs from the zero-query/key reference by {p.uniform_diff}"
+    assert p.gates_exact, f"head masking differs from the zero-value reference by {p.gates_diff}"
+    assert set(p.families) == set(A.FAMILIES)
+    for family, (measured, skipped, reason) in p.families.items():
+        assert measured + skipped > 0
+        assert skipped == 0 or reason, f"{family}: a claim skipped without a reason"
+    assert sum(m for m, _, _ in p.families.values()) > 0
+
+
+@pytest.mark.parametrize("model_type, why", [("megatron-bert", "observed in 0 of 2 layers"),
+                                             ("deberta-v2", "disentangled attention"),
+                                             ("mpnet", "relative-position bias")])
+def test_refusals_name_architecture_reason_and_what_is_supported(tokenizer, model_type, why):
+    from bertattn_bench.errors import ModelLoadError
+
+    arch = next(a for a in A.MATRIX if a.model_type == model_type)
+    with pytest.raises(ModelLoadError, match=why) as exc:
+        A.build(arch, tokenizer)
+    assert "DistilBERT" in str(exc.value) and "ALBERT" in str(exc.value)
+
+
+def test_albert_layers_are_counted_per_call(tokenizer):
+    """ALBERT's one attention module computes every layer: each call is given its own layer (3 layers, 2 groups)."""
+    import torch
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == "ALBERT, 3 layers in 2 groups"), tokenizer)
+    seen = []
+    enc = tokenizer(["a b c"], return_tensors="pt")
+    for _ in range(2):  # the count restarts with every forward pass
+        with torch.no_grad(), A.attention.attention_run(loaded.model, observe=lambda l, p: seen.append(l)):
+            loaded.model(**enc)
+    assert seen == [0, 1, 2, 0, 1, 2]
+
+
+def test_roberta_positions_leave_room_for_the_padding_offset(tokenizer):
+    """RoBERTa numbers positions from padding_idx + 1: 64 embeddings hold 62 positions (the passes cut to it)."""
+    loaded = A.build(next(a for a in A.MATRIX if a.label == "RoBERTa"), tokenizer)
+    assert loaded.info.max_positions == 64 - 1 - 1
+    assert A.build(next(a for a in A.MATRIX if a.label == "BERT"), tokenizer).info.max_positions == 64
