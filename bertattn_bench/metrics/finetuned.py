@@ -297,11 +297,13 @@ def ft_margin_over_majority(pr, tasks: list | None = None) -> Measurement:
 @metric("constant_predictor_vs_paper")
 def constant_predictor_vs_paper(pr, paper: dict) -> Measurement:
     """|our constant-predictor score - the paper's Table 1 entry| for the tasks whose entry is a constant predictor
-    (``paper = {task = [class, value]}``); the un-tuned model's score in the detail."""
+    (``paper = {task = [class, value, n dev examples]}``); the un-tuned model's score in the detail."""
     r = result_of(pr)
     if r.task not in paper:
         raise NotApplicable(f"Table 1's pre-trained entry for {r.task} is not a constant predictor")
-    cls, value = paper[r.task]
+    cls, value, n_paper = paper[r.task]
+    if r.n_dev != n_paper:
+        raise NotApplicable(f"Table 1's entry is over all {n_paper} {r.task} dev examples; this pass has {r.n_dev}")
     ours = r.constant[cls][r.metric]
     return Measurement(abs(ours - value), r.n_dev, "dev examples", unit="points",
                        detail=f"{r.task}: always {cls!r} scores {ours:.2f} ({r.metric}), Table 1 {value}; our "
