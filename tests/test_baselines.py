@@ -53,3 +53,33 @@ def test_negative_control_outcomes_are_not_recorded(tmp_path):
     session.outcomes.append(twin)
     written = record_baselines(session, tmp_path / "baselines", date="2026-01-01T00:00:00+00:00")
     assert [p.name for p in written] == ["m.json"]
+
+
+def test_xdist_workers_write_no_report_or_baseline(tmp_path):
+    """Under pytest-xdist only the controller writes the claims report and the baseline; a worker (a config with
+    ``workerinput``) writes nothing, the controller (same session, no ``workerinput``) writes both."""
+    from bertattn_bench import pytest_plugin as plugin
+    from bertattn_bench.claims import ClaimOutcome
+
+    outcome = ClaimOutcome(claim_id="c.one", paper="p", section="§1", statement="s", model="m", model_slug="m",
+                           data="d", corpus="a", measured=1.0, unit="", n=7, n_unit="arcs", reference="r",
+                           comparison=">= 0", holds=True, head=None, detail="", attn_implementation="eager")
+    options = {"--claims-report": str(tmp_path / "report"), "--record-baseline": str(tmp_path / "baselines"),
+               "--limit": None}
+    session = _session(tmp_path, "c.one", "a", 1.0, [])
+    session.outcomes = [outcome]
+    session.passes[0].update(cached=False, n_examples=0, seconds=0.0, skipped="", cache_path=None)
+    session.results = {}
+    lines = []
+    terminal = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lines.append)
+
+    def config(**extra):
+        c = SimpleNamespace(getoption=options.get, invocation_params=SimpleNamespace(args=[]), **extra)
+        c._bertattn_session = session
+        session.config = c
+        return c
+
+    plugin.pytest_terminal_summary(terminal, 0, config(workerinput={"workerid": "gw0"}))
+    assert not (tmp_path / "report").exists() and not (tmp_path / "baselines").exists() and lines == []
+    plugin.pytest_terminal_summary(terminal, 0, config())
+    assert (tmp_path / "report" / "claims.json").is_file() and (tmp_path / "baselines" / "m.json").is_file()
