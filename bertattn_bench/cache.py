@@ -38,7 +38,6 @@ from filelock import FileLock
 
 CACHE_ENV = "BERTATTN_CACHE_DIR"
 INDEX_NAME = "file-digests.json"
-_PACKAGE = Path(__file__).resolve().parent
 _PACKAGE_NAME = __name__.rsplit(".", 1)[0]
 
 
@@ -242,15 +241,6 @@ def family_code_version(family: str) -> str:
     from .registry import families
 
     return module_version(families()[family].prepare.__module__)
-
-
-def code_version() -> str:
-    """Hash of the whole package's source (reported in provenance; the cache key uses :func:`family_code_version`)."""
-    h = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        h.update(path.relative_to(_PACKAGE).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
 
 
 # ---- options and the key -------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import multiprocessing as mp
 import time
 from pathlib import Path
 
-from bertattn_bench.cache import PassCache, code_version, data_fingerprint
+from bertattn_bench.cache import PassCache, data_fingerprint, family_code_version
 
 
 def _slow_compute(counter: str):
@@ -81,7 +81,7 @@ def test_fingerprints_change_with_content(tmp_path):
     before = data_fingerprint([f])
     f.write_text("1\ty\n")
     assert data_fingerprint([f]) != before
-    assert len(code_version()) == 16
+    assert len(family_code_version("dependency")) == 16
 
 
 # ---- the key cannot go stale (issue 9) -------------------------------------------------------------------------
