@@ -12,7 +12,8 @@ is a different trajectory, of the size a different initialisation/order gives; t
 those of seed 0. Thread counts are the real thing (1 vs 2 cores changes the order of float sums).
 
     PYTHONPATH=$PWD BERTATTN_DATA_DIR=../shared/data HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
-        .venv/bin/python scripts/probe_spread.py --runs 0:2,0:1,1:2,2:1 \\
+        .venv/bin/python scripts/probe_spread.py --runs 0:2,0:1,1:2 \\
+        --work /tmp/spread-work --cache-dir .bertattn_cache \\
         --out reference_numbers/baselines/spread/all-MiniLM-L6-v2-probes.json
 """
 from __future__ import annotations
@@ -48,23 +49,30 @@ def parse_runs(text: str) -> list[tuple[int, int]]:
     return runs
 
 
-def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: Path) -> dict:
+def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: Path, cache_dir: Path | None) -> dict:
     env = {**os.environ, "BERTATTN_SEED": str(seed), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "PYTHONPATH": str(ROOT), "CI": "1"}
     torch_threads = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                                        env=env, capture_output=True, text=True, check=True).stdout)
+    # the pass cache key holds the training seed and the thread count, so a cache never serves another run's values
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
-           "--no-cache", "-k", "probes and not negative and not speed", "--corpus", f"probes={corpora}",
-           "--claims-report", str(report)] + (["--limit", str(limit)] if limit else [])
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
+           "-k", "probes and not negative and not speed", "--corpus", f"probes={corpora}",
+           "--claims-report", str(report)] + (["--limit", str(limit)] if limit else []) + (
+           ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])
     path = report / "claims.json"
+    start = time.perf_counter()
+    if path.is_file():  # resumed: this run finished earlier (its report is kept in --work)
+        proc = subprocess.CompletedProcess(cmd, 0 if "FAIL" not in (report / "claims.md").read_text() else 1)
+        seconds = json.loads((report / "seconds.json").read_text()) if (report / "seconds.json").is_file() else None
+    else:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        (report / "seconds.json").write_text(json.dumps(seconds)) if path.is_file() else None
     if not path.is_file():  # a check failing against the baseline is fine (that is what is measured); no report is not
         raise SystemExit(f"seed {seed}, {threads} thread(s): no {path}; pytest exited {proc.returncode}:\n"
                          + proc.stdout[-3000:] + proc.stderr[-3000:])
     records = [r for r in json.loads(path.read_text()) if not r.get("negative_control") and not r.get("skipped")]
-    return {"seed": seed, "omp_num_threads": threads, "torch_threads": torch_threads, "seconds": round(seconds, 1),
+    return {"seed": seed, "omp_num_threads": threads, "torch_threads": torch_threads, "seconds": None if seconds is None else round(seconds, 1),
             "pytest_exit": proc.returncode,
             "values": {f"{r['claim_id']}@{r['corpus']}": {"measured": r["measured"], "n": r["n"], "n_unit": r["n_unit"],
                                                            "holds": r["holds"], "layer": _layer(r.get("detail", ""))}
@@ -98,19 +106,26 @@ def summarise(runs: list[dict], safety: float) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", default="0:2,0:1,1:2,2:1", help="SEED:THREADS,... (first = reference; default %(default)s)")
+    ap.add_argument("--runs", default="0:2,0:1,1:2", help="SEED:THREADS,... (first = reference; default %(default)s)")
     ap.add_argument("--corpora", default="ewt_dev,ewt_test,gum_test", help="probes corpora (default %(default)s)")
     ap.add_argument("--limit", type=int, default=None, help="--limit for each run (quick trials only)")
     ap.add_argument("--safety", type=float, default=2.0, help="tolerance = safety x spread (default %(default)s)")
     ap.add_argument("--out", type=Path, required=True, help="JSON summary to write")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep each run's claims report in DIR/seedS-threadsT and reuse finished ones (resume)")
+    ap.add_argument("--cache-dir", type=Path, default=None,
+                    help="pass cache for the runs (default: none, --no-cache); a later --record-baseline with the same "
+                         "--cache-dir and thread count reuses the seed-0 pass")
     args = ap.parse_args(argv)
     if not os.environ.get("BERTATTN_DATA_DIR"):
         raise SystemExit("set BERTATTN_DATA_DIR=DIR (the folder holding ud_english_ewt/, gum/, ...)")
     runs = []
     with tempfile.TemporaryDirectory(prefix="probe-spread-") as tmp:
+        work = args.work or Path(tmp)
         for i, (seed, threads) in enumerate(parse_runs(args.runs)):
             print(f"run {i + 1}: BERTATTN_SEED={seed} OMP_NUM_THREADS={threads} ...", flush=True)
-            runs.append(run_once(seed, threads, args.corpora, args.limit, Path(tmp) / f"run{i}"))
+            runs.append(run_once(seed, threads, args.corpora, args.limit, work / f"seed{seed}-threads{threads}",
+                                 args.cache_dir))
             print(f"  {runs[-1]['seconds']} s, pytest exit {runs[-1]['pytest_exit']}", flush=True)
     import torch
 
