@@ -2,28 +2,17 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
+import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 
-from .cache import data_files
+from filelock import FileLock
+
+from .cache import DigestIndex, files_digest
 from .claims import baseline_key
-
-
-def file_sha256(path: Path) -> str:
-    from .errors import DataError
-
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError as exc:  # e.g. the data folder disappeared mid-run: the project's clean error, not a traceback
-        raise DataError(f"{path}: cannot read the data file for its checksum ({exc.strerror or exc})") from None
-    return h.hexdigest()
 
 
 def git_commit() -> str:
@@ -39,21 +28,17 @@ def git_commit() -> str:
         return "unknown (not a git checkout)"
 
 
-def describe_data(paths: list[Path], data_dir: Path) -> str:
-    """``relative/path sha256:… (k file(s))`` for the files a pass read (a folder: its data files)."""
-    digest, names, count = hashlib.sha256(), [], 0
-    for p in paths:
-        p = Path(p)
-        files = data_files(p)
-        for f in files:
-            digest.update(f.name.encode())
-            digest.update(file_sha256(f).encode())
-        count += len(files)
+def describe_data(paths: list[Path], data_dir: Path, index: DigestIndex | None = None) -> str:
+    """``relative/path sha256:… (k file(s))`` for the files a pass read (a folder: all its files); the same hasher
+    and memo as the pass cache's key (:func:`cache.files_digest`)."""
+    names = []
+    for p in map(Path, paths):
         try:
             names.append(p.relative_to(data_dir).as_posix())
         except ValueError:
             names.append(p.name)
-    return f"{' + '.join(names)} sha256:{digest.hexdigest()[:16]} ({count} file(s))"
+    digest, count = files_digest(paths, index)
+    return f"{' + '.join(names)} sha256:{digest[:16]} ({count} file(s))"
 
 
 def _data_of(session, slug: str) -> dict[str, str]:
@@ -90,17 +75,33 @@ def record_baselines(session, directory: Path, date: str | None = None) -> list[
         }
         for r in results.values():
             r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it
-        earlier = []
-        if path.is_file():  # keep what other corpora/claims recorded earlier, with the provenance of those runs
-            old = json.loads(path.read_text(encoding="utf-8"))
-            kept = {k: v for k, v in old.get("results", {}).items() if k not in results}
-            results = {**kept, **results}
-            dates = {v.get("recorded") for v in kept.values()}
-            runs = [old.get("provenance", {}), *old.get("provenance", {}).get("earlier_runs", [])]
-            earlier = [{k: v for k, v in run.items() if k != "earlier_runs"} for run in runs if run.get("date") in dates]
-        if earlier:
-            provenance["earlier_runs"] = earlier
-        doc = {"provenance": provenance, "results": dict(sorted(results.items()))}
-        path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        spread = sorted(p.relative_to(directory).as_posix() for p in (directory / "spread").glob(f"{slug}-*.json"))
+        if spread:  # the measured spread behind the tolerances of trained values (scripts/probe_spread.py)
+            provenance["tolerance_spread"] = spread
+        # read-merge-write under a lock: two processes recording other claims into the same file keep both
+        with FileLock(str(path) + ".lock"):
+            _write_atomic(path, _merged(path, provenance, results))
         written.append(path)
     return written
+
+
+def _merged(path: Path, provenance: dict, results: dict) -> dict:
+    """``results`` merged over what ``path`` holds: earlier values of other claims/corpora are kept, with the
+    provenance of the runs that measured them (``earlier_runs``)."""
+    earlier = []
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        kept = {k: v for k, v in old.get("results", {}).items() if k not in results}
+        results = {**kept, **results}
+        dates = {v.get("recorded") for v in kept.values()}
+        runs = [old.get("provenance", {}), *old.get("provenance", {}).get("earlier_runs", [])]
+        earlier = [{k: v for k, v in run.items() if k != "earlier_runs"} for run in runs if run.get("date") in dates]
+    if earlier:
+        provenance = {**provenance, "earlier_runs": earlier}
+    return {"provenance": provenance, "results": dict(sorted(results.items()))}
+
+
+def _write_atomic(path: Path, doc: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

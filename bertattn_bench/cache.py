@@ -3,84 +3,303 @@
 A pass that finished is never recomputed: an interrupted run resumes from the passes already on disk, and two
 pytest-xdist workers that need the same pass take a file lock, so one computes and the other loads.
 Writes are atomic (temporary file + rename), so an interrupted write leaves no half file behind.
+
+The key cannot go stale (issue 9):
+
+* **data**: every file a pass reads, whatever its extension (a folder stands for all its files, recursively);
+* **weights**: every file of a model folder, or the hub snapshot's commit for a hub name (from the local HF cache,
+  offline); a model neither a folder nor a resolvable hub snapshot gets a fresh key each time (never a hit);
+* both by **full-content sha256** (:func:`file_digest`), memoised by (size, mtime_ns, ctime_ns, inode) in a small
+  index under the cache dir (``file-digests.json``, file-locked), so a hit re-reads no file;
+* **code**: a version per family, the hash of the modules its prepare function imports (transitively, within the
+  package: the family's own modules and the core ones, e.g. attention.py, batching.py, passes.py, model.py), not
+  of the whole package;
+* **options**: limit, batch size, every plain setting of the prepared pass (e.g. the probes' seeds and
+  hyper-parameters) and torch's thread count (it changes the order of float sums in trained values).
+
+Public API reused outside the pass cache (baseline provenance, checkpoint caches): :func:`file_digest`,
+:func:`files_digest`, :func:`data_files`, :func:`model_fingerprint`, :func:`module_version`.
 """
 from __future__ import annotations
 
+import ast
+import dataclasses
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import pickle
+import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from filelock import FileLock
 
 CACHE_ENV = "BERTATTN_CACHE_DIR"
-_PACKAGE = Path(__file__).resolve().parent
+INDEX_NAME = "file-digests.json"
+_PACKAGE_NAME = __name__.rsplit(".", 1)[0]
 
 
-def code_version() -> str:
-    """Hash of the package's source: any change to the measuring code invalidates cached results."""
+# ---- one file hasher --------------------------------------------------------------------------------------------
+
+def sha256_file(path: Path) -> str:
+    """Full-content sha256 (hex) of one file, read in 1 MiB chunks. The only function that reads a file to hash it."""
     h = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        h.update(path.relative_to(_PACKAGE).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:  # e.g. the data folder disappeared mid-run: the project's clean error, not a traceback
+        from .errors import DataError
+
+        raise DataError(f"{path}: cannot read the file for its checksum ({exc.strerror or exc})") from None
+    return h.hexdigest()
 
 
-def _file_fingerprint(path: Path) -> str:
-    """Size plus the first and last MiB: cheap for large weight files, and changes whenever they do."""
-    size = path.stat().st_size
-    h = hashlib.sha256(str(size).encode())
-    with open(path, "rb") as f:
-        h.update(f.read(1 << 20))
-        if size > 1 << 20:
-            f.seek(max(size - (1 << 20), 0))
-            h.update(f.read())
-    return h.hexdigest()[:16]
+class DigestIndex:
+    """Full sha256 per file, memoised by (size, mtime_ns, ctime_ns, inode): a file whose stamp is unchanged is not
+    re-read. With a ``path``, the memo persists there (JSON; read-merge-write under a file lock, atomic replace), so
+    later runs and parallel workers share it; without one it lives in this process only."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path else None
+        self._memo: dict[str, list] | None = None
+        self._new: dict[str, list] = {}
+
+    @staticmethod
+    def stamp(st: os.stat_result) -> list[int]:
+        # ctime and inode too: `cp -p` or an editor that keeps mtime still changes them (a user cannot set ctime)
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def _load(self) -> dict[str, list]:
+        if self._memo is None:
+            self._memo = {}
+            if self.path is not None and self.path.is_file():
+                try:
+                    self._memo = json.loads(self.path.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+                    self._memo = {}  # unreadable: rehash (a miss costs time, never a wrong key)
+        return self._memo
+
+    def digest(self, path: Path) -> str:
+        path = Path(path).resolve()
+        stamp = self.stamp(path.stat())
+        memo = self._load()
+        entry = memo.get(str(path))
+        if entry is not None and entry[0] == stamp:
+            return entry[1]
+        value = sha256_file(path)
+        memo[str(path)] = self._new[str(path)] = [stamp, value]
+        return value
+
+    def flush(self) -> None:
+        """Merge this process's new digests into the index file (locked: xdist workers flush concurrently)."""
+        if self.path is None or not self._new:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"):
+            on_disk = {}
+            if self.path.is_file():
+                try:
+                    on_disk = json.loads(self.path.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+                    on_disk = {}
+            on_disk.update(self._new)
+            tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(on_disk, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.path)
+        self._new = {}
 
 
-def model_fingerprint(info) -> str:
-    source = Path(info.source)
-    parts = [info.name, str(info.random_init_seed), info.attn_implementation, info.device.split(":")[0]]
-    if source.is_dir():
-        for f in sorted(source.iterdir()):
-            if f.is_file() and f.suffix in (".json", ".safetensors", ".bin", ".txt"):
-                parts.append(f"{f.name}:{_file_fingerprint(f)}")
-    else:
-        parts.append(info.source)  # a hub name resolved from the HF cache
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+DEFAULT_INDEX = DigestIndex()  # in-process memo for callers without a cache dir
 
 
-DATA_SUFFIXES = (".conllu", ".conll")
+def file_digest(path: Path, index: DigestIndex | None = None) -> str:
+    """Full sha256 (hex) of ``path``, memoised by its stat stamp in ``index`` (default: this process's memo)."""
+    return (index or DEFAULT_INDEX).digest(path)
 
 
 def data_files(path: Path) -> list[Path]:
-    """The data files behind ``path``: the file itself, or a folder's CoNLL-U / CoNLL-2012 files (sorted)."""
+    """The files behind ``path``: the file itself, or every file under a folder, recursively, sorted."""
     path = Path(path)
     if not path.is_dir():
         return [path]
-    return sorted(f for f in path.iterdir() if f.suffix in DATA_SUFFIXES)
+    return sorted((f for f in path.rglob("*") if f.is_file()), key=lambda f: f.relative_to(path).as_posix())
 
 
-def data_fingerprint(paths: list[Path]) -> str:
-    h = hashlib.sha256()
+def _named_files(paths: Iterable[Path]) -> list[tuple[str, Path]]:
+    out = []
     for p in paths:
+        p = Path(p)
         for f in data_files(p):
-            h.update(f.name.encode())
-            h.update(_file_fingerprint(f).encode())
+            out.append((f.relative_to(p).as_posix() if p.is_dir() else p.name, f))
+    return out
+
+
+def files_digest(paths: Iterable[Path], index: DigestIndex | None = None) -> tuple[str, int]:
+    """sha256 over (name, full sha256) of every file behind ``paths`` (folders: all files, named relative to the
+    folder), and how many files; the index is flushed once at the end."""
+    h, count = hashlib.sha256(), 0
+    for name, f in _named_files(paths):
+        h.update(name.encode())
+        h.update(file_digest(f, index).encode())
+        count += 1
+    (index or DEFAULT_INDEX).flush()
+    return h.hexdigest(), count
+
+
+def data_fingerprint(paths: list[Path], index: DigestIndex | None = None) -> str:
+    return files_digest(paths, index)[0][:16]
+
+
+# ---- model -------------------------------------------------------------------------------------------------------
+
+def hub_snapshot_commit(name: str, cache_dir: Path | None = None) -> str | None:
+    """The commit of the local HF-cache snapshot that ``from_pretrained(name)`` loads offline (refs/main), else None.
+    Never touches the network (``local_files_only``)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(repo_id=name, local_files_only=True, cache_dir=cache_dir)
+    except Exception:  # not in the cache, not a valid repo id, no huggingface_hub
+        return None
+    return Path(folder).name
+
+
+def model_fingerprint(info, index: DigestIndex | None = None) -> str:
+    """The model part of a key: name, random-init seed, attention implementation, device type, and the weights:
+    every file of a folder (full sha256), or a hub name's snapshot commit. A model that is neither (e.g. built from
+    a config in memory) gets a unique value: it is never served from the cache."""
+    source = Path(info.source) if info.source else None
+    parts = [info.name, str(info.random_init_seed), info.attn_implementation, info.device.split(":")[0]]
+    if source is not None and source.is_dir():
+        digest, count = files_digest([source], index)
+        parts.append(f"folder:{digest}:{count}")
+    else:
+        commit = hub_snapshot_commit(info.source) if info.source else None
+        parts.append(f"hub:{info.source}@{commit}" if commit else f"unresolved:{uuid.uuid4().hex}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+# ---- code ----------------------------------------------------------------------------------------------------------
+
+def _module_file(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Package modules that module ``name`` (file ``path``) imports anywhere (function-level imports too)."""
+    is_pkg = path.name == "__init__.py"
+    package = name if is_pkg else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names)  # ``from . import passes``: a submodule
+    return {m for m in found if (m == _PACKAGE_NAME or m.startswith(_PACKAGE_NAME + ".")) and _module_file(m)}
+
+
+@functools.lru_cache(maxsize=None)
+def module_closure(*names: str) -> tuple[str, ...]:
+    """``names`` and every package module they import, transitively (sorted)."""
+    seen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(name)
+        if path is None:
+            raise ValueError(f"module_closure: {name!r} is not an importable Python module")
+        seen.add(name)
+        todo.extend(_imports(name, path) - seen)
+    return tuple(sorted(seen))
+
+
+def module_version(*modules) -> str:
+    """Hash of the source of ``modules`` (module objects or dotted names) and of every package module they import:
+    the code version of whatever those modules compute."""
+    names = tuple(sorted({m if isinstance(m, str) else m.__name__ for m in modules}))
+    h = hashlib.sha256()
+    for name in module_closure(*names):
+        h.update(name.encode())
+        h.update(_module_file(name).read_bytes())
     return h.hexdigest()[:16]
 
 
-def cache_key(family: str, corpus: str, info, data_paths: list[Path], options: dict) -> str:
-    doc = {"family": family, "corpus": corpus, "model": model_fingerprint(info), "data": data_fingerprint(data_paths),
-           "code": code_version(), "options": options}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+def family_code_version(family: str) -> str:
+    """The code version of one claim family: its prepare function's module and what that imports."""
+    from .registry import families
+
+    return module_version(families()[family].prepare.__module__)
+
+
+# ---- options and the key -------------------------------------------------------------------------------------------
+
+def _plain(value):
+    """``value`` as JSON-able settings (scalars, tuples/lists of them, dataclasses of them), else None."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            v = _plain(getattr(value, f.name))
+            if v is None and getattr(value, f.name) is not None:
+                return None  # holds something that is not a setting (a model, tensors): not an option
+            out[f.name] = v
+        return out
+    return None
+
+
+def pass_options(prepared) -> dict:
+    """Every option of a prepared pass that changes a value: batch size, each plain setting field (e.g. the probes'
+    ``settings``: seeds, sizes, learning rates), and torch's intra-op thread count."""
+    import torch
+
+    opts = {"threads": torch.get_num_threads()}
+    if dataclasses.is_dataclass(prepared):
+        for f in dataclasses.fields(prepared):
+            value = getattr(prepared, f.name)
+            plain = _plain(value)
+            if plain is not None or value is None:
+                opts[f.name] = plain
+    else:
+        opts["batch_size"] = getattr(prepared, "batch_size", None)
+    return opts
+
+
+def cache_key(family: str, corpus: str, info, data_paths: list[Path], options: dict,
+              index: DigestIndex | None = None) -> str:
+    doc = {"family": family, "corpus": corpus, "model": model_fingerprint(info, index),
+           "data": data_fingerprint(data_paths, index), "code": family_code_version(family), "options": options}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 class PassCache:
     def __init__(self, directory: Path | None):
         self.directory = directory
+        self.digests = DigestIndex(Path(directory) / INDEX_NAME) if directory else DEFAULT_INDEX
+
+    def key(self, family: str, corpus: str, info, prepared, options: dict) -> str:
+        """The key of ``prepared``'s pass: its data files, the model, the family's code, ``options`` + its own."""
+        return cache_key(family, corpus, info, list(getattr(prepared, "data_paths", [])),
+                         {**options, **pass_options(prepared)}, self.digests)
 
     def path(self, slug: str, family: str, corpus: str, key: str) -> Path:
         return self.directory / slug / f"{family}-{corpus}-{key}.pkl"

@@ -324,12 +324,11 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
 # ---- the checkpoint cache ------------------------------------------------------------------------------------
 
 def _sources_version() -> str:
-    """What the trained weights depend on in our code: this module, the GLUE reader and the attention core."""
-    h = hashlib.sha256(TRAINER_VERSION.encode())
-    here = Path(__file__).resolve().parent
-    for rel in ("finetune.py", "data/glue.py", "attention.py", "batching.py"):
-        h.update((here / rel).read_bytes())
-    return h.hexdigest()[:16]
+    """What the trained weights depend on in our code: this module and every package module it imports (the GLUE
+    reader, batching, the attention core, ...), plus ``TRAINER_VERSION``."""
+    from .cache import module_version
+
+    return f"{TRAINER_VERSION}-{module_version(__name__)}"
 
 
 @dataclass

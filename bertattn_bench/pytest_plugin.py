@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .cache import CACHE_ENV, PassCache, cache_key
+from .cache import CACHE_ENV, PassCache
 from .baselines import describe_data
 from .claims import REFERENCE_DIR, ClaimOutcome, baseline_path, evaluate, load_baseline, load_claims
 from .errors import BenchError
@@ -149,12 +149,12 @@ class BenchSession:
 
     def _cached(self, target: Target, compute, prepared, force: bool = False) -> PassResult:
         info = prepared.loaded.info
-        key = cache_key(target.family, target.corpus, info, list(getattr(prepared, "data_paths", [])),
-                        {"limit": self.config.getoption("--limit"), "data": prepared.data})
+        key = self.cache.key(target.family, target.corpus, info, prepared,
+                             {"limit": self.config.getoption("--limit"), "data": prepared.data})
         path = self.cache.path(info.slug, target.family, target.corpus, key) if self.cache.directory else None
         result, hit = self.cache.get_or_compute(path, compute, force=force)
         self.results[target] = result
-        data_files = describe_data(list(getattr(prepared, "data_paths", [])), self.data_dir)
+        data_files = describe_data(list(getattr(prepared, "data_paths", [])), self.data_dir, self.cache.digests)
         self._publish_pass(target, result, cached=hit, path=path, data_files=data_files)
         return result
 
@@ -442,10 +442,16 @@ def diagnose_models(config, names) -> None:
         session.model(name, at_startup=True)
 
 
+def is_xdist_worker(config) -> bool:
+    """A pytest-xdist worker: its outcomes reach the controller through the test reports, and only the controller
+    writes the report, the figures and the baseline (once, not once per worker)."""
+    return hasattr(config, "workerinput")
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_bertattn_session", None)
-    if session is None or not session.outcomes:
+    if session is None or not session.outcomes or is_xdist_worker(config):
         return
     from .report import terminal_table, version_notes, write_report
 

@@ -9,6 +9,23 @@ from .errors import BenchError, DataError
 DATA_DIR_ENV = "BERTATTN_DATA_DIR"
 MODEL_ENV = "BERTATTN_MODEL"
 DEVICE_ENV = "BERTATTN_DEVICE"
+SEED_ENV = "BERTATTN_SEED"
+
+
+def training_seed(default: int = 0) -> int:
+    """The seed of trained measurements (probe initialisation, training order, held-out split) from
+    ``$BERTATTN_SEED``; ``default`` when unset. The data samples keep their own seed, so n does not move with it:
+    runs under several seeds measure how far a trained value moves (scripts/probe_spread.py)."""
+    value = os.environ.get(SEED_ENV, "").strip()
+    if not value:
+        return default
+    try:
+        seed = int(value)
+    except ValueError:
+        raise DataError(f"{SEED_ENV}={value!r}: not an integer (a training seed, e.g. {SEED_ENV}=1)") from None
+    if seed < 0:
+        raise DataError(f"{SEED_ENV}={value!r}: a seed must be >= 0")
+    return seed
 
 
 def resolve_data_dir(option: str | None = None) -> Path:

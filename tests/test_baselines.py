@@ -1,5 +1,7 @@
 """Recording baselines: values with n, provenance of every run that measured a kept value, data checksums."""
 import json
+
+import pytest
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -53,3 +55,65 @@ def test_negative_control_outcomes_are_not_recorded(tmp_path):
     session.outcomes.append(twin)
     written = record_baselines(session, tmp_path / "baselines", date="2026-01-01T00:00:00+00:00")
     assert [p.name for p in written] == ["m.json"]
+
+
+def test_xdist_workers_write_no_report_or_baseline(tmp_path):
+    """Under pytest-xdist only the controller writes the claims report and the baseline; a worker (a config with
+    ``workerinput``) writes nothing, the controller (same session, no ``workerinput``) writes both."""
+    from bertattn_bench import pytest_plugin as plugin
+    from bertattn_bench.claims import ClaimOutcome
+
+    outcome = ClaimOutcome(claim_id="c.one", paper="p", section="§1", statement="s", model="m", model_slug="m",
+                           data="d", corpus="a", measured=1.0, unit="", n=7, n_unit="arcs", reference="r",
+                           comparison=">= 0", holds=True, head=None, detail="", attn_implementation="eager")
+    options = {"--claims-report": str(tmp_path / "report"), "--record-baseline": str(tmp_path / "baselines"),
+               "--limit": None}
+    session = _session(tmp_path, "c.one", "a", 1.0, [])
+    session.outcomes = [outcome]
+    session.passes[0].update(cached=False, n_examples=0, seconds=0.0, skipped="", cache_path=None)
+    session.results = {}
+    lines = []
+    terminal = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lines.append)
+
+    def config(**extra):
+        c = SimpleNamespace(getoption=options.get, invocation_params=SimpleNamespace(args=[]), **extra)
+        c._bertattn_session = session
+        session.config = c
+        return c
+
+    plugin.pytest_terminal_summary(terminal, 0, config(workerinput={"workerid": "gw0"}))
+    assert not (tmp_path / "report").exists() and not (tmp_path / "baselines").exists() and lines == []
+    plugin.pytest_terminal_summary(terminal, 0, config())
+    assert (tmp_path / "report" / "claims.json").is_file() and (tmp_path / "baselines" / "m.json").is_file()
+
+
+def test_provenance_points_at_the_measured_spread(tmp_path):
+    out = tmp_path / "baselines"
+    (out / "spread").mkdir(parents=True)
+    (out / "spread" / "m-probes.json").write_text("{}")
+    (out / "spread" / "other-probes.json").write_text("{}")
+    record_baselines(_session(tmp_path, "c.one", "a", 1.0, []), out, date="2026-01-01T00:00:00+00:00")
+    doc = json.loads((out / "m.json").read_text())
+    assert doc["provenance"]["tolerance_spread"] == ["spread/m-probes.json"]
+
+
+def test_probe_spread_summary_known_answer():
+    """scripts/probe_spread.py: spread = max - min over runs, tolerance = max(safety x spread, 100/n) rounded up
+    to 0.1; the structural layer per run is read from the detail."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_spread", Path(__file__).parent.parent / "scripts" / "probe_spread.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def run(v, layer_text):
+        return {"values": {"c@x": {"measured": v, "n": 1000, "n_unit": "arcs", "holds": True,
+                                   "layer": mod._layer(f"structural probe (H&M, rank 64, seed 0) at {layer_text}: 5")}}}
+
+    s = mod.summarise([run(16.9, "layer 2"), run(17.3, "layer 3"), run(16.6, "embeddings")], safety=2.0)["c@x"]
+    assert s["spread"] == pytest.approx(0.7) and s["max_abs_delta_from_first"] == pytest.approx(0.4)
+    assert s["proposed_tolerance"] == 1.4 and s["structural_layer"] == [2, 3, 0] and s["n"] == 1000
+    tiny = mod.summarise([run(5.0, "layer 1"), run(5.0, "layer 1")], safety=2.0)["c@x"]
+    assert tiny["proposed_tolerance"] == 0.1  # the one-arc step (100/1000 = 0.1) is the floor
+    with pytest.raises(SystemExit, match="SEED:THREADS"):
+        mod.parse_runs("0:2,x")

@@ -295,3 +295,31 @@ def test_random_init_twin_keeps_only_the_embeddings(tiny):
     state = torch.random.get_rng_state()
     P.random_init_twin(tiny)
     assert torch.equal(state, torch.random.get_rng_state())  # the global random state is untouched
+
+
+def test_training_seed_from_env(monkeypatch):
+    """$BERTATTN_SEED moves the training seed of all probes (the structural one too), never the data samples;
+    unset keeps the recorded baseline's seed 0; a bad value names the variable."""
+    from bertattn_bench.errors import DataError
+
+    monkeypatch.delenv("BERTATTN_SEED", raising=False)
+    s = P.ProbeSettings.from_env()
+    assert (s.seed, s.training_seed, s.structural.seed) == (0, 0, 0)
+    monkeypatch.setenv("BERTATTN_SEED", "3")
+    s = P.ProbeSettings.from_env()
+    assert (s.seed, s.training_seed, s.structural.seed) == (0, 3, 3)
+    monkeypatch.setenv("BERTATTN_SEED", "x1")
+    with pytest.raises(DataError, match="BERTATTN_SEED='x1'"):
+        P.ProbeSettings.from_env()
+
+
+def test_train_probes_uses_the_training_seed(monkeypatch):
+    """Every probe of train_probes trains (and the MLP initialises) under the training seed, not the sample seed."""
+    train_h = random_trees(8, [4, 6], 0)
+    train = features(planted(train_h), train_h)
+    seen = []
+    real_train, real_seeded = P.train_probe, P.seeded
+    monkeypatch.setattr(P, "train_probe", lambda probe, b, e, lr, seed: seen.append(seed) or real_train(probe, b, 1, lr, seed))
+    monkeypatch.setattr(P, "seeded", lambda seed, build: seen.append(("init", seed)) or real_seeded(seed, build))
+    P.train_probes(train, train, P.ProbeSettings(seed=0, train_seed=7, epochs=1), CPU)
+    assert seen == [7, 7, ("init", 7), 7]

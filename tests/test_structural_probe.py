@@ -124,3 +124,26 @@ def test_probe_vs_structural_metric():
     res.structural = S.StructuralScore(78.5, 90, 3, [50.0, 60.0, 70.0, 75.0], 16, 4, 64)
     m = P.probe_vs_structural(SimpleNamespace(result=res))
     assert m.value == pytest.approx(-6.5) and m.n == 100 and "layer 3" in m.detail and "78.5 UUAS" in m.detail
+
+
+def test_choose_layer_one_standard_error_rule():
+    """The two machines of issue 9 (held-out UUAS by layer, ~2,000 edges): a bare argmax picks layer 3 on one and
+    layer 2 on the other; the one-standard-error rule picks layer 2 on both."""
+    recorded = [43.2, 45.8, 54.6, 55.5, 52.5, 32.4, 22.8]
+    other = [43.5, 45.7, 56.0, 55.5, 52.1, 31.9, 22.6]
+    assert int(np.argmax(recorded)) != int(np.argmax(other))
+    layer_a, se_a = S.choose_layer(recorded, 2000)
+    layer_b, se_b = S.choose_layer(other, 2000)
+    assert (layer_a, layer_b) == (2, 2)
+    # hand computation: p = 0.555, sqrt(0.555 * 0.445 / 2000) = 0.011113 -> 1.1113 points
+    assert se_a == pytest.approx(1.1113, abs=1e-4)
+    # a layer exactly one standard error under the best ties (>=); a hair further does not
+    best = 60.0
+    se = 100 * np.sqrt(0.6 * 0.4 / 1000)
+    assert S.choose_layer([10.0, best - se, best], 1000) == (1, pytest.approx(se))
+    assert S.choose_layer([10.0, best - se - 1e-6, best], 1000)[0] == 2
+    # fewer edges: a wider band; a clear winner is kept
+    assert S.choose_layer([51.0, 54.0, 55.0], 100)[0] == 0  # band 4.97 points
+    assert S.choose_layer([20.0, 30.0, 55.0], 2000)[0] == 2
+    with pytest.raises(ValueError, match="edges"):
+        S.choose_layer([50.0], 0)

@@ -50,7 +50,8 @@ class ProbeSettings:
 
     n_train: int = 800  # sentences sampled from the GUM train documents
     n_eval: int | None = 1000  # eval sentences, a seeded sample of the corpus; None = all
-    seed: int = 0
+    seed: int = 0  # the train and eval samples (the data: n depends on it)
+    train_seed: int | None = None  # probe initialisation and training order; None = ``seed`` ($BERTATTN_SEED sets it)
     epochs: int = 6
     batch_sentences: int = 16
     lr_attn: float = 0.1
@@ -60,6 +61,19 @@ class ProbeSettings:
     max_offset: int = 5  # offset indicators for |i - j| <= max_offset (Clark fn. 4: "short distances")
     eval_elements: int = 4_000_000  # eval buckets hold at most this many map entries (memory)
     structural: StructuralSettings = field(default_factory=StructuralSettings)  # H&M probe (Clark §5's comparison)
+
+    @property
+    def training_seed(self) -> int:
+        return self.seed if self.train_seed is None else self.train_seed
+
+    @classmethod
+    def from_env(cls) -> "ProbeSettings":
+        """The defaults, with the training seed of ``$BERTATTN_SEED`` (unset: 0, the recorded baseline's) for the
+        three probes and the structural probe alike; the data samples keep seed 0."""
+        from ..settings import training_seed
+
+        seed = training_seed(default=cls.seed)
+        return cls(train_seed=seed, structural=StructuralSettings(seed=seed))
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
@@ -352,12 +366,13 @@ def train_probes(train: Features, evals: Features, s: ProbeSettings, device, wit
     tb = make_buckets(train, s.batch_sentences, device)
     eb = make_buckets(evals, 64, device, s.eval_elements)
     n_maps, dim = train.maps[0].shape[0], train.vectors[0].shape[-1] + 1
-    attn = train_probe(AttnProbe(n_maps).to(device), tb, s.epochs, s.lr_attn, s.seed)
-    words = train_probe(AttnWordsProbe(n_maps, dim, attn).to(device), tb, s.epochs, s.lr_words, s.seed)
+    seed = s.training_seed
+    attn = train_probe(AttnProbe(n_maps).to(device), tb, s.epochs, s.lr_attn, seed)
+    words = train_probe(AttnWordsProbe(n_maps, dim, attn).to(device), tb, s.epochs, s.lr_words, seed)
     scores = {"attn": ProbeScore(*uas(attn, eb)), "attn_words": ProbeScore(*uas(words, eb))}
     if with_dist:
-        mlp = seeded(s.seed, lambda: DistWordsProbe(dim, s.dist_hidden, s.max_offset).to(device))
-        scores["dist_words"] = ProbeScore(*uas(train_probe(mlp, tb, s.epochs, s.lr_dist, s.seed), eb))
+        mlp = seeded(seed, lambda: DistWordsProbe(dim, s.dist_hidden, s.max_offset).to(device))
+        scores["dist_words"] = ProbeScore(*uas(train_probe(mlp, tb, s.epochs, s.lr_dist, seed), eb))
     return scores
 
 
@@ -382,6 +397,7 @@ class ProbeResult:
     random_init: str  # how the random-init baseline was obtained
     seconds: dict[str, float] = field(default_factory=dict)
     structural: StructuralScore | None = None  # Hewitt & Manning's structural probe on the model's vectors
+    train_seed: int = 0  # probe initialisation and training order ($BERTATTN_SEED)
 
     def uas(self, name: str) -> float:
         return self.right_branching if name == "right_branching" else (
@@ -476,7 +492,8 @@ class ProbePass(PreparedPass):
             probes=scores, right_branching=base.right_branching if base else float("nan"),
             best_head=dep_result.best_head("All"), n_eval_sentences=len(self.encoded), n_eval_arcs=n_eval_arcs,
             n_train_sentences=len(self.train_encoded), n_train_arcs=int(sum((h >= 0).sum() for h in self.train_heads)),
-            n_train_documents=self.n_train_documents, random_init=how, seconds=secs, structural=structural)
+            n_train_documents=self.n_train_documents, random_init=how, seconds=secs, structural=structural,
+            train_seed=s.training_seed)
 
 
 def _reindexed(encoded: list[Encoded]) -> list[Encoded]:
@@ -490,7 +507,7 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
     from ..data.ud import CORPORA, load_corpus
     from ..settings import data_file
 
-    s = settings or ProbeSettings()
+    s = settings or ProbeSettings.from_env()
     max_tokens = loaded.info.max_positions
     docs = gum_train_documents(data_dir)
     train_all, n_docs = sample_train_sentences(docs, s.n_train, s.seed)
@@ -505,7 +522,7 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
                                      max_tokens)
     kept = [sentences[e.index] for e in encoded]  # reducers index per-example arrays by Encoded.index: 0..n-1
     data = (f"train: {len(train_enc)} sentences sampled from {n_docs} of the {len(docs)} GUM train documents; eval: "
-            f"{len(encoded)} of the {n_total} sentences of {CORPORA[corpus]} (seed {s.seed}; UAS without punct)")
+            f"{len(encoded)} of the {n_total} sentences of {CORPORA[corpus]} (sample seed {s.seed}, training seed {s.training_seed}; UAS without punct)")
     return ProbePass(
         "probes", corpus, data, loaded, _reindexed(encoded), skipped, make_reducer=lambda: None, with_words=True,
         batch_size=batch_size, train_encoded=_reindexed(train_enc), train_heads=[gold_heads(x) for x in train_sents],
@@ -526,7 +543,7 @@ def _result(pr) -> ProbeResult:
 
 def _train_note(res: ProbeResult) -> str:
     return (f"trained on {res.n_train_sentences} GUM train sentences ({res.n_train_arcs} arcs, "
-            f"{res.n_train_documents} documents)")
+            f"{res.n_train_documents} documents; training seed {res.train_seed})")
 
 
 def _bars(res: ProbeResult, probe: str, bars: dict) -> tuple[list[float], str]:

@@ -12,7 +12,10 @@ reported on the model under test:
   the gold tree's edges among those words (H&M's evaluation, punctuation = UPOS ``PUNCT``).
 
 Every layer (embeddings included) gets its own B, trained in one batched loop; the layer is chosen on a held-out
-part of the *training* sentences, never on the eval set. Rank, epochs and learning rate are ours (H&M: Adam,
+part of the *training* sentences, never on the eval set, by the one-standard-error rule (:func:`choose_layer`): the
+lowest layer whose held-out UUAS is within one binomial standard error of the best. A bare argmax flips between
+layers whose scores differ by less than a rounding difference of training moves them (seen: layers 2 and 3, 56.0
+vs 55.5 on one machine, 54.6 vs 55.5 on another, on ~2,000 held-out edges whose standard error is ~1.1 points). Rank, epochs and learning rate are ours (H&M: Adam,
 lr 0.001; rank 64 suffices in their Fig. 5); sized for the CI budget on 2 CPU cores.
 """
 from __future__ import annotations
@@ -35,7 +38,7 @@ class StructuralSettings:
     batch_sentences: int = 20
     lr: float = 0.001
     held_out: float = 0.2  # share of the training sentences used to choose the layer
-    seed: int = 0
+    seed: int = 0  # held-out split, B's initialisation, bucket order
 
 
 @dataclass
@@ -202,6 +205,20 @@ def uuas_by_layer(probe: DistanceProbe, states: list[torch.Tensor], trees: list[
     return 100.0 * correct / max(total, 1), total
 
 
+def choose_layer(held_out_uuas, n_edges: int) -> tuple[int, float]:
+    """The one-standard-error rule (Breiman et al. 1984): the lowest layer whose held-out UUAS (%) is within one
+    binomial standard error ``100 sqrt(p (1 - p) / n_edges)`` of the best layer's ``p``; returns (layer, that error).
+
+    Layers closer than that are statistically tied on the held-out edges, so a bare argmax among them follows
+    the last bits of training (thread count, BLAS path); the lowest tied layer is the rule's tie-break."""
+    scores = np.asarray(held_out_uuas, dtype=float)
+    if scores.size == 0 or n_edges <= 0:
+        raise ValueError(f"choose_layer: need held-out scores and edges (got {scores.size} layers, {n_edges} edges)")
+    best = float(scores.max()) / 100.0
+    se = 100.0 * float(np.sqrt(best * (1.0 - best) / n_edges))
+    return int(np.flatnonzero(scores >= scores.max() - se)[0]), se
+
+
 @dataclass
 class StructuralScore:
     uuas: float  # percent, on the eval sentences, at the chosen layer
@@ -211,12 +228,16 @@ class StructuralScore:
     n_train: int
     n_held_out: int
     rank: int
+    n_held_out_edges: int = 0  # gold edges of the held-out sentences (the layer choice's n)
+    tie_band: float = 0.0  # one standard error of the best held-out UUAS (points): the layers within it tie
+    seed: int = 0
 
     def describe(self) -> str:
         where = "embeddings" if self.layer == 0 else f"layer {self.layer}"
-        return (f"structural probe (H&M, rank {self.rank}) at {where}: {self.uuas:.1f} UUAS on {self.n_edges} gold "
-                f"edges; layer chosen on {self.n_held_out} held-out training sentences (UUAS by layer "
-                + " ".join(f"{u:.1f}" for u in self.held_out_uuas) + ")")
+        return (f"structural probe (H&M, rank {self.rank}, seed {self.seed}) at {where}: {self.uuas:.1f} UUAS on "
+                f"{self.n_edges} gold edges; layer chosen on {self.n_held_out} held-out training sentences "
+                f"({self.n_held_out_edges} edges) as the lowest within one standard error ({self.tie_band:.2f}) of "
+                f"the best (UUAS by layer, embeddings first: " + " ".join(f"{u:.1f}" for u in self.held_out_uuas) + ")")
 
 
 def structural_probe(train_states: list[torch.Tensor], train_trees: list[Tree], eval_states: list[torch.Tensor],
@@ -226,9 +247,9 @@ def structural_probe(train_states: list[torch.Tensor], train_trees: list[Tree], 
     held = sorted(random.Random(s.seed).sample(idx, max(1, int(len(idx) * s.held_out))))
     fit = sorted(set(idx) - set(held))
     probe = train_distance_probe(train_states, train_trees, fit, s, device)
-    held_uuas, _ = uuas_by_layer(probe, train_states, train_trees, held, device)
-    layer = int(np.argmax(held_uuas))
+    held_uuas, n_held_edges = uuas_by_layer(probe, train_states, train_trees, held, device)
+    layer, band = choose_layer(held_uuas, n_held_edges)
     (eval_uuas,), n_edges = uuas_by_layer(probe, eval_states, eval_trees, list(range(len(eval_states))), device,
                                           [layer])
     return StructuralScore(float(eval_uuas), n_edges, layer, [float(u) for u in held_uuas], len(fit),
-                           len(held), s.rank)
+                           len(held), s.rank, n_held_edges, band, s.seed)

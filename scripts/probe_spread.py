@@ -1,0 +1,156 @@
+#!/usr/bin/env python
+"""How far the trained probe values move between runs: the measured spread behind the probes' baseline tolerances.
+
+Runs the probes family (``pytest benchmarks -k probes``, no cache, no negative control) once per (training seed,
+thread count), under ``BERTATTN_SEED=seed`` and ``OMP_NUM_THREADS=threads``, each with ``--claims-report`` into a
+temporary folder, then writes a JSON summary: per claim and corpus every run's value and n, the spread
+(max - min over the runs), max |delta| from the reference run (the first), the structural probe's chosen layer per
+run, and a proposed tolerance = max(safety x spread, one-arc step 100/n), rounded up to 0.1.
+
+The seeds stand in for what another machine does to training: a different float path after a few hundred Adam steps
+is a different trajectory, of the size a different initialisation/order gives; the data samples (and so n) stay
+those of seed 0. Thread counts are the real thing (1 vs 2 cores changes the order of float sums).
+
+    PYTHONPATH=$PWD BERTATTN_DATA_DIR=../shared/data HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
+        .venv/bin/python scripts/probe_spread.py --runs 0:2,0:1,1:2 \\
+        --work /tmp/spread-work --cache-dir .bertattn_cache \\
+        --out reference_numbers/baselines/spread/all-MiniLM-L6-v2-probes.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYER = re.compile(r"structural probe .*? at (embeddings|layer (\d+))")
+
+
+def parse_runs(text: str) -> list[tuple[int, int]]:
+    runs = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        seed, sep, threads = part.partition(":")
+        try:
+            runs.append((int(seed), int(threads)))
+        except ValueError:
+            raise SystemExit(f"--runs {text!r}: {part!r} is not SEED:THREADS (e.g. 0:2,0:1,1:2)") from None
+        if not sep or runs[-1][0] < 0 or runs[-1][1] < 1:
+            raise SystemExit(f"--runs {text!r}: {part!r} is not SEED:THREADS with seed >= 0 and threads >= 1")
+    if len(runs) < 2:
+        raise SystemExit(f"--runs {text!r}: a spread needs at least two runs")
+    return runs
+
+
+def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: Path, cache_dir: Path | None) -> dict:
+    env = {**os.environ, "BERTATTN_SEED": str(seed), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "PYTHONPATH": str(ROOT), "CI": "1"}
+    torch_threads = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                                       env=env, capture_output=True, text=True, check=True).stdout)
+    # the pass cache key holds the training seed and the thread count, so a cache never serves another run's values
+    cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
+           "-k", "probes and not negative and not speed", "--corpus", f"probes={corpora}",
+           "--claims-report", str(report)] + (["--limit", str(limit)] if limit else []) + (
+           ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])
+    path = report / "claims.json"
+    start = time.perf_counter()
+    if path.is_file():  # resumed: this run finished earlier (its report is kept in --work)
+        proc = subprocess.CompletedProcess(cmd, 0 if "FAIL" not in (report / "claims.md").read_text() else 1)
+        seconds = json.loads((report / "seconds.json").read_text()) if (report / "seconds.json").is_file() else None
+    else:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        (report / "seconds.json").write_text(json.dumps(seconds)) if path.is_file() else None
+    if not path.is_file():  # a check failing against the baseline is fine (that is what is measured); no report is not
+        raise SystemExit(f"seed {seed}, {threads} thread(s): no {path}; pytest exited {proc.returncode}:\n"
+                         + proc.stdout[-3000:] + proc.stderr[-3000:])
+    records = [r for r in json.loads(path.read_text()) if not r.get("negative_control") and not r.get("skipped")]
+    return {"seed": seed, "omp_num_threads": threads, "torch_threads": torch_threads, "seconds": None if seconds is None else round(seconds, 1),
+            "pytest_exit": proc.returncode,
+            "values": {f"{r['claim_id']}@{r['corpus']}": {"measured": r["measured"], "n": r["n"], "n_unit": r["n_unit"],
+                                                           "holds": r["holds"], "layer": _layer(r.get("detail", ""))}
+                       for r in records}}
+
+
+def _layer(detail: str):
+    m = LAYER.search(detail)
+    return None if m is None else (0 if m.group(1) == "embeddings" else int(m.group(2)))
+
+
+def summarise(runs: list[dict], safety: float) -> dict:
+    keys = sorted(set().union(*(r["values"] for r in runs)))
+    out = {}
+    for key in keys:
+        vals = [r["values"][key] for r in runs if key in r["values"]]
+        measured = [v["measured"] for v in vals]
+        ns = sorted({v["n"] for v in vals})
+        spread = max(measured) - min(measured)
+        step = 100.0 / ns[0] if ns[0] else 0.0  # one arc of n, in UAS points
+        proposed = math.ceil(max(safety * spread, step) * 10 - 1e-9) / 10
+        entry = {"values": measured, "n": ns[0] if len(ns) == 1 else ns, "n_unit": vals[0]["n_unit"],
+                 "runs": len(vals), "spread": spread, "max_abs_delta_from_first": max(abs(x - measured[0]) for x in measured),
+                 "one_arc_step": step, "proposed_tolerance": proposed, "holds": [v["holds"] for v in vals]}
+        layers = [v["layer"] for v in vals]
+        if any(x is not None for x in layers):
+            entry["structural_layer"] = layers
+        out[key] = entry
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default="0:2,0:1,1:2", help="SEED:THREADS,... (first = reference; default %(default)s)")
+    ap.add_argument("--corpora", default="ewt_dev,ewt_test,gum_test", help="probes corpora (default %(default)s)")
+    ap.add_argument("--limit", type=int, default=None, help="--limit for each run (quick trials only)")
+    ap.add_argument("--safety", type=float, default=2.0, help="tolerance = safety x spread (default %(default)s)")
+    ap.add_argument("--out", type=Path, required=True, help="JSON summary to write")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep each run's claims report in DIR/seedS-threadsT and reuse finished ones (resume)")
+    ap.add_argument("--cache-dir", type=Path, default=None,
+                    help="pass cache for the runs (default: none, --no-cache); a later --record-baseline with the same "
+                         "--cache-dir and thread count reuses the seed-0 pass")
+    args = ap.parse_args(argv)
+    if not os.environ.get("BERTATTN_DATA_DIR"):
+        raise SystemExit("set BERTATTN_DATA_DIR=DIR (the folder holding ud_english_ewt/, gum/, ...)")
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="probe-spread-") as tmp:
+        work = args.work or Path(tmp)
+        for i, (seed, threads) in enumerate(parse_runs(args.runs)):
+            print(f"run {i + 1}: BERTATTN_SEED={seed} OMP_NUM_THREADS={threads} ...", flush=True)
+            runs.append(run_once(seed, threads, args.corpora, args.limit, work / f"seed{seed}-threads{threads}",
+                                 args.cache_dir))
+            print(f"  {runs[-1]['seconds']} s, pytest exit {runs[-1]['pytest_exit']}", flush=True)
+    import torch
+
+    doc = {"what": "spread of the probes family's values over training seeds and thread counts (scripts/probe_spread.py)",
+           "command": "scripts/probe_spread.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": _commit(),
+           "torch": torch.__version__, "cpu_count": os.cpu_count(), "safety": args.safety,
+           "runs": [{k: v for k, v in r.items() if k != "values"} for r in runs],
+           "claims": summarise(runs, args.safety)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    for key, e in doc["claims"].items():
+        print(f"{key:40s} n={e['n']} spread {e['spread']:.3f} -> tolerance {e['proposed_tolerance']}"
+              + (f" layers {e['structural_layer']}" if "structural_layer" in e else ""))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
