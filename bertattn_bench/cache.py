@@ -176,6 +176,11 @@ def model_fingerprint(info, index: DigestIndex | None = None) -> str:
     if source is not None and source.is_dir():
         digest, count = files_digest([source], index)
         parts.append(f"folder:{digest}:{count}")
+    elif info.random_init_seed is not None and info.extra.get("config_sha256"):
+        # built from a config in memory with a seed: the weights are the config's, the seed's and torch's RNG's
+        import torch
+
+        parts.append(f"config:{info.extra['config_sha256']}:torch{torch.__version__}")
     else:
         commit = hub_snapshot_commit(info.source) if info.source else None
         parts.append(f"hub:{info.source}@{commit}" if commit else f"unresolved:{uuid.uuid4().hex}")

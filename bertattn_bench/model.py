@@ -6,6 +6,7 @@ them; there is never a silent fallback to another model.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,7 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         random_init_seed=seed,
         source=source,
         extra={"model_class": type(model).__name__, "hidden_size": int(getattr(cfg, "hidden_size", 0)),
+               "config_sha256": hashlib.sha256(cfg.to_json_string(use_diff=False).encode()).hexdigest()[:16],
                "lowercases": tok.tokenize("The Cat") == tok.tokenize("the cat")},
     )
 

@@ -73,7 +73,7 @@ def test_xdist_workers_write_no_report_or_baseline(tmp_path):
     session.passes[0].update(cached=False, n_examples=0, seconds=0.0, skipped="", cache_path=None)
     session.results = {}
     lines = []
-    terminal = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lines.append)
+    terminal = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lines.append, isatty=False)
 
     def config(**extra):
         c = SimpleNamespace(getoption=options.get, invocation_params=SimpleNamespace(args=[]), **extra)
