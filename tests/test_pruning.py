@@ -179,18 +179,32 @@ def _alone(model, tok, dev, heads):
     return glue.scores(glue.task("mrpc"), lg.argmax(-1), dev.labels)["acc"]
 
 
+def _sensitive(tiny, seed, glue_dir):
+    """A task model whose predictions move with the heads: the tiny encoder and a seeded head whose decision
+    threshold sits at the median dev margin (a tiny model fine-tuned on 48 pairs predicts one class whatever is
+    masked, which would make every comparison below vacuous)."""
+    m = finetune.task_model(tiny, glue.task("mrpc"), seed)
+    lg = finetune.predict(m, _data(tiny, glue_dir, "dev"), tiny.tokenizer)
+    with torch.no_grad():
+        m.head[4].bias[1] -= float(np.median(lg[:, 1] - lg[:, 0])) + 1e-7
+    return m
+
+
 @pytest.mark.parametrize("tier", ["quick", "full"])
 def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, tier):
     """The pass end to end on the tiny model: every Δ, curve step, all-but-one entry, single-head model and the
     cross-set sweep equals masking that configuration alone with ``predict``."""
     monkeypatch.setattr(pruning, "recipe_for", lambda task: RECIPE)
+    monkeypatch.setattr(finetune, "finetuned", lambda loaded, task, seed, *a, **k: finetune.FineTuned(
+        _sensitive(loaded, seed, glue_dir), {}, True))
     pp = pruning.prepare_prune(tiny, glue_dir, "mrpc", options={"tier": tier, "cache_dir": None})
     assert pp.reason if tier == "quick" else not pp.reason  # the tiny model counts as random-init: quick skips it
     pp.seeds, pp.reason = (0,), None
     r = pp.run().result
-    model = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model
+    model = _sensitive(tiny, 0, glue_dir)
     dev, tok = pp.dev, tiny.tokenizer
     assert r.n_dev == 24 and r.n_importance == 48 and r.head_delta.shape == (1, 2, 4)
+    assert np.count_nonzero(r.head_delta) >= 4 and len(set(np.round(r.curve[0], 9))) >= 3  # not vacuous
     assert r.base[0] == pytest.approx(_alone(model, tok, dev, []))
     for l in range(2):
         for h in range(4):
@@ -208,6 +222,7 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
         assert r.abo_delta is None and r.cross is None and r.curve_random is None and not r.exact
         return
     assert r.exact and r.curve_exact.shape == (1, 10) and r.curve_random.shape == (1, 3, 10)
+    assert np.count_nonzero(r.abo_delta) >= 4 and np.count_nonzero(r.cross["head_delta"]) >= 4
     for l in range(2):
         for h in range(4):
             want = _alone(model, tok, dev, [(l, g) for g in range(4) if g != h]) - r.base[0]
