@@ -1,0 +1,286 @@
+"""Michel et al. 2019 (the ``prune`` family) on a tiny fine-tuned model: importance against one-example-at-a-time
+gradients and finite differences, the pruning order and step counts, exact pruning, all-but-one configurations,
+and the pass's batched sweeps against masking one configuration at a time."""
+import numpy as np
+import pytest
+import torch
+
+from bertattn_bench import attention, finetune
+from bertattn_bench.data import glue
+from bertattn_bench.metrics import pruning
+
+MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+STSB_HEADER = "index\tgenre\tsentence1\tsentence2\tscore\n"
+WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
+RECIPE = finetune.Recipe(epochs=2, batch_size=8, lr=1e-3)
+
+
+def _pairs(n, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = " ".join(rng.choice(WORDS, rng.integers(3, 9)))
+        label = int(rng.integers(0, 2))
+        b = a if label else " ".join(rng.choice(WORDS, rng.integers(3, 9)))
+        out.append((label, a, b))
+    return out
+
+
+@pytest.fixture()
+def glue_dir(tmp_path):
+    d = tmp_path / "glue" / "MRPC"
+    d.mkdir(parents=True)
+    for split, n, seed in (("train", 48, 0), ("dev", 24, 1)):
+        rows = [f"{y}\t{i}\t{i + 1000}\t{a}\t{b}\n" for i, (y, a, b) in enumerate(_pairs(n, seed))]
+        (d / f"{split}.tsv").write_text(MRPC_HEADER + "".join(rows), encoding="utf-8")
+    s = tmp_path / "glue" / "STS-B"
+    s.mkdir()
+    rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(_pairs(16, 2))]
+    (s / "dev.tsv").write_text(STSB_HEADER + "".join(rows), encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture()
+def tuned(tiny, glue_dir):
+    return finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model
+
+
+def _data(tiny, glue_dir, split="train", n=None):
+    return finetune.encode_split(tiny.tokenizer, glue.load_split(glue_dir, "mrpc", split, n), 128)
+
+
+def _one_example_grad(model, tok, ex, label, t, gates_base=None, eps=None):
+    """|∂L/∂ξ| of one example alone (batch of 1, no padding), or its central finite difference for one head."""
+    batch = finetune.make_batch([ex], tok, "cpu", False)
+    inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
+              "token_type_ids": batch.token_type_ids}
+    y = torch.tensor([label])
+    n_l, n_h = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    base = torch.ones(n_l, n_h) if gates_base is None else gates_base
+    if eps is None:
+        gates = base.clone().requires_grad_(True)
+        with torch.enable_grad(), attention.attention_run(model, head_gates=gates):
+            loss = finetune.loss_per_example(t, model(**inputs).float(), y).sum()
+        (g,) = torch.autograd.grad(loss, gates)
+        return g.abs().double().numpy()
+    layer, head, e = eps
+    out = []
+    for sign in (1, -1):
+        gates = base.clone().double()
+        gates[layer, head] += sign * e
+        with torch.no_grad(), attention.attention_run(model, head_gates=gates):
+            out.append(float(finetune.loss_per_example(t, model(**inputs).double(), y.double()).sum()))
+    return abs(out[0] - out[1]) / (2 * e)
+
+
+def test_importance_equals_one_example_at_a_time(tiny, tuned, glue_dir):
+    """I_h from the batched per-example gates (padded, length-sorted batches of 5) equals the mean over examples of
+    |∂L/∂ξ_h| computed for each example alone; and a central finite difference on two heads agrees. Catches |·| of
+    the batch sum (the HF route), the mean over the wrong n, and padding leaking into a gradient."""
+    t = glue.task("mrpc")
+    data = _data(tiny, glue_dir, n=13)
+    got, n = pruning.head_importance(tuned, t, data, tiny.tokenizer, batch_size=5)
+    assert n == 13 and got.shape == (2, 4)
+    alone = np.mean([_one_example_grad(tuned, tiny.tokenizer, ex, int(y), t)
+                     for ex, y in zip(data.examples, data.labels)], axis=0)
+    np.testing.assert_allclose(got, alone, rtol=2e-4, atol=1e-9)
+    import copy
+
+    m64 = copy.deepcopy(tuned).double()  # the finite difference in float64
+    for layer, head in ((0, 1), (1, 3)):
+        fd = np.mean([_one_example_grad(m64, tiny.tokenizer, ex, int(y), t, eps=(layer, head, 1e-4))
+                      for ex, y in zip(data.examples, data.labels)])
+        assert fd == pytest.approx(got[layer, head], rel=1e-4, abs=1e-9)
+    # |Σ_x ∂L/∂ξ| (not per example) is smaller whenever signs differ: the test would see it
+    assert not np.allclose(got, np.abs(np.sum([_signed(tuned, tiny.tokenizer, ex, int(y), t)
+                                               for ex, y in zip(data.examples, data.labels)], axis=0)) / 13)
+
+
+def _signed(model, tok, ex, label, t):
+    batch = finetune.make_batch([ex], tok, "cpu", False)
+    gates = torch.ones(int(model.config.num_hidden_layers), int(model.config.num_attention_heads), requires_grad=True)
+    with torch.enable_grad(), attention.attention_run(model, head_gates=gates):
+        loss = finetune.loss_per_example(t, model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                                  token_type_ids=batch.token_type_ids).float(), torch.tensor([label]))
+    return torch.autograd.grad(loss.sum(), gates)[0].double().numpy()
+
+
+def test_importance_with_masked_heads(tiny, tuned, glue_dir):
+    """Exact pruning's scores: the masked heads score 0, the others equal the one-at-a-time route on the masked model."""
+    t = glue.task("mrpc")
+    data = _data(tiny, glue_dir, n=6)
+    masked = [(0, 2), (1, 0)]
+    got, _ = pruning.head_importance(tuned, t, data, tiny.tokenizer, masked=masked, batch_size=4)
+    assert got[0, 2] == 0 and got[1, 0] == 0
+    base = attention.zero_heads(2, 4, masked)
+    alone = np.mean([_one_example_grad(tuned, tiny.tokenizer, ex, int(y), t, gates_base=base)
+                     for ex, y in zip(data.examples, data.labels)], axis=0)
+    keep = np.ones((2, 4), dtype=bool)
+    keep[0, 2] = keep[1, 0] = False  # (at ξ = 0 a masked head's own gradient is not 0: it is pruned, scored 0)
+    np.testing.assert_allclose(got[keep], alone[keep], rtol=2e-4, atol=1e-9)
+    plain, _ = pruning.head_importance(tuned, t, data, tiny.tokenizer, batch_size=4)
+    assert not np.allclose(got[0, [0, 1, 3]], plain[0, [0, 1, 3]])  # the mask changes the others' scores
+
+
+def test_normalize_by_layer_by_hand():
+    s = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    got = pruning.normalize_by_layer(s)
+    np.testing.assert_allclose(got[0], [0.6, 0.8, 0.0])
+    np.testing.assert_allclose(got[1], [0, 0, 0])
+    np.testing.assert_allclose(got[2], np.full(3, 1 / np.sqrt(3)))
+
+
+def test_step_counts_are_the_authors_floor():
+    assert pruning.step_counts(12, 12) == [0, 14, 28, 43, 57, 72, 86, 100, 115, 129]  # int(144 * pct / 100)
+    assert pruning.step_counts(6, 12) == [0, 7, 14, 21, 28, 36, 43, 50, 57, 64]
+    assert pruning.step_counts(2, 4) == [0, 0, 1, 2, 3, 4, 4, 5, 6, 7]
+
+
+def test_pruning_order_and_steps():
+    scores = np.array([[0.5, 0.1, 0.9], [0.2, 0.1, 0.7]])
+    order = pruning.order_from_scores(scores)
+    assert order == [(0, 1), (1, 1), (1, 0), (0, 0), (1, 2), (0, 2)]  # ties (0.1) by layer, then head
+    steps = pruning.pruning_steps(order, [0, 2, 3, 5])
+    assert steps == [[], [(0, 1), (1, 1)], [(0, 1), (1, 1), (1, 0)], order[:5]]
+    for a, b in zip(steps, steps[1:]):
+        assert set(a) <= set(b)  # nested: a head once pruned stays pruned
+
+
+def test_exact_pruning_recomputes_before_each_step():
+    """The score function sees the heads masked so far and the step takes the lowest remaining heads."""
+    seen = []
+
+    def score_fn(masked):
+        seen.append(list(masked))
+        s = np.arange(6, dtype=float).reshape(2, 3)  # once order: (0,0), (0,1), (0,2), (1,0) ...
+        if (0, 0) in masked:
+            s[1, 2] = -1.0  # after the first step, head (1,2) becomes the least important
+        return s
+
+    steps = pruning.exact_pruning_steps(score_fn, 2, 3, [0, 1, 1, 3])
+    assert steps == [[], [(0, 0)], [(0, 0)], [(0, 0), (1, 2), (0, 1)]]
+    assert seen == [[], [(0, 0)]]  # scored only before steps that prune more
+
+
+def test_all_but_one_and_one_head_per_layer():
+    cfgs = pruning.all_but_one_configs(2, 3)
+    assert len(cfgs) == 6
+    assert cfgs[0] == [(0, 1), (0, 2)] and cfgs[4] == [(1, 0), (1, 2)]
+    for i, c in enumerate(cfgs):
+        layer, keep = divmod(i, 3)
+        assert {l for l, _ in c} == {layer} and keep not in {h for _, h in c} and len(c) == 2
+    assert pruning.one_head_per_layer([2, 0], 3) == [(0, 0), (0, 1), (1, 1), (1, 2)]
+
+
+def _alone(model, tok, dev, heads):
+    n_l, n_h = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    ivs = [attention.gate_heads(attention.zero_heads(n_l, n_h, heads))]
+    lg = finetune.predict(model, dev, tok, batch_size=7, interventions=ivs)
+    return glue.scores(glue.task("mrpc"), lg.argmax(-1), dev.labels)["acc"]
+
+
+def _sensitive(tiny, seed, glue_dir):
+    """A task model whose predictions move with the heads: the tiny encoder and a seeded head whose decision
+    threshold sits at the median dev margin (a tiny model fine-tuned on 48 pairs predicts one class whatever is
+    masked, which would make every comparison below vacuous)."""
+    m = finetune.task_model(tiny, glue.task("mrpc"), seed)
+    lg = finetune.predict(m, _data(tiny, glue_dir, "dev"), tiny.tokenizer)
+    with torch.no_grad():
+        m.head[4].bias[1] -= float(np.median(lg[:, 1] - lg[:, 0])) + 1e-7
+    return m
+
+
+@pytest.mark.parametrize("tier", ["quick", "full"])
+def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, tier):
+    """The pass end to end on the tiny model: every Δ, curve step, all-but-one entry, single-head model and the
+    cross-set sweep equals masking that configuration alone with ``predict``."""
+    monkeypatch.setattr(pruning, "recipe_for", lambda task: RECIPE)
+    monkeypatch.setattr(finetune, "finetuned", lambda loaded, task, seed, *a, **k: finetune.FineTuned(
+        _sensitive(loaded, seed, glue_dir), {}, True))
+    pp = pruning.prepare_prune(tiny, glue_dir, "mrpc", options={"tier": tier, "cache_dir": None})
+    assert pp.reason if tier == "quick" else not pp.reason  # the tiny model counts as random-init: quick skips it
+    pp.seeds, pp.reason = (0,), None
+    r = pp.run().result
+    model = _sensitive(tiny, 0, glue_dir)
+    dev, tok = pp.dev, tiny.tokenizer
+    assert r.n_dev == 24 and r.n_importance == 48 and r.head_delta.shape == (1, 2, 4)
+    assert np.count_nonzero(r.head_delta) >= 4 and len(set(np.round(r.curve[0], 9))) >= 3  # not vacuous
+    assert r.base[0] == pytest.approx(_alone(model, tok, dev, []))
+    for l in range(2):
+        for h in range(4):
+            assert r.head_delta[0, l, h] == pytest.approx(_alone(model, tok, dev, [(l, h)]) - r.base[0], abs=1e-9)
+    imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), pp.importance_data(0), tok)[0])
+    np.testing.assert_allclose(r.importance[0], imp, rtol=1e-5)
+    order = pruning.order_from_scores(imp)
+    assert r.counts == [0, 0, 1, 2, 3, 4, 4, 5, 6, 7]
+    for k, c in enumerate(r.counts):
+        assert r.curve[0, k] == pytest.approx(_alone(model, tok, dev, order[:c]), abs=1e-9)
+    kept = [int(np.argmax(imp[l])) for l in range(2)]
+    assert r.one_head_kept[0] == [f"{l + 1}-{h + 1}" for l, h in enumerate(kept)]
+    assert r.one_head[0] == pytest.approx(_alone(model, tok, dev, pruning.one_head_per_layer(kept, 4)))
+    if tier == "quick":
+        assert r.abo_delta is None and r.cross is None and r.curve_random is None and not r.exact
+        return
+    assert r.exact and r.curve_exact.shape == (1, 10) and r.curve_random.shape == (1, 3, 10)
+    assert np.count_nonzero(r.abo_delta) >= 4 and np.count_nonzero(r.cross["head_delta"]) >= 4
+    for l in range(2):
+        for h in range(4):
+            want = _alone(model, tok, dev, [(l, g) for g in range(4) if g != h]) - r.base[0]
+            assert r.abo_delta[0, l, h] == pytest.approx(want, abs=1e-9)
+    dorder = pruning.order_from_scores(r.head_delta[0])
+    assert r.curve_delta_order[0, 5] == pytest.approx(_alone(model, tok, dev, dorder[:4]))
+    cross = finetune.encode_split(tok, pruning.binarised_stsb(glue.load_split(glue_dir, "sts-b", "dev")), 128)
+    assert r.cross["n"] == 16 and r.cross["positives"] == int(cross.labels.sum()) > 0
+    assert r.cross["head_delta"][1, 2] == pytest.approx(_alone(model, tok, cross, [(1, 2)]) - _alone(model, tok, cross, []))
+    assert set(r.early) == {"step0", "epoch1", "final"}
+    assert not np.allclose(r.early["step0"], r.early["final"])
+
+
+def _result(**kw):
+    L, H = 2, 4
+    base = dict(task="mrpc", metric="acc", n_dev=400, n_layers=L, n_heads=H, seeds=(0,), tier="quick", step=0.25,
+                n_importance=100, importance_raw=np.ones((1, L, H)), importance=np.ones((1, L, H)),
+                base=np.array([80.0]), head_delta=np.zeros((1, L, H)), head_p=np.ones((1, L, H)),
+                head_flips=np.zeros((1, L, H, 2), dtype=int), counts=pruning.step_counts(L, H),
+                curve=np.full((1, 10), 80.0), curve_p=np.ones((1, 10)), one_head=np.array([60.0]),
+                one_head_kept=[["1-1", "2-1"]])
+    base.update(kw)
+    return pruning.PruneResult(**base)
+
+
+class _PR:
+    def __init__(self, r):
+        self.result = r
+
+
+def test_prunable_fraction_stops_at_first_drop():
+    curve = np.array([[80.0, 80.5, 79.5, 79.2, 80.1, 78.5, 80.0, 70.0, 60.0, 50.0]])
+    r = _result(curve=curve)
+    m = pruning.michel_prunable_fraction(_PR(r), max_drop=1.0, seed_sd={"mrpc": 0.8})
+    assert m.value == pytest.approx(0.4)  # 50% drops 1.5 > max(1, 0.8); 60% recovering does not count
+    m = pruning.michel_prunable_fraction(_PR(r), max_drop=1.0, seed_sd={"mrpc": 1.6})
+    assert m.value == pytest.approx(0.6)  # the noise bar (seed sd 1.6) widens the allowed drop
+
+
+def test_not_significant_share_and_spearman():
+    p = np.ones((1, 2, 4))
+    p[0, 0, 1] = 0.001
+    p[0, 1, 3] = 0.0099
+    p[0, 1, 2] = 0.01  # not significant at p < 0.01
+    d = np.array([[[-1.0, -5.0, 0.5, 0.0], [-2.0, -0.25, -0.5, 3.0]]])
+    r = _result(head_p=p, head_delta=d, importance=-d + 0.01 * np.arange(8).reshape(1, 2, 4))
+    m = pruning.michel_not_significant_share(_PR(r))
+    assert m.value == pytest.approx(75.0) and "1 of them gains" in m.detail
+    assert pruning.michel_importance_vs_delta(_PR(r)).value == pytest.approx(1.0)
+    r2 = _result(head_p=p, head_delta=d, importance=d)
+    assert pruning.michel_importance_vs_delta(_PR(r2)).value == pytest.approx(-1.0)
+
+
+def test_full_tier_claims_skip_in_quick_tier():
+    from bertattn_bench.registry import NotApplicable
+
+    r = _result()
+    for fn in (pruning.michel_all_but_one_share, pruning.michel_cross_set_correlation,
+               pruning.michel_early_importance, pruning.michel_importance_beats_random):
+        with pytest.raises(NotApplicable, match="--tier full"):
+            fn(_PR(r))
