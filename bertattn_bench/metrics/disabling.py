@@ -36,6 +36,18 @@ def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[
     return float(binomtest(min(lost, gained), lost + gained, 0.5).pvalue), lost, gained
 
 
+def score_configs(t: glue.Task, logits: np.ndarray, labels: np.ndarray):
+    """Per configuration (axis 0 of ``logits``): the primary score (points), the exact McNemar p against
+    configuration 0 and the (lost, gained) counts (nan / 0 for regression)."""
+    preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
+    scores = np.array([glue.scores(t, p, labels)[t.metric] for p in preds])
+    if t.is_regression:
+        return scores, np.full(len(preds), np.nan), np.zeros((len(preds), 2), dtype=int)
+    correct = preds == labels.astype(int)[None, :]
+    tests = [mcnemar_exact(correct[0], correct[c]) for c in range(len(preds))]
+    return scores, np.array([x[0] for x in tests]), np.array([[x[1], x[2]] for x in tests])
+
+
 def configurations(n_layers: int, n_heads: int) -> tuple[list[list[tuple[int, int]]], list[str]]:
     """"none", every head (``layer-head``, 1-based), every layer (``L<k>``, all its heads)."""
     configs, names = [[]], ["none"]
@@ -103,23 +115,14 @@ class DisablePass(GluePass):
                 ft.model, dev, tok, configs, "uniform", rows_per_pass=self.rows_per_pass, progress=progress,
                 desc=f"disable {t.name}/{seed}"))
             sweep_s.append(secs)
-            preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
             if not np.allclose(logits[0], plain, atol=1e-4):
                 raise RuntimeError(f"{t.name}: the sweep's undisabled rows disagree with the plain evaluation "
                                    f"(max |Δ logit| {np.abs(logits[0] - plain).max():.3g})")
-            scores = np.array([glue.scores(t, p, dev.labels)[t.metric] for p in preds])
+            scores, p, flips = score_configs(t, logits, dev.labels)
             delta = scores - scores[0]
             base.append(scores[0])
             hd.append(delta[1:1 + L * H].reshape(L, H))
             ld.append(delta[1 + L * H:])
-            if t.is_regression:
-                p = np.full(len(configs), np.nan)
-                flips = np.zeros((len(configs), 2), dtype=int)
-            else:
-                correct = preds == dev.labels.astype(int)[None, :]
-                tests = [mcnemar_exact(correct[0], correct[c]) for c in range(len(configs))]
-                p = np.array([x[0] for x in tests])
-                flips = np.array([[x[1], x[2]] for x in tests])
             hp.append(p[1:1 + L * H].reshape(L, H))
             lp.append(p[1 + L * H:])
             hf.append(flips[1:1 + L * H].reshape(L, H, 2))

@@ -42,8 +42,8 @@ from ..data import glue
 from ..passes import NothingToMeasure, PassResult, timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
-from .disabling import mcnemar_exact
-from .finetuned import GLUE_TASKS, TIERS, prepare_glue, recipe_for
+from .disabling import score_configs
+from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for, result_of
 
 IMPORTANCE_EXAMPLES = 1000  # seeded subset of the training set for I_h (the authors' default is all of MNLI train)
 IMPORTANCE_BATCH = 32  # the authors' --train_batch_size; per-example gates make the score independent of it
@@ -139,18 +139,6 @@ def one_head_per_layer(keep: list[int], n_heads: int) -> list[tuple[int, int]]:
     return [(l, g) for l, k in enumerate(keep) for g in range(n_heads) if g != k]
 
 
-def score_configs(t: glue.Task, logits: np.ndarray, labels: np.ndarray):
-    """Per configuration (axis 0 of ``logits``): the primary score (points), the exact McNemar p against
-    configuration 0 and the (lost, gained) counts (nan / 0 for regression)."""
-    preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
-    scores = np.array([glue.scores(t, p, labels)[t.metric] for p in preds])
-    if t.is_regression:
-        return scores, np.full(len(preds), np.nan), np.zeros((len(preds), 2), dtype=int)
-    correct = preds == labels.astype(int)[None, :]
-    tests = [mcnemar_exact(correct[0], correct[c]) for c in range(len(preds))]
-    return scores, np.array([x[0] for x in tests]), np.array([[x[1], x[2]] for x in tests])
-
-
 def binarised_stsb(rows: list[glue.Example]) -> list[glue.Example]:
     return [glue.Example(r.text_a, r.text_b, 1.0 if r.label >= PARAPHRASE_STSB else 0.0, r.source) for r in rows]
 
@@ -202,30 +190,13 @@ class PruneResult:
 
 
 @dataclass
-class PrunePass:
-    family: str
-    corpus: str
-    data: str
-    loaded: object
-    task: glue.Task
-    dev: finetune.Encoded_
-    seeds: tuple[int, ...]
-    tier: str
-    data_dir: Path
-    cache_dir: Path | None
-    data_paths: list
-    reason: str | None = None
+class PrunePass(GluePass):
+    """The ``prune`` family's pass."""
+
     exact: bool = False
     cross_dev: finetune.Encoded_ | None = None
     n_importance: int = IMPORTANCE_EXAMPLES
     rows_per_pass: int = 256
-
-    @property
-    def encoded(self):
-        return self.dev.examples if self.dev else []
-
-    def nothing_to_measure(self) -> str | None:
-        return self.reason
 
     @property
     def full(self) -> bool:
@@ -254,8 +225,7 @@ class PrunePass:
                                "dorder", "random", "abo", "abo_p", "one_best")}
         metas, cross, early, n_imp, n_cfg = {}, None, None, 0, {}
         for seed in self.seeds:
-            ft = finetune.finetuned(self.loaded, t.name, seed, self.data_dir, self.cache_dir, recipe_for(t.name),
-                                    progress=progress)
+            ft = self.finetuned(self.loaded, seed, progress)
             metas[seed] = {**ft.meta, "cached": ft.cached}
             model = ft.model
             imp_data = self.importance_data(seed)
@@ -407,10 +377,7 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
 # ---- claim metrics (named by reference_numbers/michel2019_prune.toml) ------------------------------------------
 
 def _res(pr) -> PruneResult:
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
-    return r
+    return result_of(pr)
 
 
 def _classification(r: PruneResult, what: str) -> None:
