@@ -116,3 +116,58 @@ def test_albert_is_refused(tokenizer):
     loaded = model_from_config(config, tokenizer, "tiny-albert", "tiny-albert", seed=0, device="cpu")
     with pytest.raises(ModelLoadError, match="shares one attention module"):
         head_pruning.prune_heads(loaded.model, [(0, 0)])
+
+
+def test_time_interleaved_alternates_and_warms_up():
+    calls = []
+
+    class Fake(torch.nn.Module):
+        def __init__(self, name):
+            super().__init__()
+            self.name = name
+
+        def forward(self, **inputs):
+            calls.append((self.name, inputs["b"]))
+
+    from bertattn_bench.metrics import speedup
+
+    out = speedup.time_interleaved({"full": Fake("full"), "pruned": Fake("pruned")},
+                                   {1: [{"b": 1}], 16: [{"b": 16}]}, rounds=2, device="cpu")
+    assert calls[:4] == [("full", 1), ("pruned", 1), ("full", 16), ("pruned", 16)]  # warm-up, untimed
+    assert calls[4:] == [("full", 1), ("pruned", 1), ("full", 16), ("pruned", 16),
+                         ("pruned", 1), ("full", 1), ("pruned", 16), ("full", 16)]
+    assert {b: {n: len(v) for n, v in d.items()} for b, d in out.items()} == {1: {"full": 2, "pruned": 2},
+                                                                              16: {"full": 2, "pruned": 2}}
+
+
+def test_speedup_pass_on_a_tiny_model(tiny, tmp_path, monkeypatch):
+    """The pass end to end: the least important half of the heads removed, pruned = masked, every batch size timed
+    in every round; the claim's metric reads the median per-round ratio."""
+    from bertattn_bench.metrics import pruning, speedup
+
+    d = tmp_path / "glue" / "MRPC"
+    d.mkdir(parents=True)
+    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    rows = [f"{i % 2}\t{i}\t{i + 100}\t{a}\t{b}\n" for i, (a, b) in enumerate(SENTS * 6)]
+    for split in ("train", "dev"):
+        (d / f"{split}.tsv").write_text(header + "".join(rows), encoding="utf-8")
+    model = _task_model(tiny)
+    monkeypatch.setattr(finetune, "finetuned", lambda *a, **k: finetune.FineTuned(copy.deepcopy(model), {}, True))
+    sp = speedup.prepare_speedup(tiny, tmp_path, "mrpc", options={"tier": "quick", "cache_dir": None})
+    sp.reason = None  # the tiny model counts as random-init: the quick tier would skip it
+    r = sp.run().result
+    imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), sp.importance_data(0),
+                                                             tiny.tokenizer)[0])
+    want = pruning.order_from_scores(imp)[:4]
+    assert r.pruned == [attention.head_name(l, h) for l, h in want]
+    assert sum(r.heads_per_layer) + len(r.emptied_layers) == 8 - 4 + len(r.emptied_layers)
+    assert r.max_logit_diff < 1e-5 and r.n_examples == 18 and r.rounds == 3
+    assert sorted(r.seconds) == [1, 16, 64]
+    assert all(len(v) == 3 and min(v) > 0 for d in r.seconds.values() for v in d.values())
+    r.seconds[16] = {"full": [2.0, 3.0, 4.0], "pruned": [1.0, 2.0, 2.0]}  # ratios 1.0, 0.5, 1.0 -> median +100%
+
+    class PR:
+        result = r
+
+    m = speedup.prune_speedup(PR, batch=16)
+    assert m.value == pytest.approx(100.0) and m.n == 18 and "batch 64" in m.detail
