@@ -3,9 +3,12 @@ from the model under test over seeds, per setting (full input, W, R+W, C+W, the 
 claim in reference_numbers/niven2019_arct_models.toml. The quick tier trains nothing (its claims skip: "runs in
 --tier full"); ``--tier full`` trains 5 seeds per setting (and 2 on the random-init twin for the negative control).
 """
+import pytest
+
 from bertattn_bench.pytest_plugin import check_claim, time_core
 
 FAMILY = "arct_ft"
+pytestmark = pytest.mark.arct_ft  # so that `-k arct_ft` selects this module (its name says arct_models)
 
 
 def test_attention_core(benchmark, bench, target):
