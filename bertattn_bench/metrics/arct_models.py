@@ -152,7 +152,7 @@ def prepare_arct_ft(loaded, data_dir: Path, corpus: str = "full", limit: int | N
                       reason)
 
 
-# ---- claim metrics (named by reference_numbers/niven2019_arct_models.toml) ------------------------------------
+# ---- claim metrics (named by reference_numbers/niven2019_arct_ft.toml) ------------------------------------
 
 def result_of(pr, settings=None) -> ArctFtResult:
     r = pr.result
