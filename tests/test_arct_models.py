@@ -206,3 +206,13 @@ def test_family_registered_with_quick_tier_skip(tiny, tmp_path):
         m.arct_ft_test(pr)
     twin = tiny.info.random_init_seed is not None  # the tiny model is random-init: the twin's seeds
     assert m.prepare_arct_ft(tiny, tmp_path, "adv", options={"tier": "full"}).seeds == (m.TWIN_SEEDS if twin else m.TIERS["full"]["seeds"])
+
+
+def test_figure_sets_our_seeds_beside_the_authors(tmp_path):
+    full = _pr("full", [_run(0, 0.60), _run(1, 0.66)])
+    adv = _pr("adv", [_run(0, 0.50)], n_test=888, authors={"bert_large_adv": np.array([0.5, 0.53])})
+    for pr in (full, adv):
+        pr.model = SimpleNamespace(slug="toy", name="toy model")
+    quick = SimpleNamespace(result=m.NothingToMeasure("runs in --tier full"), model=full.model)
+    paths = m.arct_ft_figures([full, adv, quick], tmp_path)
+    assert [p.name for p in paths] == ["arct-ft-seeds-toy.png"] and paths[0].stat().st_size > 0
