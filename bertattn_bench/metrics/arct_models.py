@@ -72,6 +72,8 @@ class ArctFtResult:
 
     def half_accs(self, negated: bool) -> np.ndarray:
         rows = self.test_negated == negated
+        if not rows.any():
+            return np.full(len(self.runs), np.nan)
         return np.array([float((np.asarray(r.test_pred)[rows] == self.test_labels[rows]).mean()) for r in self.runs])
 
     def degenerate(self) -> list:
