@@ -1,0 +1,735 @@
+"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features)
+and §4.5 (token-to-token attention, the final layer's [CLS] row), on GLUE dev sets and UD English EWT.
+
+**Map types (§4.1).** The authors' CNN and its ~400 hand labels were never released (kovaleva2019-methods-notes.md
+§2), so every map (one example, one head) is typed by a stated rule on three features reduced on the device, each
+a mean over the map's real query rows (padding never enters):
+
+* ``v``: mass on the special-token columns ([CLS] and every [SEP]: the tokenizer's cls/sep tokens, whichever of
+  them is the model's sink);
+* ``d``: mass on the previous and next token (the ±1 diagonals), special-token keys excluded (counted in ``v``);
+* ``b``: for sentence pairs, how much of a query's attention to ordinary tokens stays in its own sentence, chance-
+  corrected: ``(own share - c) / (1 - c)`` with ``c`` the own sentence's share of the ordinary tokens (what uniform
+  attention gives), averaged over the ordinary queries; 0 for single sentences (no block type there).
+
+Rule (thresholds :data:`STRUCTURED`, :data:`MIX`, :data:`BLOCK`): a map with ``v + d >= 0.5`` (most of its mass on
+special tokens and neighbours) is *vertical* when ``d`` is under a quarter of ``v + d``, *diagonal* when ``v`` is,
+else *vertical+diagonal*; an unstructured map of a pair whose ``b >= 0.6`` is *block*; everything else is
+*heterogeneous* (so the five types are exhaustive, as the paper's). Uniform attention over n tokens has
+``v ~ 3/n``, ``d ~ 2/n``, ``b = 0``: heterogeneous. Why these thresholds: 0.5 = the map's majority of mass is
+explained by the two "pre-training" patterns (the paper's first three types); a quarter of that mass is the least a
+second component needs to be visible as a mix (Fig. 1's vertical+diagonal example shows both clearly); 0.6 = well
+clear of chance (0) and of an even blend of own-sentence and uniform attention (b = 0.5), so only maps whose rows
+mostly stay inside their sentence are blocks. No labels exist to tune them on (the paper's ~400 were not released):
+they are fixed here, proved on planted maps and mixtures on both sides of each (tests/test_patterns.py), and the
+measured shares are reported with n.
+
+**Features (§4.4)**: the paper's score of a feature in one head and input: the attention the feature's token
+receives from every input token, summed and divided by the input's length, the maximum over the tokens of that type
+when there are several (two [SEP]s in a pair, several nouns); inputs without the feature are left out. [CLS],
+[SEP] and punctuation on the GLUE task; nouns (NOUN, PROPN), pronouns, verbs, subjects (nsubj, nsubj:pass), direct
+objects (obj), punctuation and the footnote's negation words on UD EWT (GLUE has no tags, and no tagger runs
+offline; UD splits "don't" into "do" + "n't", so the footnote's contractions are its "n't" word).
+
+**§4.5**: per head the attention from a verb to its nominal subject (word level: from = mean over the verb's pieces,
+to = sum over the subject's pieces, Clark §4.1) on UD EWT, beside the head's ±1-neighbour mass ``d``; and the final
+layer's [CLS] query row split into [CLS], [SEP], punctuation and other tokens.
+
+Each pass runs the pre-trained model and, where the tier has one, the fine-tuned checkpoint of the task (from
+``finetune``'s cache, the same as the ``finetune``/``disable`` families: quick tier MRPC seed 0).
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import finetune
+from ..attention import Reducer, head_name, run_reducers
+from ..batching import Skipped, drop_too_long, encode_words, iter_batches
+from ..data import glue
+from ..errors import DataError
+from ..passes import NothingToMeasure, PassResult
+from ..plotting import pyplot, save_figure
+from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
+from .finetuned import GLUE_TASKS, TIERS, options_of, recipe_for
+
+TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
+STRUCTURED = 0.5  # v + d: the majority of a map's mass on special tokens and neighbours
+MIX = 0.25  # a component under a quarter of v + d makes the map pure (vertical or diagonal), else a mix
+BLOCK = 0.6  # chance-corrected own-sentence share: 0 = uniform, 1 = every query stays in its own sentence
+DEV_MAX = 1000  # Kovaleva §4.1: up to 1000 examples of each dev set (a seeded sample of larger ones)
+TIER_DEV_MAX = {"quick": 300, "full": DEV_MAX}  # CI: a few hundred MRPC dev examples
+TIER_UD_MAX = {"quick": 300, "full": None}  # UD EWT dev sentences for the linguistic features (None: all 2,001)
+UD_CORPUS = "ewt_dev"
+TIER_CORPORA = {"quick": ("mrpc",), "full": GLUE_TASKS}
+SPECIAL = ("[CLS]", "[SEP]", "punct")  # GLUE features (token level)
+LING = ("punct", "noun", "pronoun", "verb", "subject", "object", "negation")  # UD word features
+UD_FEATURES = ("[CLS]", "[SEP]") + LING
+# Kovaleva fn. 6; UD EWT/GUM split the contractions (don't, won't, ...) into their verb and "n't"
+NEGATION = frozenset({"neither", "nor", "not", "never", "none", "nothing", "nowhere", "n't", "don't", "won't",
+                      "didn't", "hadn't", "haven't", "can't", "isn't", "wasn't", "shouldn't", "couldn't"})
+CLS_CLASSES = ("[CLS]", "[SEP]", "punct", "other")
+
+
+# ---- the map rule ------------------------------------------------------------------------------------------------
+
+@dataclass
+class MapMasks:
+    real: torch.Tensor  # (B, T) float
+    special: torch.Tensor  # (B, T) float: [CLS] and [SEP] keys
+    ordinary: torch.Tensor  # (B, T) float
+    own: torch.Tensor  # (B, T, T) float: query and key ordinary and in the same sentence
+    chance: torch.Tensor  # (B, T): own sentence's share of the ordinary tokens
+    block_queries: torch.Tensor  # (B, T) float: ordinary queries with another sentence beside them
+    n_real: torch.Tensor  # (B,)
+
+
+def map_masks(batch) -> MapMasks:
+    """Masks of one padded batch; the sentence of a token = how many [SEP]s come before it."""
+    real = batch.token_mask
+    sep = batch.is_sep.long()
+    special = (batch.is_cls | batch.is_sep) & real
+    ordinary = real & ~special
+    seg = torch.cumsum(sep, -1) - sep
+    own = (seg[:, :, None] == seg[:, None, :]) & ordinary[:, :, None] & ordinary[:, None, :]
+    n_ord = ordinary.sum(-1, keepdim=True).clamp(min=1)
+    chance = own.sum(-1) / n_ord
+    block_q = ordinary & (chance < 1 - 1e-9)
+    return MapMasks(real.float(), special.float(), ordinary.float(), own.float(), chance.float(), block_q.float(),
+                    real.sum(-1).float())
+
+
+def map_features(probs: torch.Tensor, m: MapMasks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(v, d, b)``, each ``(B, H)``: means over each map's real query rows (see the module docstring)."""
+    p = probs.float()
+    real, ordk = m.real, m.ordinary
+    nq = m.n_real.clamp(min=1)[:, None]
+    v = (torch.einsum("bhqk,bk->bhq", p, m.special) * real[:, None]).sum(-1) / nq
+    prev = p.diagonal(offset=-1, dim1=-2, dim2=-1)  # [q+1, q]: query q+1, key q
+    nxt = p.diagonal(offset=1, dim1=-2, dim2=-1)  # [q, q+1]
+    d = ((prev * (ordk[:, :-1] * real[:, 1:])[:, None]).sum(-1)
+         + (nxt * (ordk[:, 1:] * real[:, :-1])[:, None]).sum(-1)) / nq
+    own = torch.einsum("bhqk,bqk->bhq", p, m.own)
+    ordm = torch.einsum("bhqk,bk->bhq", p, ordk)
+    c = m.chance[:, None]
+    share = torch.where(ordm > 1e-6, own / ordm.clamp(min=1e-12), c)
+    excess = (share - c) / (1 - c).clamp(min=1e-9)
+    bq = m.block_queries[:, None]
+    b = (excess * bq).sum(-1) / bq.sum(-1).clamp(min=1)
+    return v, d, b
+
+
+def classify(v: torch.Tensor, d: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Type index (into :data:`TYPES`) of each map from its features (same shapes)."""
+    s = v + d
+    structured = s >= STRUCTURED
+    dshare = d / s.clamp(min=1e-12)
+    out = torch.full(v.shape, TYPES.index("heterogeneous"), dtype=torch.long, device=v.device)
+    out[~structured & (b >= BLOCK)] = TYPES.index("block")
+    out[structured] = TYPES.index("vertical+diagonal")
+    out[structured & (dshare < MIX)] = TYPES.index("vertical")
+    out[structured & (dshare > 1 - MIX)] = TYPES.index("diagonal")
+    return out
+
+
+def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """values (B, H, N), mask (B, N) bool → (B, H) max over the masked positions (0 where none)."""
+    out = values.masked_fill(~mask[:, None, :], float("-inf")).amax(-1)
+    return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
+
+
+def received(probs: torch.Tensor, m: MapMasks) -> torch.Tensor:
+    """Kovaleva §4.4: the attention each key receives from every real query, divided by the input length (B, H, T)."""
+    return (probs.float() * m.real[:, None, :, None]).sum(-2) / m.n_real.clamp(min=1)[:, None, None]
+
+
+# ---- reducers ----------------------------------------------------------------------------------------------------
+
+class PatternReducer(Reducer):
+    """GLUE task pass: type counts, map features, the §4.4 special-token scores, the [CLS] row, typical maps."""
+
+    def __init__(self, n_layers: int, n_heads: int, device, keep_examples: bool = True, max_len_example: int = 48):
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        self.counts, self.feats = z(n_layers, n_heads, len(TYPES)), z(n_layers, n_heads, 3)
+        self.special, self.has = z(n_layers, n_heads, len(SPECIAL)), z(len(SPECIAL))
+        self.to_special = z(n_layers, n_heads, 2)
+        self.cls_row = z(n_layers, n_heads, len(CLS_CLASSES))
+        self.n = 0
+        self.keep_examples, self.max_len = keep_examples, max_len_example
+        self.best: dict[str, dict] = {}
+
+    def start_batch(self, batch) -> None:
+        self.m = map_masks(batch)
+        self.batch = batch
+        self.n += batch.input_ids.shape[0]
+        real = batch.token_mask
+        self.tok = {"[CLS]": batch.is_cls & real, "[SEP]": batch.is_sep & real, "punct": batch.is_punct & real}
+        self.tok_has = torch.stack([self.tok[k].any(-1) for k in SPECIAL], -1)  # (B, 3)
+        self.has += self.tok_has.sum(0).double()
+        self.cls_pos = batch.is_cls.float().argmax(-1)  # the first [CLS] of each row
+        other = real & ~batch.is_cls & ~batch.is_sep & ~batch.is_punct
+        self.cls_keys = torch.stack([self.tok["[CLS]"], self.tok["[SEP]"], self.tok["punct"], other], -1).float()
+        self.short = real.sum(-1) <= self.max_len
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        m = self.m
+        v, d, b = map_features(probs, m)
+        types = classify(v, d, b)
+        self.counts[layer] += torch.nn.functional.one_hot(types, len(TYPES)).sum(0).double()
+        self.feats[layer] += torch.stack([v, d, b], -1).sum(0).double()
+        col = received(probs, m)
+        scores = torch.stack([_masked_max(col, self.tok[k]) for k in SPECIAL], -1)  # (B, H, 3)
+        self.special[layer] += (scores * self.tok_has[:, None, :]).sum(0).double()
+        p = probs.float()
+        to_cls = torch.einsum("bhqk,bk->bhq", p, self.tok["[CLS]"].float())
+        to_sep = torch.einsum("bhqk,bk->bhq", p, self.tok["[SEP]"].float())
+        nq = m.n_real.clamp(min=1)[:, None]
+        self.to_special[layer] += torch.stack([(to_cls * m.real[:, None]).sum(-1) / nq,
+                                               (to_sep * m.real[:, None]).sum(-1) / nq], -1).sum(0).double()
+        rows = p[torch.arange(p.shape[0], device=p.device), :, self.cls_pos]  # (B, H, T)
+        self.cls_row[layer] += torch.einsum("bhk,bkc->bhc", rows, self.cls_keys).sum(0).double()
+        if self.keep_examples:
+            self._keep(layer, probs, types, v, d, b)
+
+    def _keep(self, layer, probs, types, v, d, b) -> None:
+        """The most typical map of each type so far (Fig. 1), preferring short inputs (readable)."""
+        score = {"vertical": v - d, "diagonal": d - v, "vertical+diagonal": torch.minimum(v, d),
+                 "block": b, "heterogeneous": 1 - (v + d) - b.clamp(min=0)}
+        for k, name in enumerate(TYPES):
+            ok = (types == k) & self.short[:, None]
+            if not bool(ok.any()):
+                continue
+            s = score[name].masked_fill(~ok, float("-inf"))
+            best = int(torch.argmax(s))
+            value = float(s.flatten()[best])
+            if name in self.best and self.best[name]["score"] >= value:
+                continue
+            row, head = divmod(best, s.shape[1])
+            n = int(self.m.n_real[row])
+            self.best[name] = {"score": value, "layer": layer, "head": head,
+                               "map": probs[row, head, :n, :n].float().cpu().numpy(),
+                               "ids": self.batch.input_ids[row, :n].tolist(),
+                               "features": (float(v[row, head]), float(d[row, head]), float(b[row, head]))}
+
+    def finalize(self) -> "PatternStats":
+        n = max(self.n, 1)
+        has = self.has.clamp(min=1)
+        return PatternStats(
+            counts=self.counts.cpu().numpy(), features=(self.feats / n).cpu().numpy(),
+            special=(self.special / has).cpu().numpy(), n_special=self.has.long().cpu().numpy(),
+            to_special=(self.to_special / n).cpu().numpy(), cls_row=(self.cls_row / n).cpu().numpy(),
+            n_examples=self.n, examples=self.best)
+
+
+class FeatureReducer(Reducer):
+    """UD pass: the §4.4 feature scores per head, verb → subject attention (§4.5) and the ±1 mass ``d``."""
+
+    def __init__(self, flags: dict[int, np.ndarray], arcs: dict[int, list[tuple[int, int]]], n_layers: int,
+                 n_heads: int, device):
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        self.flags, self.arcs = flags, arcs
+        self.sums, self.has = z(n_layers, n_heads, len(UD_FEATURES)), z(len(UD_FEATURES))
+        self.nsubj, self.diag = z(n_layers, n_heads), z(n_layers, n_heads)
+        self.n, self.n_arcs = 0, 0
+        self.device = device
+
+    def start_batch(self, batch) -> None:
+        self.m = map_masks(batch)
+        self.batch = batch
+        b, w = batch.word_mask.shape
+        self.n += b
+        wf = np.zeros((b, w, len(LING)), dtype=bool)
+        arcs = []
+        for i, e in enumerate(batch.examples):
+            f = self.flags[e.index]
+            wf[i, :f.shape[0]] = f
+            arcs += [(i, v, s) for v, s in self.arcs.get(e.index, [])]
+        real = batch.token_mask
+        self.word_flags = torch.from_numpy(wf).to(batch.word_mask.device) & batch.word_mask[:, :, None]
+        self.tok = [batch.is_cls & real, batch.is_sep & real]
+        self.feat_has = torch.cat([torch.stack([t.any(-1) for t in self.tok], -1), self.word_flags.any(1)], -1)
+        self.has += self.feat_has.sum(0).double()
+        a = torch.tensor(arcs, dtype=torch.long, device=batch.word_mask.device).reshape(-1, 3)
+        self.arc_idx = a
+        self.n_arcs += a.shape[0]
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        m, batch = self.m, self.batch
+        col = received(probs, m)  # (B, H, T)
+        wcol = torch.einsum("bht,btw->bhw", col, batch.word_to)
+        scores = [_masked_max(col, t) for t in self.tok]
+        scores += [_masked_max(wcol, self.word_flags[:, :, k]) for k in range(len(LING))]
+        s = torch.stack(scores, -1)  # (B, H, F)
+        self.sums[layer] += (s * self.feat_has[:, None, :]).sum(0).double()
+        _, d, _ = map_features(probs, m)
+        self.diag[layer] += d.sum(0).double()
+        if self.arc_idx.shape[0]:
+            a = self.arc_idx
+            p = probs.float()
+            # word-level attention from verb v to subject s, only for the arcs: from = mean over v's pieces
+            rows = torch.einsum("nt,nhtk->nhk", batch.word_from[a[:, 0], a[:, 1]], p[a[:, 0]])  # (N, H, T)
+            att = torch.einsum("nhk,nk->nh", rows, batch.word_to[a[:, 0], :, a[:, 2]])
+            self.nsubj[layer] += att.sum(0).double()
+
+    def finalize(self) -> "FeatureStats":
+        return FeatureStats(scores=(self.sums / self.has.clamp(min=1)).cpu().numpy(),
+                            n_has=self.has.long().cpu().numpy(), nsubj=(self.nsubj / max(self.n_arcs, 1)).cpu().numpy(),
+                            n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n)
+
+
+@dataclass
+class PatternStats:
+    counts: np.ndarray  # (L, H, 5) maps of each type
+    features: np.ndarray  # (L, H, 3) mean v, d, b
+    special: np.ndarray  # (L, H, 3) the §4.4 score of [CLS], [SEP], punctuation
+    n_special: np.ndarray  # (3,) inputs with each
+    to_special: np.ndarray  # (L, H, 2) mean share of a query's attention on [CLS], on [SEP]
+    cls_row: np.ndarray  # (L, H, 4) the [CLS] query row on [CLS], [SEP], punctuation, other
+    n_examples: int
+    examples: dict = field(default_factory=dict)  # type -> the most typical map (Fig. 1)
+
+    @property
+    def n_maps(self) -> int:
+        return int(self.counts.sum())
+
+    def shares(self) -> np.ndarray:
+        return self.counts.sum((0, 1)) / max(self.counts.sum(), 1)
+
+
+@dataclass
+class FeatureStats:
+    scores: np.ndarray  # (L, H, F) the §4.4 score of each UD_FEATURES entry
+    n_has: np.ndarray  # (F,) sentences with each feature
+    nsubj: np.ndarray  # (L, H) mean attention verb -> its nominal subject
+    n_arcs: int
+    diag: np.ndarray  # (L, H) mean ±1-neighbour mass
+    n_sentences: int
+
+
+@dataclass
+class ModelStats:
+    label: str  # "pre-trained" / "fine-tuned on mrpc (seed 0)"
+    glue: PatternStats
+    ud: FeatureStats
+
+
+@dataclass
+class PatternsResult:
+    task: str
+    is_pair: bool
+    tier: str
+    n_dev: int
+    n_dev_total: int
+    ud_corpus: str
+    pretrained: ModelStats
+    finetuned: ModelStats | None
+    ft_note: str
+    sink: str  # the special token the pre-trained model attends to most on this task ([CLS] or [SEP])
+    n_layers: int
+    n_heads: int
+
+
+# ---- the pass ----------------------------------------------------------------------------------------------------
+
+def ud_inputs(loaded, data_dir: Path, limit: int | None):
+    """UD EWT dev sentences (the first ``limit``): encoded, word flags (LING order) and verb → subject arcs."""
+    from ..data.ud import CORPORA, load_corpus
+
+    sentences = load_corpus(data_dir, UD_CORPUS, limit)
+    encoded, skipped = drop_too_long([encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)],
+                                     min(128, loaded.info.max_positions))
+    flags, arcs = {}, {}
+    for i, s in enumerate(sentences):
+        f = np.zeros((len(s.words), len(LING)), dtype=bool)
+        for w, (form, upos, rel) in enumerate(zip(s.words, s.upos, s.deprels)):
+            f[w] = [upos == "PUNCT", upos in ("NOUN", "PROPN"), upos == "PRON", upos == "VERB",
+                    rel in ("nsubj", "nsubj:pass"), rel == "obj", form.lower() in NEGATION]
+        flags[i] = f
+        arcs[i] = [(s.heads[w] - 1, w) for w, rel in enumerate(s.deprels)
+                   if rel in ("nsubj", "nsubj:pass") and s.heads[w] > 0 and s.upos[s.heads[w] - 1] == "VERB"]
+    return encoded, skipped, flags, arcs, data_dir / CORPORA[UD_CORPUS]
+
+
+@dataclass
+class PatternsPass:
+    """The ``patterns`` family's pass on one GLUE task (the ``passes.PreparedPass`` protocol)."""
+
+    family: str
+    corpus: str
+    data: str
+    loaded: object
+    task: glue.Task
+    dev: list
+    n_dev_total: int
+    ud: list
+    ud_skipped: Skipped
+    ud_flags: dict
+    ud_arcs: dict
+    tier: str
+    ft_seed: int | None
+    ft_note: str
+    data_dir: Path
+    cache_dir: Path | None
+    data_paths: list
+    batch_size: int = 32
+
+    @property
+    def encoded(self):
+        return self.dev
+
+    def nothing_to_measure(self) -> str | None:
+        return None
+
+    def _measure(self, model, label: str, progress: bool) -> ModelStats:
+        info, tok, dev = self.loaded.info, self.loaded.tokenizer, torch.device(self.loaded.info.device)
+        g = run_reducers(model, iter_batches(self.dev, tok, dev, self.batch_size),
+                         [PatternReducer(info.n_layers, info.n_heads, info.device)], progress=progress,
+                         desc=f"patterns {self.corpus} ({label})")[0]
+        u = run_reducers(model, iter_batches(self.ud, tok, dev, self.batch_size, with_words=True),
+                         [FeatureReducer(self.ud_flags, self.ud_arcs, info.n_layers, info.n_heads, info.device)],
+                         progress=progress, desc=f"patterns {UD_CORPUS} ({label})")[0]
+        return ModelStats(label, g, u)
+
+    def run(self, progress: bool = False) -> PassResult:
+        info = self.loaded.info
+        start = time.perf_counter()
+        pt = self._measure(self.loaded.model, "pre-trained", progress)
+        ft = None
+        if self.ft_seed is not None:
+            tuned = finetune.finetuned(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
+                                       recipe_for(self.task.name), progress=progress)
+            ft = self._measure(tuned.model.encoder, f"fine-tuned on {self.task.name} (seed {self.ft_seed})", progress)
+            del tuned
+        cls, sep = pt.glue.to_special[..., 0].sum(), pt.glue.to_special[..., 1].sum()
+        result = PatternsResult(
+            task=self.task.name, is_pair=self.task.is_pair, tier=self.tier, n_dev=len(self.dev),
+            n_dev_total=self.n_dev_total, ud_corpus=UD_CORPUS, pretrained=pt, finetuned=ft, ft_note=self.ft_note,
+            sink="[CLS]" if cls >= sep else "[SEP]", n_layers=info.n_layers, n_heads=info.n_heads)
+        return PassResult(self.family, self.corpus, self.data, info, result, len(self.dev), self.ud_skipped,
+                          time.perf_counter() - start)
+
+
+@family("patterns", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora=TIER_CORPORA)
+def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
+                     options: dict | None = None) -> PatternsPass:
+    tier, cache_dir, _ = options_of(options)
+    t = glue.task(corpus)
+    rows = glue.load_split(data_dir, corpus, "dev", limit)
+    total = len(rows)
+    cap = TIER_DEV_MAX[tier]
+    if len(rows) > cap:  # a seeded sample, as the paper's "up to 1000 examples" (the notebook's had no seed)
+        rows = [rows[i] for i in sorted(random.Random(0).sample(range(len(rows)), cap))]
+    max_tokens = min(finetune.Recipe().max_tokens, loaded.info.max_positions)
+    dev = finetune.encode_split(loaded.tokenizer, rows, max_tokens)
+    ud_limit = TIER_UD_MAX[tier] if limit is None else min(limit, TIER_UD_MAX[tier] or limit)
+    ud, ud_skipped, flags, arcs, ud_path = ud_inputs(loaded, Path(data_dir), ud_limit)
+    if ud_skipped.n:
+        ud_skipped.reason = f"UD {UD_CORPUS} sentence(s) over {ud_skipped.max_tokens} pieces skipped"
+    paths = [glue.split_path(data_dir, t, "dev"), ud_path]
+    ft_seed, note = None, ""
+    if not glue.has_split(data_dir, t, "train"):
+        note = f"GLUE {t.folder} has no train.tsv here: no fine-tuned model"
+    elif corpus not in TIERS[tier]["corpora"]:
+        note = f"the {tier} tier fine-tunes no {corpus} model"
+    elif loaded.info.random_init_seed is not None and not TIERS[tier]["twin"]:
+        note = f"the {tier} tier fine-tunes no random-init model (--tier full does)"
+    else:
+        ft_seed = 0
+        paths.insert(0, glue.split_path(data_dir, t, "train"))
+        note = f"fine-tuned on {corpus} with seed 0 (finetune's checkpoint cache)"
+    desc = (f"GLUE {t.folder} dev ({len(dev.examples)} of {total} examples{', first %d' % limit if limit else ''}"
+            f"{', seeded sample' if total > cap else ''}; {dev.n_truncated} cut to {max_tokens} pieces) + UD "
+            f"{UD_CORPUS} ({len(ud)} sentences); {note} ({tier} tier)")
+    return PatternsPass("patterns", corpus, desc, loaded, t, dev.examples, total, ud, ud_skipped, flags, arcs, tier,
+                        ft_seed, note, Path(data_dir), cache_dir, paths, batch_size)
+
+
+# ---- claim metrics (named by reference_numbers/kovaleva2019_patterns.toml) -------------------------------------
+
+def _result(pr) -> PatternsResult:
+    r = pr.result
+    if isinstance(r, NothingToMeasure):
+        raise NotApplicable(r.reason)
+    return r
+
+
+def _stats(pr, model: str) -> tuple[PatternsResult, ModelStats]:
+    r = _result(pr)
+    if model == "finetuned":
+        if r.finetuned is None:
+            raise NotApplicable(f"the claim is about a fine-tuned model: {r.ft_note}")
+        return r, r.finetuned
+    return r, r.pretrained
+
+
+def _shares_text(st: PatternStats) -> str:
+    return ", ".join(f"{t} {s:.1%}" for t, s in zip(TYPES, st.shares()))
+
+
+@metric("pattern_min_share")
+def pattern_min_share(pr, model: str = "pretrained") -> Measurement:
+    """The smallest share of the five types (block only on sentence pairs) over the task's maps."""
+    r, ms = _stats(pr, model)
+    shares = ms.glue.shares()
+    wanted = [i for i, t in enumerate(TYPES) if t != "block" or r.is_pair]
+    low = min(wanted, key=lambda i: shares[i])
+    return Measurement(float(shares[low]), ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
+                       detail=f"{r.task}, {ms.label}: rarest {TYPES[low]}; {_shares_text(ms.glue)} "
+                              f"({ms.glue.n_examples} examples x {r.n_layers * r.n_heads} heads)")
+
+
+@metric("pattern_share")
+def pattern_share(pr, types: list, model: str = "pretrained") -> Measurement:
+    """The share of the maps typed as any of ``types``."""
+    r, ms = _stats(pr, model)
+    shares = ms.glue.shares()
+    value = float(sum(shares[TYPES.index(t)] for t in types))
+    heads = ms.glue.counts[..., [TYPES.index(t) for t in types]].sum(-1) / max(ms.glue.n_examples, 1)
+    top = np.argsort(-heads.reshape(-1), kind="stable")[:3]
+    return Measurement(value, ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
+                       detail=f"{r.task}, {ms.label}: {' + '.join(types)} {value:.1%}; {_shares_text(ms.glue)}; "
+                              f"most often in heads " + ", ".join(
+                                  f"{head_name(*divmod(int(i), r.n_heads))} ({heads.flat[i]:.0%})" for i in top))
+
+
+def _feature_scores(ms: ModelStats) -> dict[str, np.ndarray]:
+    """(L, H) §4.4 score per UD feature."""
+    return {f: ms.ud.scores[..., i] for i, f in enumerate(UD_FEATURES)}
+
+
+@metric("special_top_share")
+def special_top_share(pr, min_score: float = 0.2, model: str = "pretrained") -> Measurement:
+    """Among the heads with a vertical stripe (some feature's score >= ``min_score``: one token receives that
+    share of the input's attention), the share whose strongest feature is [CLS] or [SEP] (UD EWT)."""
+    r, ms = _stats(pr, model)
+    sc = ms.ud.scores  # (L, H, F)
+    top, best = sc.argmax(-1), sc.max(-1)
+    striped = best >= min_score
+    n = int(striped.sum())
+    special = int((striped & (top < 2)).sum())
+    ling = {f: float(sc[..., i].max()) for i, f in enumerate(UD_FEATURES)}
+    others = [(head_name(l, h), UD_FEATURES[top[l, h]]) for l, h in zip(*np.nonzero(striped & (top >= 2)))]
+    return Measurement(special / n if n else 0.0, ms.ud.n_sentences, "UD sentences", unit="share of striped heads",
+                       detail=f"{ms.label}: {special} of {n} striped heads (score >= {min_score}) top on [CLS]/[SEP]"
+                              f"{'; others: ' + ', '.join(f'{a} {b}' for a, b in others[:6]) if others else ''}; max "
+                              f"score per feature: " + ", ".join(f"{k} {v:.3f}" for k, v in ling.items()))
+
+
+@metric("ling_vs_special")
+def ling_vs_special(pr, model: str = "finetuned") -> Measurement:
+    """max over heads of the strongest linguistic feature's score / max over heads of the [CLS]/[SEP] score (UD);
+    the detail gives the heads where fine-tuning raised attention to nouns, objects and negation."""
+    r, ms = _stats(pr, model)
+    sc = _feature_scores(ms)
+    ling = {f: float(sc[f].max()) for f in LING if f != "punct"}
+    spec = max(float(sc["[CLS]"].max()), float(sc["[SEP]"].max()))
+    value = max(ling.values()) / spec if spec > 0 else float("inf")
+    rises = ""
+    if model == "finetuned" and r.finetuned is not None:
+        pt = _feature_scores(r.pretrained)
+        parts = []
+        for f in ("noun", "object", "negation"):
+            diff = sc[f] - pt[f]
+            i = int(np.argmax(diff))
+            parts.append(f"{f}: {int((diff > 0).sum())} heads up, most {head_name(*divmod(i, r.n_heads))} "
+                         f"{diff.flat[i]:+.3f}")
+        rises = "; after fine-tuning " + "; ".join(parts)
+    strongest = max(ling, key=ling.get)
+    return Measurement(value, ms.ud.n_sentences, "UD sentences", unit="ratio",
+                       detail=f"{ms.label}: strongest linguistic feature {strongest} {ling[strongest]:.3f} vs "
+                              f"[CLS]/[SEP] {spec:.3f}{rises}")
+
+
+def _weighted_depth(per_layer: np.ndarray) -> float:
+    depths = np.array([relative_depth(i, len(per_layer)) for i in range(len(per_layer))])
+    return float((per_layer * depths).sum() / per_layer.sum()) if per_layer.sum() > 0 else float("nan")
+
+
+@metric("cls_minus_sep_depth")
+def cls_minus_sep_depth(pr, model: str = "pretrained") -> Measurement:
+    """Attention-weighted mean relative depth of the [CLS] score minus that of the [SEP] score (GLUE task)."""
+    r, ms = _stats(pr, model)
+    cls, sep = ms.glue.special[..., 0].mean(1), ms.glue.special[..., 1].mean(1)
+    dc, ds = _weighted_depth(cls), _weighted_depth(sep)
+    fmt = lambda a: " ".join(f"L{i + 1} {x:.3f}" for i, x in enumerate(a))  # noqa: E731
+    return Measurement(dc - ds, ms.glue.n_examples, "dev examples", unit="rel. depth",
+                       detail=f"{r.task}, {ms.label}: [CLS] at depth {dc:.2f} ({fmt(cls)}); [SEP] at {ds:.2f} "
+                              f"({fmt(sep)})")
+
+
+@metric("sep_score_task_margin")
+def sep_score_task_margin(pr, passes: list, model: str = "pretrained") -> Measurement:
+    """This task's mean [SEP] score (all heads) minus the highest of the other tasks' (GLUE)."""
+    r, ms = _stats(pr, model)
+    mine = float(ms.glue.special[..., 1].mean())
+    others = {}
+    for o in passes:
+        ro, mo = _stats(o, model)
+        others[ro.task] = float(mo.glue.special[..., 1].mean())
+    if not others:
+        raise NotApplicable("needs the other tasks' passes")
+    best = max(others, key=others.get)
+    return Measurement(mine - others[best], ms.glue.n_examples, "dev examples", unit="score",
+                       detail=f"{ms.label}: mean [SEP] score {r.task} {mine:.4f}; " + ", ".join(
+                           f"{k} {v:.4f}" for k, v in others.items()))
+
+
+@metric("tok2tok_top_heads_diagonal")
+def tok2tok_top_heads_diagonal(pr, k: int = 3, model: str = "pretrained") -> Measurement:
+    """The mean ±1-neighbour mass of the ``k`` heads with the most verb → subject attention, divided by the median
+    head's (UD EWT): how much more diagonal the candidate "subject heads" are than a typical head."""
+    r, ms = _stats(pr, model)
+    if ms.ud.n_arcs == 0:
+        raise NotApplicable("no verb -> nominal subject arcs in the UD sentences")
+    att, diag = ms.ud.nsubj.reshape(-1), ms.ud.diag.reshape(-1)
+    if att.size < 2 * k:
+        raise NotApplicable(f"the model has {att.size} heads: its top {k} would be most of them")
+    top = np.argsort(-att, kind="stable")[:k]
+    median = float(np.median(diag))
+    q75 = float(np.quantile(diag, 0.75))
+    value = float(diag[top].mean()) / median if median > 0 else float("inf")
+    return Measurement(value, ms.ud.n_arcs, "verb -> subject arcs", unit="x median head",
+                       detail=f"{ms.label}: top verb->subject heads " + ", ".join(
+                           f"{head_name(*divmod(int(i), r.n_heads))} (att {att[i]:.2f}, ±1 mass {diag[i]:.2f})"
+                           for i in top) + f"; ±1 mass over all heads: median {median:.3f}, 75th percentile {q75:.3f} "
+                                           f"({int((diag[top] > q75).sum())} of {k} above it); "
+                                           f"{ms.ud.n_sentences} sentences")
+
+
+@metric("pattern_share_task_margin")
+def pattern_share_task_margin(pr, passes: list, types: list, model: str = "finetuned") -> Measurement:
+    """This task's share of ``types`` minus the lowest share among the other tasks (tasks without the model, e.g.
+    a fine-tuned QNLI, are named in the detail and left out)."""
+    r, ms = _stats(pr, model)
+    idx = [TYPES.index(t) for t in types]
+    mine = float(ms.glue.shares()[idx].sum())
+    others, left = {}, []
+    for o in passes:
+        try:
+            ro, mo = _stats(o, model)
+        except NotApplicable as exc:
+            left.append(f"{o.corpus} ({exc})")
+            continue
+        others[ro.task] = float(mo.glue.shares()[idx].sum())
+    if not others:
+        raise NotApplicable("no other task's pass has the model: " + "; ".join(left))
+    low = min(others, key=others.get)
+    return Measurement(mine - others[low], ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
+                       detail=f"{' + '.join(types)}: {r.task} {mine:.1%}; " + ", ".join(
+                           f"{k} {v:.1%}" for k, v in others.items()) + (f"; left out: {'; '.join(left)}" if left else ""))
+
+
+@metric("cls_final_target_margin")
+def cls_final_target_margin(pr, expected: dict, model: str = "finetuned") -> Measurement:
+    """Final layer, [CLS] query row averaged over heads and examples: the share on the expected class ("sink" =
+    the model's sink, measured on the pre-trained model; or "punct") minus the largest other class's share."""
+    r, ms = _stats(pr, model)
+    if r.task not in expected:
+        raise NotApplicable(f"the paper names no final-layer [CLS] target for {r.task}")
+    row = ms.glue.cls_row[-1].mean(0)  # (4,)
+    want = expected[r.task]
+    name = r.sink if want == "sink" else want
+    i = CLS_CLASSES.index(name)
+    rest = max(float(row[j]) for j in range(len(CLS_CLASSES)) if j != i)
+    return Measurement(float(row[i]) - rest, ms.glue.n_examples, "dev examples", unit="share",
+                       detail=f"{r.task}, {ms.label}: final layer [CLS] row " + ", ".join(
+                           f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, row)) + f"; expected {want} = {name} "
+                                                                                f"(sink measured: {r.sink})")
+
+
+# ---- figures -----------------------------------------------------------------------------------------------------
+
+COLORS = {"vertical": "tab:blue", "diagonal": "tab:orange", "vertical+diagonal": "tab:purple", "block": "tab:green",
+          "heterogeneous": "0.6"}
+
+
+@figure("patterns")
+def patterns_figures(pass_results, directory: Path) -> list[Path]:
+    """Fig. 1 (a typical map of each type) + Fig. 2 (type shares per task), Fig. 6 (feature scores per layer),
+    Fig. 7 (final-layer [CLS] row per task)."""
+    plt = pyplot()
+    paths = []
+    by_model: dict[str, list] = {}
+    for pr in pass_results:
+        if isinstance(pr.result, PatternsResult):
+            by_model.setdefault(pr.model.slug, []).append(pr)
+    for slug, prs in by_model.items():
+        prs.sort(key=lambda p: GLUE_TASKS.index(p.result.task))
+        name = prs[0].model.name
+        # Fig. 1 + Fig. 2
+        fig = plt.figure(figsize=(13, 5.5))
+        ex = prs[0].result
+        st = (ex.finetuned or ex.pretrained)
+        for k, t in enumerate(TYPES):
+            ax = fig.add_subplot(2, 5, k + 1)
+            e = st.glue.examples.get(t)
+            if e is None:
+                ax.set_title(f"{t}: none", fontsize=8)
+                ax.axis("off")
+                continue
+            ax.imshow(e["map"], cmap="Greys", vmin=0, vmax=max(float(e["map"].max()), 1e-6))
+            v, d, b = e["features"]
+            ax.set_title(f"{t}\n{head_name(e['layer'], e['head'])} v={v:.2f} d={d:.2f} b={b:.2f}", fontsize=7)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        ax = fig.add_subplot(2, 1, 2)
+        labels, bottoms, x = [], None, 0
+        bars = []
+        for p in prs:
+            r = p.result
+            for ms in (r.pretrained, r.finetuned):
+                if ms is not None:
+                    bars.append((f"{r.task}\n{'pt' if ms is r.pretrained else 'ft'}", ms.glue.shares()))
+        bottoms = np.zeros(len(bars))
+        for k, t in enumerate(TYPES):
+            vals = np.array([s[k] for _, s in bars])
+            ax.bar(range(len(bars)), vals, bottom=bottoms, color=COLORS[t], label=t)
+            bottoms += vals
+        ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+        ax.set_ylabel("share of maps")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1, 1))
+        fig.suptitle(f"{name}: typical maps ({ex.task}, {st.label}; Kovaleva Fig. 1) and type shares per task "
+                     f"(Fig. 2; rule-based types, not the paper's CNN)", fontsize=9)
+        paths.append(save_figure(fig, directory, f"patterns-types-{slug}.png"))
+        # Fig. 6: per layer, mean score of each feature (special on the task, linguistic on UD)
+        for p in prs:
+            r = p.result
+            models = [ms for ms in (r.pretrained, r.finetuned) if ms is not None]
+            fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.6), squeeze=False)
+            for ax, ms in zip(axes[0], models):
+                layers = np.arange(1, r.n_layers + 1)
+                for i, f in enumerate(SPECIAL):
+                    ax.plot(layers, ms.glue.special[..., i].mean(1), "o-", lw=2, label=f"{f} ({r.task})")
+                for i, f in enumerate(UD_FEATURES):
+                    if f in ("[CLS]", "[SEP]"):
+                        continue
+                    ax.plot(layers, ms.ud.scores[..., i].mean(1), "--", lw=1, label=f"{f} (UD)")
+                ax.set_xlabel("layer")
+                ax.set_ylabel("score (mean over heads)")
+                ax.set_title(ms.label, fontsize=8)
+                ax.legend(fontsize=6)
+            fig.suptitle(f"{name}: attention to special tokens and linguistic features per layer (Kovaleva Fig. 6; "
+                         f"{r.task} n = {r.n_dev}, UD n = {r.pretrained.ud.n_sentences})", fontsize=9)
+            paths.append(save_figure(fig, directory, f"patterns-features-{slug}-{r.task}.png"))
+        # Fig. 7: final-layer [CLS] row per task
+        rows = []
+        for p in prs:
+            r = p.result
+            for ms in (r.pretrained, r.finetuned):
+                if ms is not None:
+                    rows.append((f"{r.task} {'pt' if ms is r.pretrained else 'ft'}", ms.glue.cls_row[-1].mean(0)))
+        fig, ax = plt.subplots(figsize=(5, 0.5 + 0.4 * len(rows)))
+        mat = np.array([x for _, x in rows])
+        ax.imshow(mat, cmap="Greys", vmin=0, vmax=1, aspect="auto")
+        for (i, j), v in np.ndenumerate(mat):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="tab:red")
+        ax.set_xticks(range(len(CLS_CLASSES)), CLS_CLASSES, fontsize=7)
+        ax.set_yticks(range(len(rows)), [n for n, _ in rows], fontsize=7)
+        ax.set_title(f"{name}: final-layer [CLS] attention (Kovaleva Fig. 7)", fontsize=8)
+        paths.append(save_figure(fig, directory, f"patterns-cls-{slug}.png"))
+    return paths
