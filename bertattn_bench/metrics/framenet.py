@@ -266,7 +266,9 @@ def framenet_heads(pr, direction: str = "both", percentile: float = PERCENTILE, 
                               f"score: " + ", ".join(f"{head_name(l, h)} {score[l, h]:.3f}/{r.control[d][l, h]:.3f}"
                                                      for l, h in top)
                               + f"; {r.n_pairs} linked pairs, {r.draws} control draws per sentence "
-                                f"({r.n_fallback} reused the linked pair)")
+                                f"({r.n_fallback // max(r.draws, 1)} pairs without another at their distance reuse "
+                                f"themselves); {int((p * p.size < alpha).sum())} heads beat their control by the paired "
+                                f"test alone")
 
 
 @metric("framenet_top_score")
