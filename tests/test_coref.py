@@ -40,7 +40,8 @@ EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
 
 @pytest.fixture(scope="module")
 def doc():
-    return read_gum_document(TOY)
+    """The toy read as the project's earlier setup (UPOS types, UD name heads): the EXPECTED table above."""
+    return read_gum_document(TOY, typing="upos", name_heads="ud")
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,66 @@ def test_windows_keep_antecedents_inside(doc, tokenizer):
     windows, stats = make_windows([doc], tokenizer, pieces[2] + 1)
     assert stats.n_skipped_sentences >= 1
     assert all(not set(range(w.offset, w.offset + len(w.words))) & set(range(11, 22)) for w in windows)
+
+
+# ---- Clark's setup: PTB typing, last-word name heads, first-128-piece truncation, corpus variants --------------
+
+def test_ptb_typing_and_last_word_name_heads(tmp_path):
+    from bertattn_bench.data.coref import name_head, ptb_kind
+
+    assert [ptb_kind(t) for t in ("PRP", "PRP$", "NNP", "NNPS", "DT", "WP", "NN", "VB", "_")] == \
+        ["pronoun", "pronoun", "proper", "proper"] + ["nominal"] * 5
+    # "John Smith" (UD: John heads Smith by flat) -> Smith; a non-flat dependent does not move the head
+    assert name_head(0, 0, 2, [-1, 0], ["root", "flat"]) == 1
+    assert name_head(0, 0, 2, [-1, 0], ["root", "flat:name"]) == 1
+    assert name_head(1, 0, 2, [1, -1], ["amod", "root"]) == 1
+    doc = read_gum_document(TOY)  # Clark's defaults
+    got = [(m.head, m.kind) for m in doc.mentions]
+    assert got == [(1, "proper"), (3, "proper"), (5, "pronoun"), (7, "pronoun"), (12, "proper"), (15, "proper"),
+                   (22, "proper"), (25, "proper"), (28, "nominal")]
+    assert doc.n_name_heads_moved == 4 and doc.typing == "ptb" and doc.name_heads == "last"
+    # typing reads XPOS, not UPOS: a PROPN tagged NN is nominal under ptb, proper under upos
+    text = TOY.read_text(encoding="utf-8").replace("Zbrowskiova\tzbrowskiova\tPROPN\tNNP",
+                                                   "Zbrowskiova\tzbrowskiova\tPROPN\tNN")
+    path = _write(tmp_path, text)
+    assert read_gum_document(path).mentions[1].kind == "nominal"
+    assert read_gum_document(path, typing="upos").mentions[1].kind == "proper"
+    # no XPOS: ptb typing refuses, naming file:line of the head word
+    bad = _write(tmp_path, text.replace("He\the\tPRON\tPRP", "He\the\tPRON\t_"))
+    with pytest.raises(DataError, match=r"GUM_bad.conllu:\d+: head word 'He' .* no XPOS"):
+        read_gum_document(bad)
+    assert read_gum_document(bad, typing="upos").mentions[2].kind == "pronoun"
+
+
+def test_truncation_keeps_the_first_pieces_only(doc, tokenizer):
+    from bertattn_bench.data.coref import truncate_documents
+
+    pieces = [max(1, len(tokenizer.tokenize(w))) for w in doc.words]
+    windows, stats = truncate_documents([doc], tokenizer, 128)
+    assert len(windows) == 1 and len(windows[0].words) == len(doc.words)
+    # cut inside S3, after "John Smith and John" (word 14): [John Doe] straddles the cut, S4/S5 are not read
+    budget = sum(pieces[:14 + 1]) + 2
+    windows, stats = truncate_documents([doc], tokenizer, budget)
+    assert len(windows) == 1 and windows[0].offset == 0 and len(windows[0].words) == 15
+    assert {a.head for a in windows[0].anaphors} == {5, 7, 11}
+    assert stats.n_cut_mentions == 1 and stats.n_windows == 1
+    assert len(encode_words(tokenizer, 0, windows[0].words).input_ids) <= budget
+    windows, _ = truncate_documents([doc], tokenizer, budget - 1)  # one piece less: John (14) is cut off
+    assert len(windows[0].words) == 14
+
+
+def test_corpus_variants():
+    from bertattn_bench.data.coref import corpus_variants, parse_corpus
+
+    assert parse_corpus("gum_dev") == ("gum_dev", False, "ptb", "last")
+    assert parse_corpus("gum_dev_windows") == ("gum_dev", True, "ptb", "last")
+    assert parse_corpus("gum_test_ud") == ("gum_test", False, "upos", "ud")
+    assert parse_corpus("gum_train_windows_ud") == ("gum_train", True, "upos", "ud")
+    assert parse_corpus("litbank_windows") == ("litbank", True, "ptb", "last")
+    assert "litbank_ud" not in corpus_variants()
+    for bad in ("litbank_ud", "gum_dev_ud_windows", "gum", "gum_dev_"):
+        with pytest.raises(DataError, match="unknown coreference corpus"):
+            parse_corpus(bad)
 
 
 def _write(tmp_path, text: str) -> Path:
@@ -177,12 +238,16 @@ def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
     from bertattn_bench.metrics.coref import prepare_coref
 
     data = _toy_data_dir(tmp_path)
-    a = prepare_coref(tiny, data, "gum_dev", batch_size=8).run().result
-    b = prepare_coref(tiny, data, "gum_dev", batch_size=1).run().result
+    a = prepare_coref(tiny, data, "gum_dev_windows_ud", batch_size=8).run().result
+    b = prepare_coref(tiny, data, "gum_dev_windows_ud", batch_size=1).run().result
     assert a.count() == 6 and a.n_documents == 1
     assert torch.equal(a.correct, b.correct)
     assert a.correct.shape == (tiny.info.n_layers, 3, tiny.info.n_heads)
     assert a.baseline("rules") == pytest.approx(100 * 4 / 6)
+    # Clark's default (first 128 pieces, PTB types, last-word name heads): the toy fits, every name is NNP
+    c = prepare_coref(tiny, data, "gum_dev", batch_size=8).run().result
+    assert c.count() == 6 and c.n_windows == 1
+    assert c.count("proper") == 3 and c.count("pronoun") == 2 and c.count("nominal") == 1
 
 
 def _toy_data_dir(tmp_path) -> Path:

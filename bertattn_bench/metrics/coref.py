@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..attention import Reducer, head_name, parse_head_name
-from ..data.coref import KINDS, CorefWindow, WindowStats
+from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from ..plotting import pyplot, save_figure
 
@@ -127,18 +127,21 @@ def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.
     return out
 
 
-@family("coref", corpora=("gum_dev", "gum_test", "gum_train", "litbank"), default_corpus="gum_dev")
+@family("coref", corpora=corpus_variants(), default_corpus="gum_dev")
 def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | None = None, batch_size: int = 32,
                   max_tokens: int = 128):
-    """Clark §4.3: GUM (or LitBank) documents cut into windows of whole sentences (<= ``max_tokens`` pieces);
+    """Clark §4.3: by default each GUM (or LitBank) document truncated to its first ``max_tokens`` pieces, as the
+    paper (footnote 3); a ``_windows`` corpus variant cuts every document into windows of whole sentences instead,
+    a ``_ud`` variant types mentions by UPOS with UD name heads (``bertattn_bench.data.coref.parse_corpus``).
     ``limit`` = at most that many windows. Windows without an anaphor are not run (they add nothing)."""
     from ..batching import Skipped, drop_too_long, encode_words
-    from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows
+    from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows, parse_corpus, truncate_documents
     from ..passes import PreparedPass
 
+    base, all_windows, typing, name_heads = parse_corpus(corpus)
     max_tokens = min(max_tokens, loaded.info.max_positions)
     docs = load_documents(data_dir, corpus)
-    windows, stats = make_windows(docs, loaded.tokenizer, max_tokens)
+    windows, stats = (make_windows if all_windows else truncate_documents)(docs, loaded.tokenizer, max_tokens)
     windows = [w for w in windows if w.anaphors]
     if limit is not None:
         windows = windows[:limit]
@@ -157,12 +160,17 @@ def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | 
         result.n_mentions = sum(w.n_mentions for w in kept)
         return result
 
-    if corpus == "litbank":
+    if base == "litbank":
         source = f"LitBank ({len(docs)} docs; CoNLL-2012 chains, heuristic head words and types"
     else:
-        source = f"GUM {CORPORA[corpus]} ({len(docs)} docs; Entity= chains, UD heads"
+        moved = sum(d.n_name_heads_moved for d in docs)
+        source = (f"GUM {CORPORA[base]} ({len(docs)} docs; Entity= chains, UD heads"
+                  + (f" with a flat name's last word as its head ({moved} mentions)" if name_heads == "last" else "")
+                  + f", {'Penn XPOS' if typing == 'ptb' else 'UPOS'} mention types")
+    cut = (f"windows of whole sentences <= {max_tokens} pieces, non-overlapping" if all_windows
+           else f"each document truncated to its first {max_tokens} pieces")
     return PreparedPass(
-        "coref", corpus, f"{source}; windows of whole sentences <= {max_tokens} pieces, non-overlapping)",
+        "coref", corpus, f"{source}; {cut})",
         loaded, encoded, skipped, lambda: CorefReducer(windows, info.n_layers, info.n_heads, info.device),
         finish=finish, with_words=True, batch_size=batch_size,
         data_paths=corpus_data_paths(data_dir, corpus))
