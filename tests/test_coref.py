@@ -25,7 +25,7 @@ from bertattn_bench.batching import encode_words, make_batch
 from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
 from bertattn_bench.errors import DataError
 from bertattn_bench.metrics.coref import CorefReducer, CorefResult, baseline_counts
-from bertattn_bench.registry import METRICS, NotApplicable, load_all_metrics
+from bertattn_bench.registry import METRICS, NotApplicable, difference_se, load_all_metrics
 
 TOY = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
 EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
@@ -285,8 +285,12 @@ def test_best_head_gap_and_type_order():
     m = METRICS["coref_best_head_gap"](_PR(res), baselines=("head_word", "nearest"), margins=(0, 15))
     assert m.head == "1-1" and m.n == 30
     assert m.value == pytest.approx(min(190 / 3 - 160 / 3, 190 / 3 - 80 / 3 - 15))
+    # its standard error: the binding bar's (head-word) difference, binomial over the 30 anaphors
+    assert m.standard_error == pytest.approx(difference_se((190 / 3, 30), (160 / 3, 30)))
+    assert m.standard_error == pytest.approx(100 * ((19 / 30 * 11 / 30 + 16 / 30 * 14 / 30) / 30) ** 0.5)
     order = METRICS["coref_type_order"](_PR(res))
     assert order.value == pytest.approx(min(80 - 60, 60 - 50))
+    assert order.standard_error == pytest.approx(difference_se((60, 10), (50, 10)))  # pronoun - nominal binds
     weak = _result([(1, 1, 2), (0, 0, 0)], BASE)  # best head 13.3 <= nearest 26.7: no coreference head
     with pytest.raises(NotApplicable, match="no coreference head"):
         METRICS["coref_type_order"](_PR(weak))
@@ -299,7 +303,9 @@ def test_baseline_rank_nominal_gap_and_named_head():
         assert METRICS["coref_baseline_rank"](_PR(res), baseline=name, rank=rank).value == 4
     assert METRICS["coref_baseline_rank"](_PR(res), baseline="rules", rank=1).value == 0
     # gaps to rules: pronoun -10, proper 0, nominal -10 → nominal - best other = -10; nominal vs head-word +10
-    assert METRICS["coref_nominal_gap"](_PR(res)).value == pytest.approx(-10)
+    nominal = METRICS["coref_nominal_gap"](_PR(res))
+    assert nominal.value == pytest.approx(-10)
+    assert nominal.standard_error == pytest.approx(difference_se((50, 10), (60, 10), (80, 10), (80, 10)))
     assert METRICS["coref_named_head"](_PR(res), head="1-2").value == 2
     with pytest.raises(NotApplicable):
         METRICS["coref_named_head"](_PR(res), head="5-4")

@@ -251,10 +251,14 @@ def test_margin_metrics():
     m = P.probe_margin_over(pr, "attn", {"right_branching": 20, "best_head": 10})
     assert m.value == pytest.approx(5.0) and m.n == 100 and m.n_unit == "arcs"  # 60 - max(50, 55)
     assert "best single head 3-2" in m.detail
+    # SE of the binding difference (best head), binomial over the 100 arcs
+    assert m.standard_error == pytest.approx(100 * ((0.6 * 0.4 + 0.45 * 0.55) / 100) ** 0.5)
     assert P.probe_margin_over(pr, "attn_words", {"attn": 5, "dist_words": 5}).value == pytest.approx(2.0)
     m = P.probe_margin_under(pr, "random_init", {"right_branching": 10, "attn_words": -20})
     assert m.value == pytest.approx(-15.0)  # 25 - min(40, 52)
+    assert m.standard_error == pytest.approx(100 * ((0.25 * 0.75 + 0.3 * 0.7) / 100) ** 0.5)  # right-branching binds
     assert P.probe_uas(pr, "right_branching").value == 30.0
+    assert P.probe_uas(pr, "right_branching").standard_error == pytest.approx(100 * (0.3 * 0.7 / 100) ** 0.5)
     assert P.probe_uas(pr, "dist_words").value == 65.0
     empty = result(attn=0.0)
     empty.result.n_eval_arcs = 0

@@ -22,7 +22,7 @@ import torch
 
 from ..attention import Reducer, head_name, parse_head_name
 from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
-from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..registry import Measurement, NotApplicable, binomial_se, difference_se, family, figure, metric
 from ..plotting import pyplot, save_figure
 
 BASELINES = ("nearest", "head_word", "rules")
@@ -216,7 +216,10 @@ def coref_best_head_gap(pr, baselines: tuple = ("head_word",), margins: tuple = 
     gaps = [acc - res.baseline(b, kind) - m for b, m in zip(baselines, margins)]
     bars = ", ".join(f"{BASELINE_NAMES[b]} {res.baseline(b, kind):.1f}" + (f" + {m:g}" if m else "")
                      for b, m in zip(baselines, margins))
-    return Measurement(min(gaps), n=res.count(kind), n_unit="anaphors", head=head_name(layer, head), unit="points",
+    n = res.count(kind)
+    binding = baselines[int(np.argmin(gaps))]
+    return Measurement(min(gaps), n=n, n_unit="anaphors", head=head_name(layer, head), unit="points",
+                       standard_error=difference_se((acc, n), (res.baseline(binding, kind), n)),
                        detail=f"{kind}: {_best_text(res)} vs {bars}; {_baselines_text(res)}; {_data_text(res)}")
 
 
@@ -232,7 +235,10 @@ def coref_type_order(pr, order: tuple = ("proper", "pronoun", "nominal")) -> Mea
                             f"baseline {res.baseline('nearest'):.1f}% (n={res.count()})")
     vals = [res.head_accuracy(layer, head, k) for k in order]
     diffs = [a - b for a, b in zip(vals, vals[1:])]
+    i = int(np.argmin(diffs))
+    se = difference_se((vals[i], res.count(order[i])), (vals[i + 1], res.count(order[i + 1])))
     return Measurement(min(diffs), n=res.count(), n_unit="anaphors", head=head_name(layer, head), unit="points",
+                       standard_error=se,
                        detail=(" >= ".join(f"{k} {v:.1f} (n={res.count(k)})" for k, v in zip(order, vals))
                                + f"; {_best_text(res)}"))
 
@@ -260,6 +266,7 @@ def coref_baseline_accuracy(pr, baseline: str, kind: str = "all") -> Measurement
     """A baseline's antecedent-selection accuracy (Clark Table 2), percent."""
     res = _res(pr)
     return Measurement(res.baseline(baseline, kind), n=res.count(kind), n_unit="anaphors", unit="%",
+                       standard_error=binomial_se(res.baseline(baseline, kind), res.count(kind)),
                        detail=_baselines_text(res))
 
 
@@ -271,10 +278,15 @@ def coref_nominal_gap(pr, kind: str = "nominal", versus: str = "rules", string_m
     res = _res(pr)
     layer, head, _ = res.best_head()
     gaps = {k: res.head_accuracy(layer, head, k) - res.baseline(versus, k) for k in KINDS}
-    relative = gaps[kind] - max(v for k, v in gaps.items() if k != kind)
+    other = max((k for k in gaps if k != kind), key=lambda k: gaps[k])
+    relative = gaps[kind] - gaps[other]
     over_string = res.head_accuracy(layer, head, kind) - res.baseline(string_match, kind)
+    cells = lambda k, *bases: [(res.head_accuracy(layer, head, k), res.count(k))] + [  # noqa: E731
+        (res.baseline(b, k), res.count(k)) for b in bases]
+    se = (difference_se(*cells(kind, versus), *cells(other, versus)) if relative <= over_string
+          else difference_se(*cells(kind, string_match)))
     return Measurement(min(relative, over_string), n=res.count(kind), n_unit=f"{kind} anaphors",
-                       head=head_name(layer, head), unit="points", detail=(
+                       head=head_name(layer, head), unit="points", standard_error=se, detail=(
                            f"gap to {BASELINE_NAMES[versus]}: " + ", ".join(f"{k} {v:+.1f}" for k, v in gaps.items())
                            + f"; {kind} vs {BASELINE_NAMES[string_match]} {over_string:+.1f}; {_best_text(res)}"))
 
@@ -304,6 +316,7 @@ def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
     res = _res(pr)
     acc, layer, h = _named_head(res, head, kind)
     return Measurement(float(acc[layer, h]), n=res.count(kind), n_unit="anaphors", head=head, unit="%",
+                       standard_error=binomial_se(float(acc[layer, h]), res.count(kind)),
                        detail=f"{_best_text(res)}; {_baselines_text(res)}")
 
 

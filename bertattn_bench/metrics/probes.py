@@ -35,7 +35,7 @@ from ..attention import Reducer, run_reducers
 from ..batching import Encoded, drop_too_long, encode_words, iter_batches
 from ..errors import DataError
 from ..passes import PassResult, PreparedPass
-from ..registry import Measurement, NotApplicable, family, metric
+from ..registry import Measurement, NotApplicable, binomial_se, difference_se, family, metric
 from .structural_probe import HiddenWordStates, StructuralScore, StructuralSettings, Tree, structural_probe
 from .syntax import DIRECTIONS, DependencyReducer, HeadScore, offset_baselines, sd_arcs
 
@@ -557,11 +557,17 @@ def _bars(res: ProbeResult, probe: str, bars: dict) -> tuple[list[float], str]:
     return gaps, f"{res.label(probe)} {res.uas(probe):.1f} vs " + ", ".join(parts)
 
 
+def _gap_se(res: ProbeResult, probe: str, bar: str) -> float:
+    """SE of UAS(probe) - UAS(bar) on the same eval arcs (binomial, taken as independent: errs wide)."""
+    return difference_se((res.uas(probe), res.n_eval_arcs), (res.uas(bar), res.n_eval_arcs))
+
+
 @metric("probe_uas")
 def probe_uas(pr, probe: str) -> Measurement:
     """UAS (%) of a probe or baseline of Clark Table 3 on the eval arcs."""
     res = _result(pr)
     return Measurement(res.uas(probe), n=res.n_eval_arcs, n_unit="arcs", unit="UAS",
+                       standard_error=binomial_se(res.uas(probe), res.n_eval_arcs),
                        detail=f"{res.describe()}; {_train_note(res)}")
 
 
@@ -571,6 +577,7 @@ def probe_margin_over(pr, probe: str, bars: dict) -> Measurement:
     res = _result(pr)
     gaps, line = _bars(res, probe, bars)
     return Measurement(min(gaps), n=res.n_eval_arcs, n_unit="arcs", unit="points over the highest bar",
+                       standard_error=_gap_se(res, probe, list(bars)[int(np.argmin(gaps))]),
                        detail=f"{line}; {_train_note(res)}")
 
 
@@ -580,6 +587,7 @@ def probe_margin_under(pr, probe: str, bars: dict) -> Measurement:
     res = _result(pr)
     gaps, line = _bars(res, probe, bars)
     return Measurement(max(gaps), n=res.n_eval_arcs, n_unit="arcs", unit="points over the lowest bar",
+                       standard_error=_gap_se(res, probe, list(bars)[int(np.argmax(gaps))]),
                        detail=f"{line}; random init: {res.random_init}; {_train_note(res)}")
 
 
@@ -592,4 +600,5 @@ def probe_vs_structural(pr, probe: str = "attn_words") -> Measurement:
         raise NotApplicable("this probes pass trained no structural probe")
     st = res.structural
     return Measurement(res.uas(probe) - st.uuas, n=res.n_eval_arcs, n_unit="arcs", unit="points (UAS - UUAS)",
+                       standard_error=difference_se((res.uas(probe), res.n_eval_arcs), (st.uuas, st.n_edges)),
                        detail=f"{res.label(probe)} {res.uas(probe):.1f} UAS vs {st.describe()}; {_train_note(res)}")
