@@ -214,6 +214,17 @@ def test_reducer_counts_antecedent_hits(window, tokenizer):
     assert res.n.tolist() == [2, 3, 1]
     assert res.correct[0, :, 0].tolist() == [2, 3, 1]
     assert res.correct[0, :, 1].tolist() == [0, 0, 0]
+    # head 0 is right on every anaphor: "both right" = the baselines' own hits per type; head 1 on none
+    for i, name in enumerate(("nearest", "head_word", "rules")):
+        assert res.both[0, :, i, 0].tolist() == {"nearest": [0, 1, 0], "head_word": [0, 1, 0],
+                                                 "rules": [1, 3, 0]}[name]
+        assert res.both[0, :, i, 1].tolist() == [0, 0, 0]
+    res.baseline_correct = baseline_counts([window])
+    # paired SE vs rules (n 6): head right / rules wrong on 2, the reverse on 0: sqrt(2 - 4/6) / 6
+    assert res.paired_se(0, 0, "rules") == pytest.approx(100 * (2 - 4 / 6) ** 0.5 / 6)
+    # head 1 (0 of 6) vs nearest (1 of 6): c = 1: sqrt(1 - 1/6) / 6
+    assert res.paired_se(0, 1, "nearest") == pytest.approx(100 * (1 - 1 / 6) ** 0.5 / 6)
+    assert res.paired_se(0, 0, "rules", "proper") == pytest.approx(0.0)  # 3 of 3 both
 
 
 def test_reducer_sums_pieces_attended_to_and_skips_self(window, tokenizer):

@@ -40,6 +40,8 @@ class CorefResult:
     n_documents: int = 0
     n_mentions: int = 0
     stats: WindowStats | None = None
+    # (n_layers, n_kinds, n_baselines, n_heads): anaphors both the head and the baseline (BASELINES order) resolve
+    both: torch.Tensor | None = None
 
     def count(self, kind: str = "all") -> int:
         return int(self.n.sum()) if kind == "all" else int(self.n[self.kinds.index(kind)])
@@ -58,6 +60,20 @@ class CorefResult:
     def head_accuracy(self, layer: int, head: int, kind: str = "all") -> float:
         return float(self.accuracy(kind)[layer, head])
 
+    def paired_se(self, layer: int, head: int, name: str, kind: str = "all") -> float | None:
+        """Standard error (points) of head accuracy − baseline accuracy on the same anaphors, paired: from the
+        discordant anaphors (head right/baseline wrong b, the reverse c), sqrt(((b + c) − (b − c)²/n) / n²)."""
+        if self.both is None:
+            return None
+        kinds = slice(None) if kind == "all" else [self.kinds.index(kind)]
+        both = float(self.both[layer, kinds, BASELINES.index(name), head].sum())
+        n = self.count(kind)
+        head_hits = float(self.correct[layer, kinds, head].sum())
+        c_base = self.baseline_correct[name]
+        base_hits = float(c_base.sum()) if kind == "all" else float(c_base[self.kinds.index(kind)])
+        b, c = head_hits - both, base_hits - both
+        return 100.0 * max((b + c) - (b - c) ** 2 / max(n, 1), 0.0) ** 0.5 / max(n, 1)
+
     def baseline(self, name: str, kind: str = "all") -> float:
         c = self.baseline_correct[name]
         hits = float(c.sum()) if kind == "all" else float(c[self.kinds.index(kind)])
@@ -74,7 +90,10 @@ class CorefReducer(Reducer):
         self.heads = [np.array([a.head for a in w.anaphors], dtype=np.int64) for w in windows]
         self.kind_ids = [np.array([kid[a.kind] for a in w.anaphors], dtype=np.int64) for w in windows]
         self.golds = [[a.antecedent_heads for a in w.anaphors] for w in windows]
+        self.base_flags = [np.array([[getattr(a, b) for b in BASELINES] for a in w.anaphors], dtype=np.float64)
+                           .reshape(len(w.anaphors), len(BASELINES)) for w in windows]
         self.correct = torch.zeros(n_layers, len(self.kinds), n_heads, dtype=torch.float64, device=device)
+        self.both = torch.zeros(n_layers, len(self.kinds), len(BASELINES), n_heads, dtype=torch.float64, device=device)
         self.n = torch.zeros(len(self.kinds), dtype=torch.long, device=device)
         self.device = device
         self.n_windows = 0
@@ -91,13 +110,15 @@ class CorefReducer(Reducer):
         kind = np.zeros((b, a), dtype=np.int64)
         valid = np.zeros((b, a), dtype=bool)
         gold = np.zeros((b, a, w), dtype=bool)
+        base = np.zeros((b, a, len(BASELINES)), dtype=np.float64)
         for i, e in enumerate(ex):
             k = len(self.heads[e.index])
             idx[i, :k], kind[i, :k], valid[i, :k] = self.heads[e.index], self.kind_ids[e.index], True
+            base[i, :k] = self.base_flags[e.index]
             for j, heads in enumerate(self.golds[e.index]):
                 gold[i, j, list(heads)] = True
         to = lambda x: torch.from_numpy(x).to(self.device)  # noqa: E731
-        idx_t, self.valid, self.gold = to(idx), to(valid), to(gold)
+        idx_t, self.valid, self.gold, self.base = to(idx), to(valid), to(gold), to(base)
         t = batch.word_from.shape[-1]
         self.from_rows = batch.word_from.gather(1, idx_t.unsqueeze(-1).expand(-1, -1, t))  # (B, A, T)
         self_word = torch.nn.functional.one_hot(idx_t, w).bool()
@@ -112,9 +133,11 @@ class CorefReducer(Reducer):
         pred = words.masked_fill(self.invalid, float("-inf")).argmax(-1)  # (B, H, A)
         hit = self.gold.unsqueeze(1).expand(-1, pred.shape[1], -1, -1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
         self.correct[layer] += torch.einsum("bha,bak->kh", hit.double(), self.kind_onehot)
+        self.both[layer] += torch.einsum("bha,bak,bar->krh", hit.double(), self.kind_onehot, self.base)
 
     def finalize(self) -> CorefResult:
-        return CorefResult(self.kinds, self.correct.cpu(), self.n.cpu(), n_windows=self.n_windows)
+        return CorefResult(self.kinds, self.correct.cpu(), self.n.cpu(), n_windows=self.n_windows,
+                           both=self.both.cpu())
 
 
 def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.Tensor]:
@@ -218,8 +241,11 @@ def coref_best_head_gap(pr, baselines: tuple = ("head_word",), margins: tuple = 
                      for b, m in zip(baselines, margins))
     n = res.count(kind)
     binding = baselines[int(np.argmin(gaps))]
+    se = res.paired_se(layer, head, binding, kind)
+    if se is None:  # no paired counts (a result built by hand): the two accuracies taken as independent
+        se = difference_se((acc, n), (res.baseline(binding, kind), n))
     return Measurement(min(gaps), n=n, n_unit="anaphors", head=head_name(layer, head), unit="points",
-                       standard_error=difference_se((acc, n), (res.baseline(binding, kind), n)),
+                       standard_error=se,
                        detail=f"{kind}: {_best_text(res)} vs {bars}; {_baselines_text(res)}; {_data_text(res)}")
 
 
