@@ -413,3 +413,24 @@ def test_sd_like_trees():
                        ("rain", 1, "obl")])
     assert P.sd_like(phrase).heads == [0, 1, 5, 5, 2]
     assert P.gold_heads(P.sd_like(sentence(CAT))).tolist() == [1, 2, P.ROOT, 2, 5, 3, -1]
+
+
+def test_tiers_and_tree_variants(tmp_path, tiny):
+    """The quick tier samples n_train sentences, --tier full reads every GUM train sentence (of >= 2 words); the
+    corpus label of a full-tier pass carries the tier; ``_ud`` corpora keep UD's trees."""
+    from bertattn_bench.claims import corpus_label
+
+    root = make_data_dir(tmp_path)  # 3 train documents, 2 usable sentences each
+    quick = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "quick"})
+    assert len(quick.train_encoded) == 6 and quick.tier == "quick"  # 800 asked, 6 there
+    full = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "full"})
+    assert len(full.train_encoded) == 6 and full.tier == "full" and full.settings.n_train is None
+    assert "(all)" in full.data and "full tier" in full.data and "SD-like" in full.data
+    pr = SimpleNamespace(corpus="ewt_dev", result=SimpleNamespace(tier="full"))
+    assert corpus_label(pr) == "ewt_dev+full"
+    with pytest.raises(DataError, match="--tier 'huge'"):
+        P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "huge"})
+    # SD-like by default: CAT's "on" is headed by "sat"; the _ud variant keeps UD (on → mat)
+    assert full.eval_heads[0].tolist() == [1, 2, P.ROOT, 2, 5, 3, -1]
+    ud = P.prepare_probes(tiny, root, "ewt_dev_ud", options={"tier": "quick"})
+    assert ud.eval_heads[0].tolist() == [1, 2, P.ROOT, 5, 5, 2, -1] and "UD gold trees" in ud.data
