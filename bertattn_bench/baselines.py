@@ -60,7 +60,9 @@ def record_baselines(session, directory: Path, date: str | None = None) -> list[
     written = []
     for slug, outcomes in by_model.items():
         results = {baseline_key(o.claim_id, o.corpus): {"measured": o.measured, "n": o.n, "n_unit": o.n_unit,
-                                                        "holds": o.holds, "head": o.head, "detail": o.detail}
+                                                        "holds": o.holds, "head": o.head, "detail": o.detail,
+                                                        **({"inconclusive": True} if getattr(o, "inconclusive", False)
+                                                           else {})}
                    for o in outcomes}
         path = directory / f"{slug}.json"
         info = next(p for p in session.passes if p["slug"] == slug)

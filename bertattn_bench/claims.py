@@ -5,6 +5,11 @@ Evaluating a claim gives a :class:`ClaimOutcome` with two separate judgements:
 * ``holds`` — the paper's claim, by its comparison, on this model (a claim that does not hold is a finding);
 * ``baseline_ok`` — the measured value equals the model's recorded baseline within the claim's tolerance
   (the regression check). pytest's pass/fail follows ``baseline_ok`` when a baseline exists, else ``holds``.
+
+Where the metric gives the value's standard error (``Measurement.standard_error``), the outcome carries the
+interval value ± ``interval_z`` x SE (95% by default) and is **inconclusive** when a threshold lies inside it: the
+verdict then reads e.g. ``does not hold (inconclusive: margin -0.93 ± 7.7, 95% CI)``, its side is reported but not
+checked against the baseline, and without a baseline it does not fail (the value check stays).
 """
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ class Claim:
     # "the target's"; model = "other" means each other model of the run. The metric gets them as ``passes``.
     inputs: list = field(default_factory=list)
     judged_on: str | None = None  # a claim over several corpora is judged once, on this corpus's pass
+    interval_z: float = 1.96  # the interval of a value with a standard error: ± z SE (1.96: 95%)
 
     def describe_comparison(self) -> str:
         if self.comparison == "between":
@@ -83,6 +89,16 @@ class Claim:
         lo, hi = recorded - self.tolerance, recorded + self.tolerance
         bounds = self.threshold if self.comparison == "between" else [self.threshold]
         return not any(lo <= b <= hi for b in bounds)
+
+    def interval(self, value: float, standard_error: float | None) -> tuple[list[float] | None, float | None]:
+        """([lo, hi], margin to the nearest threshold) when the value has a standard error and the comparison a
+        numeric threshold; the claim is inconclusive when a threshold lies in [lo, hi]."""
+        if standard_error is None or self.comparison == "in_band" or math.isnan(value):
+            return None, None
+        half = self.interval_z * standard_error
+        bounds = self.threshold if self.comparison == "between" else [self.threshold]
+        margin = min((value - b for b in bounds), key=abs)
+        return [value - half, value + half], margin
 
     def unmet_requirement(self, info, corpus: str | None = None) -> str | None:
         if self.judged_on and corpus is not None and corpus != self.judged_on:
@@ -138,12 +154,22 @@ class ClaimOutcome:
     passed: bool | None = None
     negative_control: bool = False  # judged as the random-init twin: passes when the claim does NOT hold
     check_failure: str | None = None  # which part of the baseline check failed: value, verdict or n
+    interval: list[float] | None = None  # [lo, hi]: measured ± z SE, where the metric gives a standard error
+    inconclusive: bool = False  # a threshold lies inside ``interval``: the side is noise
+    margin: float | None = None  # measured - the nearest threshold, where ``interval`` is given
 
     @property
     def verdict(self) -> str:
         if self.skipped:
             return "skipped"
-        return "holds" if self.holds else "does not hold"
+        side = "holds" if self.holds else "does not hold"
+        if self.inconclusive:
+            return f"{side} (inconclusive: margin {self.margin:+.3g} ± {self.half_width:.2g}, 95% CI)"
+        return side
+
+    @property
+    def half_width(self) -> float | None:
+        return None if self.interval is None else (self.interval[1] - self.interval[0]) / 2
 
     def record(self) -> dict:
         return asdict(self)
@@ -253,9 +279,16 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                                                   for p in resolved)
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""))
+    out.interval, out.margin = claim.interval(m.value, m.standard_error)
+    if out.interval is not None:
+        lo, hi = out.interval
+        bounds = claim.threshold if claim.comparison == "between" else [claim.threshold]
+        out.inconclusive = any(lo <= b <= hi for b in bounds)
+        out.detail += (f" [{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})"
+                       + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive else "]"))
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, corpus_label(pass_result)))
     if recorded is None:
-        out.passed = True if mode == "compare" else out.holds
+        out.passed = True if mode == "compare" else (out.holds or out.inconclusive)
         return out
     out.baseline, out.baseline_holds = recorded["measured"], recorded["holds"]
     out.baseline_model = (baseline or {}).get("provenance", {}).get("model")
@@ -268,6 +301,8 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         # a verdict is pinned to the recorded one unless the threshold lies inside the recorded value's tolerance
         # band (then the measured noise decides the side, and the verdict is reported, not checked)
         pinned = recorded["measured"] is None or claim.verdict_pinned(recorded["measured"])
+        # an inconclusive verdict (now or when recorded) is noise: reported, not checked
+        pinned = pinned and not out.inconclusive and not recorded.get("inconclusive")
         out.baseline_ok = within and (recorded["holds"] == out.holds or not pinned) and recorded.get("n") == m.n
         if within and not pinned:
             out.detail += (f" [verdict within noise: the threshold lies inside the recorded {recorded['measured']:.4g}"

@@ -35,6 +35,21 @@ class Measurement:
     detail: str = ""
     head: str | None = None  # "layer-head", 1-based, for per-head results
     unit: str = ""
+    # the value's standard error (its units), where the metric can say how far sampling moves it (a binomial SE for
+    # an accuracy over n anaphors/arcs); a claim on it is "inconclusive" when its threshold lies in the interval
+    standard_error: float | None = None
+
+
+def binomial_se(percent: float, n: int) -> float:
+    """Standard error (points) of an accuracy of ``percent`` % over ``n`` independent items."""
+    p = min(max(percent / 100.0, 0.0), 1.0)
+    return 100.0 * (p * (1.0 - p) / max(n, 1)) ** 0.5
+
+
+def difference_se(*terms: tuple[float, int]) -> float:
+    """Standard error of a sum/difference of accuracies (percent, n), taken as independent: for accuracies on the
+    same items (a head and a baseline on the same anaphors) positively correlated, so this errs wide."""
+    return sum(binomial_se(p, n) ** 2 for p, n in terms) ** 0.5
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ def _measured(o: ClaimOutcome) -> str:
     if o.measured is None:
         return "—"
     head = f" [{o.head}]" if o.head else ""
-    return f"{o.measured:.4g} {o.unit}".strip() + head
+    noise = f" ±{o.half_width:.2g}" if o.interval is not None else ""
+    return f"{o.measured:.4g}{noise} {o.unit}".strip() + head
 
 
 def _check(o: ClaimOutcome) -> str:
@@ -92,7 +93,8 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     columns, the skip reasons in full below it, and the counts per model (the random twin counted apart). The full
     table (section, the paper's reference, the comparison) is in the --claims-report files."""
     table = [{"claim": o.claim_id, "model": short_model(o.model), "data": o.corpus, "measured": _measured(o),
-              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else o.verdict, "check": _terminal_check(o)}
+              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else "inconclusive" if o.inconclusive
+              else o.verdict, "check": _terminal_check(o)}
              for o in in_report_order(outcomes)]
     lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple", disable_numparse=True)]
     reasons: dict[str, list[str]] = {}
@@ -116,15 +118,19 @@ def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
     out = []
     for (control, model), group in sorted(groups.items()):
         judged = [o for o in group if o.holds is not None]
-        held = sum(1 for o in judged if o.holds)
+        held = sum(1 for o in judged if o.holds and not o.inconclusive)
+        unsure = sum(1 for o in judged if o.inconclusive)
         passed = sum(1 for o in group if o.passed)
         skipped = sum(1 for o in group if o.skipped)
         if control:
             out.append(f"{model} (negative control): {held} of {len(judged)} learned-structure claims hold "
-                       f"(should be 0); {passed} of {len(group)} checks pass")
+                       f"(should be 0)" + (f", {unsure} inconclusive (should be 0)" if unsure else "")
+                       + f"; {passed} of {len(group)} checks pass")
         else:
-            out.append(f"{model}: {held} of {len(judged)} claims hold; {passed} of {len(group)} checks pass"
-                       + (f"; {skipped} skipped" if skipped else ""))
+            out.append(f"{model}: {held} of {len(judged)} claims hold"
+                       + (f", {len(judged) - held - unsure} do not, {unsure} inconclusive (the threshold inside the "
+                          f"value's 95% interval)" if unsure else "")
+                       + f"; {passed} of {len(group)} checks pass" + (f"; {skipped} skipped" if skipped else ""))
     return out
 
 

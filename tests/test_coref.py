@@ -25,7 +25,7 @@ from bertattn_bench.batching import encode_words, make_batch
 from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
 from bertattn_bench.errors import DataError
 from bertattn_bench.metrics.coref import CorefReducer, CorefResult, baseline_counts
-from bertattn_bench.registry import METRICS, NotApplicable, load_all_metrics
+from bertattn_bench.registry import METRICS, NotApplicable, difference_se, load_all_metrics
 
 TOY = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
 EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
@@ -40,7 +40,8 @@ EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
 
 @pytest.fixture(scope="module")
 def doc():
-    return read_gum_document(TOY)
+    """The toy read as the project's earlier setup (UPOS types, UD name heads): the EXPECTED table above."""
+    return read_gum_document(TOY, typing="upos", name_heads="ud")
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,66 @@ def test_windows_keep_antecedents_inside(doc, tokenizer):
     windows, stats = make_windows([doc], tokenizer, pieces[2] + 1)
     assert stats.n_skipped_sentences >= 1
     assert all(not set(range(w.offset, w.offset + len(w.words))) & set(range(11, 22)) for w in windows)
+
+
+# ---- Clark's setup: PTB typing, last-word name heads, first-128-piece truncation, corpus variants --------------
+
+def test_ptb_typing_and_last_word_name_heads(tmp_path):
+    from bertattn_bench.data.coref import name_head, ptb_kind
+
+    assert [ptb_kind(t) for t in ("PRP", "PRP$", "NNP", "NNPS", "DT", "WP", "NN", "VB", "_")] == \
+        ["pronoun", "pronoun", "proper", "proper"] + ["nominal"] * 5
+    # "John Smith" (UD: John heads Smith by flat) -> Smith; a non-flat dependent does not move the head
+    assert name_head(0, 0, 2, [-1, 0], ["root", "flat"]) == 1
+    assert name_head(0, 0, 2, [-1, 0], ["root", "flat:name"]) == 1
+    assert name_head(1, 0, 2, [1, -1], ["amod", "root"]) == 1
+    doc = read_gum_document(TOY)  # Clark's defaults
+    got = [(m.head, m.kind) for m in doc.mentions]
+    assert got == [(1, "proper"), (3, "proper"), (5, "pronoun"), (7, "pronoun"), (12, "proper"), (15, "proper"),
+                   (22, "proper"), (25, "proper"), (28, "nominal")]
+    assert doc.n_name_heads_moved == 4 and doc.typing == "ptb" and doc.name_heads == "last"
+    # typing reads XPOS, not UPOS: a PROPN tagged NN is nominal under ptb, proper under upos
+    text = TOY.read_text(encoding="utf-8").replace("Zbrowskiova\tzbrowskiova\tPROPN\tNNP",
+                                                   "Zbrowskiova\tzbrowskiova\tPROPN\tNN")
+    path = _write(tmp_path, text)
+    assert read_gum_document(path).mentions[1].kind == "nominal"
+    assert read_gum_document(path, typing="upos").mentions[1].kind == "proper"
+    # no XPOS: ptb typing refuses, naming file:line of the head word
+    bad = _write(tmp_path, text.replace("He\the\tPRON\tPRP", "He\the\tPRON\t_"))
+    with pytest.raises(DataError, match=r"GUM_bad.conllu:\d+: head word 'He' .* no XPOS"):
+        read_gum_document(bad)
+    assert read_gum_document(bad, typing="upos").mentions[2].kind == "pronoun"
+
+
+def test_truncation_keeps_the_first_pieces_only(doc, tokenizer):
+    from bertattn_bench.data.coref import truncate_documents
+
+    pieces = [max(1, len(tokenizer.tokenize(w))) for w in doc.words]
+    windows, stats = truncate_documents([doc], tokenizer, 128)
+    assert len(windows) == 1 and len(windows[0].words) == len(doc.words)
+    # cut inside S3, after "John Smith and John" (word 14): [John Doe] straddles the cut, S4/S5 are not read
+    budget = sum(pieces[:14 + 1]) + 2
+    windows, stats = truncate_documents([doc], tokenizer, budget)
+    assert len(windows) == 1 and windows[0].offset == 0 and len(windows[0].words) == 15
+    assert {a.head for a in windows[0].anaphors} == {5, 7, 11}
+    assert stats.n_cut_mentions == 1 and stats.n_windows == 1
+    assert len(encode_words(tokenizer, 0, windows[0].words).input_ids) <= budget
+    windows, _ = truncate_documents([doc], tokenizer, budget - 1)  # one piece less: John (14) is cut off
+    assert len(windows[0].words) == 14
+
+
+def test_corpus_variants():
+    from bertattn_bench.data.coref import corpus_variants, parse_corpus
+
+    assert parse_corpus("gum_dev") == ("gum_dev", False, "ptb", "last")
+    assert parse_corpus("gum_dev_windows") == ("gum_dev", True, "ptb", "last")
+    assert parse_corpus("gum_test_ud") == ("gum_test", False, "upos", "ud")
+    assert parse_corpus("gum_train_windows_ud") == ("gum_train", True, "upos", "ud")
+    assert parse_corpus("litbank_windows") == ("litbank", True, "ptb", "last")
+    assert "litbank_ud" not in corpus_variants()
+    for bad in ("litbank_ud", "gum_dev_ud_windows", "gum", "gum_dev_"):
+        with pytest.raises(DataError, match="unknown coreference corpus"):
+            parse_corpus(bad)
 
 
 def _write(tmp_path, text: str) -> Path:
@@ -153,6 +214,17 @@ def test_reducer_counts_antecedent_hits(window, tokenizer):
     assert res.n.tolist() == [2, 3, 1]
     assert res.correct[0, :, 0].tolist() == [2, 3, 1]
     assert res.correct[0, :, 1].tolist() == [0, 0, 0]
+    # head 0 is right on every anaphor: "both right" = the baselines' own hits per type; head 1 on none
+    for i, name in enumerate(("nearest", "head_word", "rules")):
+        assert res.both[0, :, i, 0].tolist() == {"nearest": [0, 1, 0], "head_word": [0, 1, 0],
+                                                 "rules": [1, 3, 0]}[name]
+        assert res.both[0, :, i, 1].tolist() == [0, 0, 0]
+    res.baseline_correct = baseline_counts([window])
+    # paired SE vs rules (n 6): head right / rules wrong on 2, the reverse on 0: sqrt(2 - 4/6) / 6
+    assert res.paired_se(0, 0, "rules") == pytest.approx(100 * (2 - 4 / 6) ** 0.5 / 6)
+    # head 1 (0 of 6) vs nearest (1 of 6): c = 1: sqrt(1 - 1/6) / 6
+    assert res.paired_se(0, 1, "nearest") == pytest.approx(100 * (1 - 1 / 6) ** 0.5 / 6)
+    assert res.paired_se(0, 0, "rules", "proper") == pytest.approx(0.0)  # 3 of 3 both
 
 
 def test_reducer_sums_pieces_attended_to_and_skips_self(window, tokenizer):
@@ -177,12 +249,16 @@ def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
     from bertattn_bench.metrics.coref import prepare_coref
 
     data = _toy_data_dir(tmp_path)
-    a = prepare_coref(tiny, data, "gum_dev", batch_size=8).run().result
-    b = prepare_coref(tiny, data, "gum_dev", batch_size=1).run().result
+    a = prepare_coref(tiny, data, "gum_dev_windows_ud", batch_size=8).run().result
+    b = prepare_coref(tiny, data, "gum_dev_windows_ud", batch_size=1).run().result
     assert a.count() == 6 and a.n_documents == 1
     assert torch.equal(a.correct, b.correct)
     assert a.correct.shape == (tiny.info.n_layers, 3, tiny.info.n_heads)
     assert a.baseline("rules") == pytest.approx(100 * 4 / 6)
+    # Clark's default (first 128 pieces, PTB types, last-word name heads): the toy fits, every name is NNP
+    c = prepare_coref(tiny, data, "gum_dev", batch_size=8).run().result
+    assert c.count() == 6 and c.n_windows == 1
+    assert c.count("proper") == 3 and c.count("pronoun") == 2 and c.count("nominal") == 1
 
 
 def _toy_data_dir(tmp_path) -> Path:
@@ -220,8 +296,12 @@ def test_best_head_gap_and_type_order():
     m = METRICS["coref_best_head_gap"](_PR(res), baselines=("head_word", "nearest"), margins=(0, 15))
     assert m.head == "1-1" and m.n == 30
     assert m.value == pytest.approx(min(190 / 3 - 160 / 3, 190 / 3 - 80 / 3 - 15))
+    # its standard error: the binding bar's (head-word) difference, binomial over the 30 anaphors
+    assert m.standard_error == pytest.approx(difference_se((190 / 3, 30), (160 / 3, 30)))
+    assert m.standard_error == pytest.approx(100 * ((19 / 30 * 11 / 30 + 16 / 30 * 14 / 30) / 30) ** 0.5)
     order = METRICS["coref_type_order"](_PR(res))
     assert order.value == pytest.approx(min(80 - 60, 60 - 50))
+    assert order.standard_error == pytest.approx(difference_se((60, 10), (50, 10)))  # pronoun - nominal binds
     weak = _result([(1, 1, 2), (0, 0, 0)], BASE)  # best head 13.3 <= nearest 26.7: no coreference head
     with pytest.raises(NotApplicable, match="no coreference head"):
         METRICS["coref_type_order"](_PR(weak))
@@ -234,7 +314,9 @@ def test_baseline_rank_nominal_gap_and_named_head():
         assert METRICS["coref_baseline_rank"](_PR(res), baseline=name, rank=rank).value == 4
     assert METRICS["coref_baseline_rank"](_PR(res), baseline="rules", rank=1).value == 0
     # gaps to rules: pronoun -10, proper 0, nominal -10 → nominal - best other = -10; nominal vs head-word +10
-    assert METRICS["coref_nominal_gap"](_PR(res)).value == pytest.approx(-10)
+    nominal = METRICS["coref_nominal_gap"](_PR(res))
+    assert nominal.value == pytest.approx(-10)
+    assert nominal.standard_error == pytest.approx(difference_se((50, 10), (60, 10), (80, 10), (80, 10)))
     assert METRICS["coref_named_head"](_PR(res), head="1-2").value == 2
     with pytest.raises(NotApplicable):
         METRICS["coref_named_head"](_PR(res), head="5-4")

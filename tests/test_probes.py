@@ -80,7 +80,9 @@ def test_train_sample_is_seeded_and_skips_one_word_sentences(tmp_path):
 
 
 def test_gold_heads_skip_root_and_punct():
-    assert P.gold_heads(sentence(CAT)).tolist() == [1, 2, -1, 5, 5, 2, -1]
+    assert P.gold_heads(sentence(CAT), root=False).tolist() == [1, 2, -1, 5, 5, 2, -1]
+    # Clark's probe scores the root word (head ROOT); punct stays unscored
+    assert P.gold_heads(sentence(CAT)).tolist() == [1, 2, P.ROOT, 5, 5, 2, -1]
 
 
 # ---- word maps from planted attention ------------------------------------------------------------------------
@@ -102,11 +104,22 @@ def test_word_maps_pool_pieces_and_vectors_average_embeddings(tokenizer):
     pieces = [q for q, w in enumerate(encs[1].word_index) if w == 1]
     probs[1, 1, 1] = 0.0
     probs[1, 1, 1, pieces] = 0.25
+    # head 1 of CAT: [SEP] attends to "mat" (word 5) only
+    sep = len(encs[0].input_ids) - 1
+    probs[0, 1, sep] = 0.0
+    probs[0, 1, sep, encs[0].word_index.index(5)] = 1.0
     emb = torch.randn(tokenizer.vocab_size, 5)
     red = P.WordMapReducer(n_layers=1, n_heads=2, embeddings=emb)
     red.start_batch(batch)
     red.update(0, probs)
-    maps, vectors = red.finalize()
+    maps, vectors, specials = red.finalize()
+    # specials (K, W, 4): word -> [CLS], word -> [SEP], [CLS] -> word, [SEP] -> word
+    assert specials[0].shape == (2, 7, 4) and specials[1].shape == (2, 4, 4)
+    assert specials[0][0, 2, 0] == 1.0 and specials[0][0, 0, 0] == 0.0  # head 0: only the root "sat" → [CLS]
+    assert specials[0][1, :, 0].tolist() == [1.0] * 7 and specials[0][..., 1].sum() == 0  # head 1: all → [CLS]
+    assert specials[0][1, :, 3].tolist() == [0, 0, 0, 0, 0, 1.0, 0]  # [SEP] → "mat"
+    assert specials[0][..., 2].sum() == 0  # [CLS] attends to itself
+    assert specials[1][0, 2, 0] == 1.0  # SNORKEL's root "stopped" (its pieces averaged)
     assert maps[0].shape == (2, 7, 7) and maps[1].shape == (2, 4, 4) and maps[0].dtype == torch.float16
     for e, s in enumerate(sents):
         for w, h in enumerate(s.heads):
@@ -184,6 +197,60 @@ def test_attn_words_probe_starts_from_attn_probe():
     assert torch.allclose(words(bk), attn(bk), atol=1e-5)
 
 
+def test_root_candidate_from_attention_to_the_special_tokens():
+    """The root word attends to [CLS] (map 0) and [SEP] attends to it (map 1); the other words attend to their heads
+    (map 0). u weighs dependent → candidate (so root_to for ROOT), w candidate → dependent (root_from)."""
+    heads = [1, 2, P.ROOT, 2]
+    dep_to_head = torch.zeros(4, 4)
+    for j, h in enumerate(heads):
+        if h >= 0:
+            dep_to_head[j, h] = 1.0
+    specials = torch.zeros(2, 4, 4)
+    specials[0, 2, 0] = 1.0  # map 0: "root" → [CLS]
+    specials[1, 2, 3] = 1.0  # map 1: [SEP] → "root"
+    feats = features([torch.stack([dep_to_head, torch.zeros(4, 4)])], [heads])
+    feats.specials = [specials.half()]
+    (bk,) = P.make_buckets(feats, 8, CPU)
+    assert bk.root and bk.heads[0].tolist() == [1, 2, 4, 2]  # ROOT is column W = 4
+    probe = P.AttnProbe(2)
+    with torch.no_grad():
+        probe.u[0] = 5.0
+    scores = probe(bk)
+    assert scores.shape == (1, 4, 5) and scores[0, 2, 4].item() == pytest.approx(5.0)  # u_0 ρ_start α(root → [CLS])
+    assert P.uas(probe, [bk]) == (100.0, 4)
+    probe = P.AttnProbe(2)
+    with torch.no_grad():
+        probe.u[0], probe.w[1], probe.rho[0] = 5.0, 2.0, 0.0  # ρ_start 0: only ρ_end α([SEP] → root) w_1 counts
+    assert probe(bk)[0, 2, 4].item() == pytest.approx(2.0)
+    # Attn + words starts from the Attn probe, ROOT column included
+    words = P.AttnWordsProbe(2, feats.vectors[0].shape[-1] + 1, probe)
+    assert torch.allclose(words(bk), probe(bk), atol=1e-5)
+    # without specials there is no ROOT column and the root word is not scored
+    feats.specials = None
+    (bk,) = P.make_buckets(feats, 8, CPU)
+    assert not bk.root and bk.heads[0].tolist() == [1, 2, -1, 2] and P.AttnProbe(2)(bk).shape == (1, 4, 4)
+
+
+def test_distance_features_as_clark():
+    offsets = torch.arange(4)[None, :] - torch.arange(4)[:, None]  # [j, i] = i - j
+    f = P.distance_features(offsets, torch.tensor([4, 2]))
+    assert f.shape == (2, 4, 4, 7)
+    assert f[0, 0, 3].tolist() == [0.75, 0, 0, 0, 0, 0, 0]  # 3 ahead of a 4-word sentence
+    assert f[1, 0, 1].tolist() == [0.5, 0, 0, 0, 1, 0, 0]  # 1 ahead of 2 words: the +1 indicator
+    assert f[0, 3, 1].tolist() == [0, 0.5, 0, 0, 0, 1, 0]  # 2 behind: the -2 indicator
+    assert f[0, 2, 2].tolist() == [0, 0, 1, 0, 0, 0, 0]
+    mlp = P.seeded(0, lambda: P.DistWordsProbe(4, 8))
+    heads = [[1, 2, P.ROOT]]
+    (bk,) = P.make_buckets(features([torch.zeros(1, 3, 3)], heads), 8, CPU)
+    assert mlp(bk).shape == (1, 3, 3)  # no specials, no ROOT column
+    feats = features([torch.zeros(1, 3, 3)], heads)
+    feats.specials = [torch.zeros(1, 3, 4).half()]
+    (bk,) = P.make_buckets(feats, 8, CPU)
+    assert mlp(bk).shape == (1, 3, 4)
+    P.train_probe(mlp, [bk], epochs=60, lr=0.05, seed=0)
+    assert P.uas(mlp, [bk]) == (100.0, 3)  # ROOT learnable from its indicator
+
+
 def random_trees(n, lengths, seed):
     rng = np.random.default_rng(seed)
     out = []
@@ -231,7 +298,7 @@ def test_distance_mlp_learns_right_branching():
     heads = [np.array(list(range(1, w)) + [-1]) for w in (3, 5, 8, 6) * 6]  # every head is the next word
     feats = features([torch.zeros(1, len(h), len(h)) for h in heads], heads)
     buckets = P.make_buckets(feats, 8, CPU)
-    mlp = P.seeded(0, lambda: P.DistWordsProbe(4, 16, 5))
+    mlp = P.seeded(0, lambda: P.DistWordsProbe(4, 16))
     P.train_probe(mlp, buckets, epochs=20, lr=0.05, seed=0)
     assert P.uas(mlp, buckets)[0] == 100.0
 
@@ -251,10 +318,14 @@ def test_margin_metrics():
     m = P.probe_margin_over(pr, "attn", {"right_branching": 20, "best_head": 10})
     assert m.value == pytest.approx(5.0) and m.n == 100 and m.n_unit == "arcs"  # 60 - max(50, 55)
     assert "best single head 3-2" in m.detail
+    # SE of the binding difference (best head), binomial over the 100 arcs
+    assert m.standard_error == pytest.approx(100 * ((0.6 * 0.4 + 0.45 * 0.55) / 100) ** 0.5)
     assert P.probe_margin_over(pr, "attn_words", {"attn": 5, "dist_words": 5}).value == pytest.approx(2.0)
     m = P.probe_margin_under(pr, "random_init", {"right_branching": 10, "attn_words": -20})
     assert m.value == pytest.approx(-15.0)  # 25 - min(40, 52)
+    assert m.standard_error == pytest.approx(100 * ((0.25 * 0.75 + 0.3 * 0.7) / 100) ** 0.5)  # right-branching binds
     assert P.probe_uas(pr, "right_branching").value == 30.0
+    assert P.probe_uas(pr, "right_branching").standard_error == pytest.approx(100 * (0.3 * 0.7 / 100) ** 0.5)
     assert P.probe_uas(pr, "dist_words").value == 65.0
     empty = result(attn=0.0)
     empty.result.n_eval_arcs = 0
@@ -273,10 +344,13 @@ def test_pass_on_tiny_model(tmp_path, tiny):
     pr = prepared.run()
     res = pr.result
     assert pr.family == "probes" and pr.n_examples == 3
-    assert res.n_eval_arcs == 5 + 2 + 5 and res.n_train_sentences == 4 and res.n_train_documents == 3
+    # non-punct arcs (CAT 5 + SNORKEL 2 + CAT 5) and each sentence's root word (head ROOT)
+    assert res.n_eval_arcs == 5 + 2 + 5 + 3 and res.n_root_words == 3
+    assert res.n_train_sentences == 4 and res.n_train_documents == 3
     assert set(res.probes) == {"attn", "attn_words", "dist_words", "random_init"}
-    assert all(p.n_arcs == 12 for p in res.probes.values())
-    assert res.right_branching == pytest.approx(100 * 8 / 12)  # CAT: The→cat, cat→sat, the→mat; SNORKEL: both
+    assert all(p.n_arcs == 15 for p in res.probes.values())
+    assert res.right_branching == pytest.approx(100 * 8 / 15)  # CAT: The→cat, cat→sat, the→mat; SNORKEL: both
+    assert res.best_head.n == 15  # the single head's arcs + the root words it cannot predict
     assert "random weights" in res.random_init and "random_init_features" in res.seconds
     # the structural probe: gold edges among the non-punctuation words (CAT 6 → 5, SNORKEL 3 → 2, CAT again 5)
     assert res.structural.n_edges == 12 and 0 <= res.structural.layer <= tiny.info.n_layers
@@ -323,3 +397,40 @@ def test_train_probes_uses_the_training_seed(monkeypatch):
     monkeypatch.setattr(P, "seeded", lambda seed, build: seen.append(("init", seed)) or real_seeded(seed, build))
     P.train_probes(train, train, P.ProbeSettings(seed=0, train_seed=7, epochs=1), CPU)
     assert seen == [7, 7, ("init", 7), 7]
+
+
+def test_sd_like_trees():
+    """case heads the prepositional phrase; cc attaches to the first conjunct; possessive 's and a root noun stay."""
+    assert P.sd_like(sentence(CAT)).heads == [2, 3, 0, 3, 6, 4, 3]  # on → sat, mat → on
+    assert sentence(CAT).heads == [2, 3, 0, 6, 6, 3, 3]  # a copy: the UD tree is untouched
+    coord = sentence([("A", 0, "root"), ("and", 3, "cc"), ("B", 1, "conj")])
+    assert P.sd_like(coord).heads == [0, 1, 1]
+    poss = sentence([("John", 3, "nmod:poss"), ("'s", 1, "case"), ("dog", 4, "nsubj"), ("barks", 0, "root")])
+    assert P.sd_like(poss).heads == [3, 1, 4, 0]
+    assert P.sd_like(sentence([("in", 2, "case"), ("London", 0, "root")])).heads == [2, 0]
+    # "because of the rain": the first case marker heads; "of" (case too) stays under the noun
+    phrase = sentence([("left", 0, "root"), ("because", 5, "case"), ("of", 5, "case"), ("the", 5, "det"),
+                       ("rain", 1, "obl")])
+    assert P.sd_like(phrase).heads == [0, 1, 5, 5, 2]
+    assert P.gold_heads(P.sd_like(sentence(CAT))).tolist() == [1, 2, P.ROOT, 2, 5, 3, -1]
+
+
+def test_tiers_and_tree_variants(tmp_path, tiny):
+    """The quick tier samples n_train sentences, --tier full reads every GUM train sentence (of >= 2 words); the
+    corpus label of a full-tier pass carries the tier; ``_ud`` corpora keep UD's trees."""
+    from bertattn_bench.claims import corpus_label
+
+    root = make_data_dir(tmp_path)  # 3 train documents, 2 usable sentences each
+    quick = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "quick"})
+    assert len(quick.train_encoded) == 6 and quick.tier == "quick"  # 800 asked, 6 there
+    full = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "full"})
+    assert len(full.train_encoded) == 6 and full.tier == "full" and full.settings.n_train is None
+    assert "(all)" in full.data and "full tier" in full.data and "SD-like" in full.data
+    pr = SimpleNamespace(corpus="ewt_dev", result=SimpleNamespace(tier="full"))
+    assert corpus_label(pr) == "ewt_dev+full"
+    with pytest.raises(DataError, match="--tier 'huge'"):
+        P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "huge"})
+    # SD-like by default: CAT's "on" is headed by "sat"; the _ud variant keeps UD (on → mat)
+    assert full.eval_heads[0].tolist() == [1, 2, P.ROOT, 2, 5, 3, -1]
+    ud = P.prepare_probes(tiny, root, "ewt_dev_ud", options={"tier": "quick"})
+    assert ud.eval_heads[0].tolist() == [1, 2, P.ROOT, 5, 5, 2, -1] and "UD gold trees" in ud.data

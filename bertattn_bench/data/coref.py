@@ -1,4 +1,4 @@
-"""Coreference chains from GUM (Clark et al. §4.3 with GUM standing in for CoNLL-2012), cut into model-sized windows.
+"""Coreference chains from GUM (Clark et al. §4.3 with GUM standing in for CoNLL-2012), truncated as Clark's.
 
 GUM's per-document CoNLL-U files carry coreference as CorefUD brackets in MISC: ``Entity=(12-person-...`` opens a
 mention of entity 12, ``12)`` closes it, ``(12-...)`` is a one-word mention. The ``# global.Entity`` comment names
@@ -11,12 +11,22 @@ Conventions (ours, to approximate OntoNotes/CoNLL-2012, which Clark used):
 * **Appositive and copular-predicate mentions** (GUM link ``appos`` / ``pred``) are dropped: OntoNotes does not
   link them by identity coreference.
 * A mention's **head word** is its syntactic head: the word of the span whose UD head lies outside the span (the
-  highest in the tree if several). Its **type** follows the head's UPOS: PRON → pronoun, PROPN → proper, else
-  nominal.
-* **Windows**: Clark truncated documents to 128 tokens; we cut every document into non-overlapping windows of
-  consecutive whole sentences of at most ``max_tokens`` word pieces ([CLS] and [SEP] included). A sentence that
-  alone does not fit is skipped (counted). A mention counts as an anaphor only if an antecedent (an earlier
-  mention of its entity, by head-word position) lies in the same window.
+  highest in the tree if several), except for names: Clark's head rules on PTB trees take a name's last word,
+  UD's ``flat`` its first, so by default (``name_heads="last"``) the head moves to the last word attached to it
+  by ``flat`` ("John Smith" → Smith; 112 mentions of GUM dev). Its **type** (default ``typing="ptb"``, as on
+  OntoNotes' Penn tags) follows the head's XPOS: PRP/PRP$ → pronoun, NNP/NNPS → proper, else nominal. The
+  alternative (``typing="upos"``, ``name_heads="ud"``: the ``_ud`` corpus variants) types by UPOS (PRON → pronoun,
+  which includes that/this/what/one/everything; PROPN → proper) and keeps UD's heads.
+* **Truncation** (default, Clark §4.3 footnote 3: "We truncate documents to 128 tokens"): each document is read
+  up to its first ``max_tokens`` word pieces ([CLS] and [SEP] included), whole words, the cut may fall inside a
+  sentence (GUM dev: 30 windows, 322 anaphors; the first *whole-sentence* window of each document would give 288).
+  **Windows** (the ``_windows`` corpus variants, ours): every document cut into non-overlapping windows of
+  consecutive whole sentences of at most ``max_tokens`` pieces (GUM dev: 287 windows, 2,610 anaphors); a sentence
+  that alone does not fit is skipped (counted). Either way a mention counts as an anaphor only if an antecedent
+  (an earlier mention of its entity, by head-word position) lies in the same window.
+
+Corpora: ``gum_dev``/``gum_test``/``gum_train``/``litbank`` (Clark's setup) and the variants ``_windows``,
+``_ud`` (GUM only) and ``_windows_ud`` (the project's setup before issue 16), see ``parse_corpus``.
 
 Splits: the ``# newdoc id`` lines of ``ud_english_gum/en_gum-ud-{dev,test}.conllu`` (``gum/files.*`` are stale,
 see ``gum/SOURCE.md``); train = the other documents.
@@ -66,15 +76,52 @@ DROPPED_LINKS = ("appos", "pred")
 GUM_DOCUMENTS = "gum/documents"
 SPLIT_FILES = {"dev": "ud_english_gum/en_gum-ud-dev.conllu", "test": "ud_english_gum/en_gum-ud-test.conllu"}
 CORPORA = {"gum_dev": "dev", "gum_test": "test", "gum_train": "train", "litbank": "all"}
+# corpus variants, one option away from Clark's setup: ``_windows`` = all windows of whole sentences instead of
+# each document's first 128 pieces; ``_ud`` (GUM only) = UPOS mention typing and UD name heads instead of Clark's
+# PTB typing and last-word name heads. ``gum_dev_windows_ud`` is the setup this project used before (issue 16).
+VARIANTS = ("", "_windows", "_ud", "_windows_ud")
+
+
+def corpus_variants() -> tuple[str, ...]:
+    return tuple(base + v for base in CORPORA for v in VARIANTS if base != "litbank" or "_ud" not in v)
+
+
+def parse_corpus(corpus: str) -> tuple[str, bool, str, str]:
+    """``corpus`` -> (base corpus, all windows?, typing, name heads)."""
+    for v in sorted(VARIANTS, key=len, reverse=True):
+        base = corpus[: len(corpus) - len(v)] if v else corpus
+        if corpus.endswith(v) and base in CORPORA and corpus in corpus_variants():
+            ud = "_ud" in v
+            return base, "_windows" in v, "upos" if ud else "ptb", "ud" if ud else "last"
+    raise DataError(f"unknown coreference corpus {corpus!r}; known: {', '.join(corpus_variants())}")
 LITBANK_DOCUMENTS = "litbank_coref/conll"
 LITBANK_SUFFIX = ".conll"
 DEFAULT_ENTITY_FIELDS = ("GRP", "etype", "infstat", "salience", "centering", "minspan", "link", "identity")
 _BRACKET = re.compile(r"\(([^()]+)\)|\(([^()]+)|([^()]+)\)")
 
 
+TYPINGS = ("ptb", "upos")
+NAME_HEADS = ("last", "ud")
+
+
 def mention_kind(upos: str) -> str:
-    """Clark Table 2's mention types from the head word's UPOS."""
+    """Clark Table 2's mention types from the head word's UPOS (the ``upos`` typing, an alternative)."""
     return "pronoun" if upos == "PRON" else "proper" if upos == "PROPN" else "nominal"
+
+
+def ptb_kind(xpos: str) -> str:
+    """Clark Table 2's mention types from the head word's Penn tag (the default ``ptb`` typing, as on OntoNotes'
+    PTB trees): PRP/PRP$ -> pronoun, NNP/NNPS -> proper, else nominal (so that/this/what/one, which UD tags PRON,
+    are nominal, as are verb, numeral and adjective heads)."""
+    return "pronoun" if xpos in ("PRP", "PRP$") else "proper" if xpos in ("NNP", "NNPS") else "nominal"
+
+
+def name_head(h: int, start: int, end: int, heads: list[int], deprels: list[str]) -> int:
+    """Clark's head rules on PTB trees take a name's last word ("John Smith" -> Smith); UD's ``flat`` makes the
+    first word the head. For the ``last`` name heads: the last word of the span that attaches to ``h`` by
+    ``flat`` (any subtype), else ``h`` itself."""
+    flats = [i for i in range(start, end) if heads[i] == h and deprels[i].split(":")[0] == "flat"]
+    return max([h] + flats)
 
 
 @dataclass(frozen=True)
@@ -102,6 +149,9 @@ class CorefDocument:
     mentions: list[Mention]  # singletons and dropped link types removed, sorted by (head, start)
     n_singletons: int = 0
     n_dropped: int = 0  # appositive / predicate mentions
+    typing: str = "ptb"  # how mention types were read (TYPINGS); LitBank: "heuristic"
+    name_heads: str = "last"  # NAME_HEADS; LitBank: "heuristic"
+    n_name_heads_moved: int = 0  # mentions whose head moved from a flat name's first word to its last
 
 
 @dataclass(frozen=True)
@@ -154,8 +204,13 @@ def _entity_value(misc: str) -> str | None:
     return None
 
 
-def read_gum_document(path: str | Path) -> CorefDocument:
-    """One GUM document: words, UD heads, FEATS and its coreference mentions (see the module doc)."""
+def read_gum_document(path: str | Path, typing: str = "ptb", name_heads: str = "last") -> CorefDocument:
+    """One GUM document: words, UD heads, FEATS and its coreference mentions (see the module doc). ``typing``:
+    ``ptb`` (Clark's: types from the head's XPOS, see ``ptb_kind``) or ``upos`` (``mention_kind``);
+    ``name_heads``: ``last`` (Clark's head rules: a flat name's last word, see ``name_head``) or ``ud``."""
+    if typing not in TYPINGS or name_heads not in NAME_HEADS:
+        raise DataError(f"unknown mention typing {typing!r} / name heads {name_heads!r} (known: {TYPINGS} / "
+                        f"{NAME_HEADS})")
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing GUM document: {path}")
@@ -163,6 +218,7 @@ def read_gum_document(path: str | Path) -> CorefDocument:
     fields = list(DEFAULT_ENTITY_FIELDS)
     doc_id = path.stem
     words, upos, feats, heads, sentence_starts = [], [], [], [], []
+    xpos, deprels, where_of = [], [], []
     open_stack: list[tuple[str, int, str, str]] = []  # (entity, start, link, source)
     raw: list[tuple[int, int, str, str, str]] = []  # (start, end, entity, link, source)
     for start, lines in _blocks(text):
@@ -188,6 +244,9 @@ def read_gum_document(path: str | Path) -> CorefDocument:
                 raise DataError(f"{where}: word id {cols[0]} out of order (expected {i - base + 1})")
             words.append(cols[1])
             upos.append(cols[3])
+            xpos.append(cols[4])
+            deprels.append(cols[7])
+            where_of.append(where)
             feats.append(_parse_feats(cols[5]))
             h = int(cols[6])
             heads.append(base + h - 1 if h > 0 else -1)
@@ -199,7 +258,28 @@ def read_gum_document(path: str | Path) -> CorefDocument:
         raise DataError(f"{src}: mention of entity {ent} is never closed (Entity= bracket)")
     if not words:
         raise DataError(f"{path}: no words found (empty or not CoNLL-U)")
-    return _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw)
+    moved = [0]
+
+    def head_of(s: int, e: int) -> int:
+        h = span_head(s, e, heads)
+        if name_heads == "last":
+            h2 = name_head(h, s, e, heads, deprels)
+            moved[0] += h2 != h
+            h = h2
+        return h
+
+    def kind_of(h: int) -> str:
+        if typing == "upos":
+            return mention_kind(upos[h])
+        if xpos[h] in ("_", ""):
+            raise DataError(f"{where_of[h]}: head word {words[h]!r} of a mention has no XPOS (the ptb mention "
+                            f"typing needs Penn tags; the corpus variants ending in _ud type by UPOS)")
+        return ptb_kind(xpos[h])
+
+    doc = _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw, head_of=head_of,
+                          kind_of=kind_of)
+    doc.typing, doc.name_heads, doc.n_name_heads_moved = typing, name_heads, moved[0]
+    return doc
 
 
 def _parse_brackets(value, i, fields, open_stack, raw, where) -> None:
@@ -246,10 +326,12 @@ def span_head(start: int, end: int, heads: list[int]) -> int:
     return min(outside, key=lambda i: (depth(i), i))
 
 
-def _build_document(doc_id, path, words, upos, feats, heads, sentence_starts, raw, head_of=None) -> CorefDocument:
+def _build_document(doc_id, path, words, upos, feats, heads, sentence_starts, raw, head_of=None,
+                    kind_of=None) -> CorefDocument:
     """Drop singletons and appositive/predicate links; ``head_of(start, end)`` = a mention's head word (default:
-    its UD syntactic head, ``span_head``); its type follows ``upos`` at the head."""
+    its UD syntactic head, ``span_head``); ``kind_of(head)`` its type (default: ``upos`` at the head)."""
     head_of = head_of or (lambda s, e: span_head(s, e, heads))
+    kind_of = kind_of or (lambda h: mention_kind(upos[h]))
     sizes: dict[str, int] = {}
     for _, _, ent, link, _ in raw:
         if link not in DROPPED_LINKS:
@@ -267,7 +349,7 @@ def _build_document(doc_id, path, words, upos, feats, heads, sentence_starts, ra
         if (h, ent) in seen:  # nested mentions of one entity with one head word: one mention
             continue
         seen.add((h, ent))
-        mentions.append(Mention(s, e, ent, h, mention_kind(upos[h]), link, src))
+        mentions.append(Mention(s, e, ent, h, kind_of(h), link, src))
     mentions.sort(key=lambda m: (m.head, m.start, -m.end))
     return CorefDocument(doc_id, path, words, upos, feats, heads, sentence_starts, mentions, singletons, dropped)
 
@@ -425,8 +507,10 @@ def read_litbank_document(path: str | Path) -> CorefDocument:
         raise DataError(f"{path}: no tokens found (empty or not CoNLL-2012)")
     upos, feats = guess_tags(words, sentence_starts)
     heads = [-1] * len(words)
-    return _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw,
-                           head_of=lambda s, e: litbank_head(words, s, e))
+    doc = _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw,
+                          head_of=lambda s, e: litbank_head(words, s, e))
+    doc.typing = doc.name_heads = "heuristic"
+    return doc
 
 
 def litbank_files(data_dir: Path) -> list[Path]:
@@ -443,7 +527,7 @@ def litbank_files(data_dir: Path) -> list[Path]:
 def corpus_data_paths(data_dir: Path, corpus: str) -> list[Path]:
     """The files and folders a pass over ``corpus`` reads, for the cache key and provenance (a folder stands for
     its CoNLL files, see ``cache.data_files``)."""
-    if corpus == "litbank":
+    if parse_corpus(corpus)[0] == "litbank":
         litbank_files(data_dir)  # fail early, naming the folder, when it holds no LitBank files
         return [data_dir / LITBANK_DOCUMENTS]
     return [data_dir / GUM_DOCUMENTS] + [data_dir / p for p in SPLIT_FILES.values()]
@@ -469,18 +553,18 @@ def split_documents(data_dir: Path, split: str) -> list[str]:
 
 
 def load_documents(data_dir: Path, corpus: str, limit: int | None = None) -> list[CorefDocument]:
-    """The documents of ``corpus`` (gum_dev, gum_test, gum_train, litbank); ``limit`` = at most that many."""
+    """The documents of ``corpus`` (gum_dev, gum_test, gum_train, litbank, or a variant: ``parse_corpus``);
+    ``limit`` = at most that many."""
     from ..settings import data_file
 
-    if corpus not in CORPORA:
-        raise DataError(f"unknown coreference corpus {corpus!r}; known: {', '.join(CORPORA)}")
-    if corpus == "litbank":
+    base, _, typing, heads = parse_corpus(corpus)
+    if base == "litbank":
         return [read_litbank_document(f) for f in litbank_files(data_dir)[:limit]]
     folder = data_file(data_dir, GUM_DOCUMENTS)
-    ids = split_documents(data_dir, CORPORA[corpus])
+    ids = split_documents(data_dir, CORPORA[base])
     if limit is not None:
         ids = ids[:limit]
-    return [read_gum_document(folder / f"{d}.conllu") for d in ids]
+    return [read_gum_document(folder / f"{d}.conllu", typing, heads) for d in ids]
 
 
 # ---- windows and baselines -------------------------------------------------------------------------------------
@@ -526,6 +610,41 @@ def _anaphors(doc: CorefDocument, mentions: list[Mention], offset: int) -> tuple
     return out, first
 
 
+def _add_window(doc: CorefDocument, s: int, e: int, windows: list, stats: WindowStats) -> None:
+    inside = [m for m in doc.mentions if s <= m.start and m.end <= e]
+    stats.n_cut_mentions += sum(1 for m in doc.mentions if m.start < e and m.end > s
+                                and not (s <= m.start and m.end <= e))
+    anaphors, first = _anaphors(doc, inside, s)
+    stats.n_mentions += len(inside)
+    stats.n_first += first
+    windows.append(CorefWindow(doc.doc_id, s, doc.words[s:e], anaphors, len(inside)))
+
+
+def truncate_documents(docs: list[CorefDocument], tokenizer,
+                       max_tokens: int = 128) -> tuple[list[CorefWindow], WindowStats]:
+    """Clark §4.3 footnote 3: each document truncated to its first ``max_tokens`` pieces ([CLS]/[SEP] included),
+    one window per document: its first words (whole words, the cut may fall inside a sentence) while they fit.
+    Mentions that straddle the cut are counted in ``n_cut_mentions``; the rest of the document is not read."""
+    stats = WindowStats()
+    windows: list[CorefWindow] = []
+    budget = max_tokens - 2
+    for doc in docs:
+        stats.n_singletons += doc.n_singletons
+        stats.n_dropped_links += doc.n_dropped
+        used, e = 0, 0
+        while e < len(doc.words):
+            pieces = max(1, len(tokenizer.tokenize(doc.words[e])))
+            if used + pieces > budget:
+                break
+            used, e = used + pieces, e + 1
+        if e == 0:
+            continue
+        stats.n_sentences += sum(1 for s in doc.sentence_starts if s < e)
+        _add_window(doc, 0, e, windows, stats)
+    stats.n_windows = len(windows)
+    return windows, stats
+
+
 def make_windows(docs: list[CorefDocument], tokenizer, max_tokens: int = 128) -> tuple[list[CorefWindow], WindowStats]:
     """Non-overlapping windows of whole consecutive sentences, at most ``max_tokens`` pieces with [CLS]/[SEP]."""
     stats = WindowStats()
@@ -557,17 +676,12 @@ def make_windows(docs: list[CorefDocument], tokenizer, max_tokens: int = 128) ->
         if cur_start is not None:
             spans.append((cur_start, cur_end))
         for s, e in spans:
-            inside = [m for m in doc.mentions if s <= m.start and m.end <= e]
-            stats.n_cut_mentions += sum(1 for m in doc.mentions if m.start < e and m.end > s
-                                        and not (s <= m.start and m.end <= e))
-            anaphors, first = _anaphors(doc, inside, s)
-            stats.n_mentions += len(inside)
-            stats.n_first += first
-            windows.append(CorefWindow(doc.doc_id, s, doc.words[s:e], anaphors, len(inside)))
+            _add_window(doc, s, e, windows, stats)
     stats.n_windows = len(windows)
     return windows, stats
 
 
-__all__ = ["KINDS", "CORPORA", "PRONOUNS", "Mention", "CorefDocument", "Anaphor", "CorefWindow", "WindowStats",
+__all__ = ["KINDS", "CORPORA", "VARIANTS", "corpus_variants", "parse_corpus", "truncate_documents", "ptb_kind",
+           "name_head", "PRONOUNS", "Mention", "CorefDocument", "Anaphor", "CorefWindow", "WindowStats",
            "read_gum_document", "read_litbank_document", "litbank_head", "guess_tags", "load_documents",
            "split_documents", "corpus_data_paths", "make_windows", "span_head", "mention_kind"]

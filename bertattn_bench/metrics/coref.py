@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ..attention import Reducer, head_name, parse_head_name
-from ..data.coref import KINDS, CorefWindow, WindowStats
-from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
+from ..registry import Measurement, NotApplicable, binomial_se, difference_se, family, figure, metric
 from ..plotting import pyplot, save_figure
 
 BASELINES = ("nearest", "head_word", "rules")
@@ -40,6 +40,8 @@ class CorefResult:
     n_documents: int = 0
     n_mentions: int = 0
     stats: WindowStats | None = None
+    # (n_layers, n_kinds, n_baselines, n_heads): anaphors both the head and the baseline (BASELINES order) resolve
+    both: torch.Tensor | None = None
 
     def count(self, kind: str = "all") -> int:
         return int(self.n.sum()) if kind == "all" else int(self.n[self.kinds.index(kind)])
@@ -58,6 +60,20 @@ class CorefResult:
     def head_accuracy(self, layer: int, head: int, kind: str = "all") -> float:
         return float(self.accuracy(kind)[layer, head])
 
+    def paired_se(self, layer: int, head: int, name: str, kind: str = "all") -> float | None:
+        """Standard error (points) of head accuracy − baseline accuracy on the same anaphors, paired: from the
+        discordant anaphors (head right/baseline wrong b, the reverse c), sqrt(((b + c) − (b − c)²/n) / n²)."""
+        if self.both is None:
+            return None
+        kinds = slice(None) if kind == "all" else [self.kinds.index(kind)]
+        both = float(self.both[layer, kinds, BASELINES.index(name), head].sum())
+        n = self.count(kind)
+        head_hits = float(self.correct[layer, kinds, head].sum())
+        c_base = self.baseline_correct[name]
+        base_hits = float(c_base.sum()) if kind == "all" else float(c_base[self.kinds.index(kind)])
+        b, c = head_hits - both, base_hits - both
+        return 100.0 * max((b + c) - (b - c) ** 2 / max(n, 1), 0.0) ** 0.5 / max(n, 1)
+
     def baseline(self, name: str, kind: str = "all") -> float:
         c = self.baseline_correct[name]
         hits = float(c.sum()) if kind == "all" else float(c[self.kinds.index(kind)])
@@ -74,7 +90,10 @@ class CorefReducer(Reducer):
         self.heads = [np.array([a.head for a in w.anaphors], dtype=np.int64) for w in windows]
         self.kind_ids = [np.array([kid[a.kind] for a in w.anaphors], dtype=np.int64) for w in windows]
         self.golds = [[a.antecedent_heads for a in w.anaphors] for w in windows]
+        self.base_flags = [np.array([[getattr(a, b) for b in BASELINES] for a in w.anaphors], dtype=np.float64)
+                           .reshape(len(w.anaphors), len(BASELINES)) for w in windows]
         self.correct = torch.zeros(n_layers, len(self.kinds), n_heads, dtype=torch.float64, device=device)
+        self.both = torch.zeros(n_layers, len(self.kinds), len(BASELINES), n_heads, dtype=torch.float64, device=device)
         self.n = torch.zeros(len(self.kinds), dtype=torch.long, device=device)
         self.device = device
         self.n_windows = 0
@@ -91,13 +110,15 @@ class CorefReducer(Reducer):
         kind = np.zeros((b, a), dtype=np.int64)
         valid = np.zeros((b, a), dtype=bool)
         gold = np.zeros((b, a, w), dtype=bool)
+        base = np.zeros((b, a, len(BASELINES)), dtype=np.float64)
         for i, e in enumerate(ex):
             k = len(self.heads[e.index])
             idx[i, :k], kind[i, :k], valid[i, :k] = self.heads[e.index], self.kind_ids[e.index], True
+            base[i, :k] = self.base_flags[e.index]
             for j, heads in enumerate(self.golds[e.index]):
                 gold[i, j, list(heads)] = True
         to = lambda x: torch.from_numpy(x).to(self.device)  # noqa: E731
-        idx_t, self.valid, self.gold = to(idx), to(valid), to(gold)
+        idx_t, self.valid, self.gold, self.base = to(idx), to(valid), to(gold), to(base)
         t = batch.word_from.shape[-1]
         self.from_rows = batch.word_from.gather(1, idx_t.unsqueeze(-1).expand(-1, -1, t))  # (B, A, T)
         self_word = torch.nn.functional.one_hot(idx_t, w).bool()
@@ -112,9 +133,11 @@ class CorefReducer(Reducer):
         pred = words.masked_fill(self.invalid, float("-inf")).argmax(-1)  # (B, H, A)
         hit = self.gold.unsqueeze(1).expand(-1, pred.shape[1], -1, -1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
         self.correct[layer] += torch.einsum("bha,bak->kh", hit.double(), self.kind_onehot)
+        self.both[layer] += torch.einsum("bha,bak,bar->krh", hit.double(), self.kind_onehot, self.base)
 
     def finalize(self) -> CorefResult:
-        return CorefResult(self.kinds, self.correct.cpu(), self.n.cpu(), n_windows=self.n_windows)
+        return CorefResult(self.kinds, self.correct.cpu(), self.n.cpu(), n_windows=self.n_windows,
+                           both=self.both.cpu())
 
 
 def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.Tensor]:
@@ -127,18 +150,21 @@ def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.
     return out
 
 
-@family("coref", corpora=("gum_dev", "gum_test", "gum_train", "litbank"), default_corpus="gum_dev")
+@family("coref", corpora=corpus_variants(), default_corpus="gum_dev")
 def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | None = None, batch_size: int = 32,
                   max_tokens: int = 128):
-    """Clark §4.3: GUM (or LitBank) documents cut into windows of whole sentences (<= ``max_tokens`` pieces);
+    """Clark §4.3: by default each GUM (or LitBank) document truncated to its first ``max_tokens`` pieces, as the
+    paper (footnote 3); a ``_windows`` corpus variant cuts every document into windows of whole sentences instead,
+    a ``_ud`` variant types mentions by UPOS with UD name heads (``bertattn_bench.data.coref.parse_corpus``).
     ``limit`` = at most that many windows. Windows without an anaphor are not run (they add nothing)."""
     from ..batching import Skipped, drop_too_long, encode_words
-    from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows
+    from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows, parse_corpus, truncate_documents
     from ..passes import PreparedPass
 
+    base, all_windows, typing, name_heads = parse_corpus(corpus)
     max_tokens = min(max_tokens, loaded.info.max_positions)
     docs = load_documents(data_dir, corpus)
-    windows, stats = make_windows(docs, loaded.tokenizer, max_tokens)
+    windows, stats = (make_windows if all_windows else truncate_documents)(docs, loaded.tokenizer, max_tokens)
     windows = [w for w in windows if w.anaphors]
     if limit is not None:
         windows = windows[:limit]
@@ -157,12 +183,17 @@ def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | 
         result.n_mentions = sum(w.n_mentions for w in kept)
         return result
 
-    if corpus == "litbank":
+    if base == "litbank":
         source = f"LitBank ({len(docs)} docs; CoNLL-2012 chains, heuristic head words and types"
     else:
-        source = f"GUM {CORPORA[corpus]} ({len(docs)} docs; Entity= chains, UD heads"
+        moved = sum(d.n_name_heads_moved for d in docs)
+        source = (f"GUM {CORPORA[base]} ({len(docs)} docs; Entity= chains, UD heads"
+                  + (f" with a flat name's last word as its head ({moved} mentions)" if name_heads == "last" else "")
+                  + f", {'Penn XPOS' if typing == 'ptb' else 'UPOS'} mention types")
+    cut = (f"windows of whole sentences <= {max_tokens} pieces, non-overlapping" if all_windows
+           else f"each document truncated to its first {max_tokens} pieces")
     return PreparedPass(
-        "coref", corpus, f"{source}; windows of whole sentences <= {max_tokens} pieces, non-overlapping)",
+        "coref", corpus, f"{source}; {cut})",
         loaded, encoded, skipped, lambda: CorefReducer(windows, info.n_layers, info.n_heads, info.device),
         finish=finish, with_words=True, batch_size=batch_size,
         data_paths=corpus_data_paths(data_dir, corpus))
@@ -208,7 +239,13 @@ def coref_best_head_gap(pr, baselines: tuple = ("head_word",), margins: tuple = 
     gaps = [acc - res.baseline(b, kind) - m for b, m in zip(baselines, margins)]
     bars = ", ".join(f"{BASELINE_NAMES[b]} {res.baseline(b, kind):.1f}" + (f" + {m:g}" if m else "")
                      for b, m in zip(baselines, margins))
-    return Measurement(min(gaps), n=res.count(kind), n_unit="anaphors", head=head_name(layer, head), unit="points",
+    n = res.count(kind)
+    binding = baselines[int(np.argmin(gaps))]
+    se = res.paired_se(layer, head, binding, kind)
+    if se is None:  # no paired counts (a result built by hand): the two accuracies taken as independent
+        se = difference_se((acc, n), (res.baseline(binding, kind), n))
+    return Measurement(min(gaps), n=n, n_unit="anaphors", head=head_name(layer, head), unit="points",
+                       standard_error=se,
                        detail=f"{kind}: {_best_text(res)} vs {bars}; {_baselines_text(res)}; {_data_text(res)}")
 
 
@@ -224,7 +261,10 @@ def coref_type_order(pr, order: tuple = ("proper", "pronoun", "nominal")) -> Mea
                             f"baseline {res.baseline('nearest'):.1f}% (n={res.count()})")
     vals = [res.head_accuracy(layer, head, k) for k in order]
     diffs = [a - b for a, b in zip(vals, vals[1:])]
+    i = int(np.argmin(diffs))
+    se = difference_se((vals[i], res.count(order[i])), (vals[i + 1], res.count(order[i + 1])))
     return Measurement(min(diffs), n=res.count(), n_unit="anaphors", head=head_name(layer, head), unit="points",
+                       standard_error=se,
                        detail=(" >= ".join(f"{k} {v:.1f} (n={res.count(k)})" for k, v in zip(order, vals))
                                + f"; {_best_text(res)}"))
 
@@ -252,6 +292,7 @@ def coref_baseline_accuracy(pr, baseline: str, kind: str = "all") -> Measurement
     """A baseline's antecedent-selection accuracy (Clark Table 2), percent."""
     res = _res(pr)
     return Measurement(res.baseline(baseline, kind), n=res.count(kind), n_unit="anaphors", unit="%",
+                       standard_error=binomial_se(res.baseline(baseline, kind), res.count(kind)),
                        detail=_baselines_text(res))
 
 
@@ -263,10 +304,15 @@ def coref_nominal_gap(pr, kind: str = "nominal", versus: str = "rules", string_m
     res = _res(pr)
     layer, head, _ = res.best_head()
     gaps = {k: res.head_accuracy(layer, head, k) - res.baseline(versus, k) for k in KINDS}
-    relative = gaps[kind] - max(v for k, v in gaps.items() if k != kind)
+    other = max((k for k in gaps if k != kind), key=lambda k: gaps[k])
+    relative = gaps[kind] - gaps[other]
     over_string = res.head_accuracy(layer, head, kind) - res.baseline(string_match, kind)
+    cells = lambda k, *bases: [(res.head_accuracy(layer, head, k), res.count(k))] + [  # noqa: E731
+        (res.baseline(b, k), res.count(k)) for b in bases]
+    se = (difference_se(*cells(kind, versus), *cells(other, versus)) if relative <= over_string
+          else difference_se(*cells(kind, string_match)))
     return Measurement(min(relative, over_string), n=res.count(kind), n_unit=f"{kind} anaphors",
-                       head=head_name(layer, head), unit="points", detail=(
+                       head=head_name(layer, head), unit="points", standard_error=se, detail=(
                            f"gap to {BASELINE_NAMES[versus]}: " + ", ".join(f"{k} {v:+.1f}" for k, v in gaps.items())
                            + f"; {kind} vs {BASELINE_NAMES[string_match]} {over_string:+.1f}; {_best_text(res)}"))
 
@@ -296,6 +342,7 @@ def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
     res = _res(pr)
     acc, layer, h = _named_head(res, head, kind)
     return Measurement(float(acc[layer, h]), n=res.count(kind), n_unit="anaphors", head=head, unit="%",
+                       standard_error=binomial_se(float(acc[layer, h]), res.count(kind)),
                        detail=f"{_best_text(res)}; {_baselines_text(res)}")
 
 

@@ -1,0 +1,93 @@
+"""Verdicts that know their noise: a metric's standard error gives the claim an interval; a threshold inside it
+makes the verdict "inconclusive" (reported with the margin, not checked against the baseline, not a failure)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertattn_bench import registry
+from bertattn_bench.claims import evaluate
+from bertattn_bench.registry import Measurement, binomial_se, difference_se
+from bertattn_bench.report import rows, summary_lines, terminal_table, write_report
+
+from test_claims_registry import FakePass, baseline, claim
+
+SE_METRIC = "test_se_metric_xyz"
+
+
+def _with_se(pr, se: float = 1.0) -> Measurement:
+    """``result`` is the value, ``se`` its standard error."""
+    return Measurement(pr.result, n=pr.n_examples, n_unit="things", unit="points", standard_error=se)
+
+
+if SE_METRIC not in registry.METRICS:
+    registry.metric(SE_METRIC)(_with_se)
+
+
+def se_claim(comparison=">=", threshold=0.0, se=1.0, **kw):
+    return claim(comparison, threshold, metric=SE_METRIC, params={"se": se}, **kw)
+
+
+def test_binomial_and_difference_standard_errors():
+    assert binomial_se(50.0, 100) == pytest.approx(5.0)
+    assert binomial_se(90.0, 400) == pytest.approx(1.5)
+    assert binomial_se(0.0, 10) == 0.0 and binomial_se(100.0, 10) == 0.0
+    assert difference_se((50.0, 100), (90.0, 400)) == pytest.approx((25 + 2.25) ** 0.5)
+
+
+def test_threshold_inside_the_interval_is_inconclusive_and_does_not_fail():
+    out = evaluate(se_claim(se=4.0), FakePass(-0.93))  # 95%: -0.93 ± 7.84 straddles 0
+    assert out.holds is False and out.inconclusive
+    assert out.interval == pytest.approx([-0.93 - 7.84, -0.93 + 7.84])
+    assert out.margin == pytest.approx(-0.93)
+    assert out.verdict == "does not hold (inconclusive: margin -0.93 ± 7.8, 95% CI)"
+    assert out.passed  # no baseline: an inconclusive claim is not a failure
+    assert "the verdict is inconclusive" in out.detail
+
+
+def test_threshold_outside_the_interval_is_a_clear_verdict():
+    out = evaluate(se_claim(se=4.0), FakePass(-8.0))  # -8 + 7.84 < 0
+    assert not out.inconclusive and out.verdict == "does not hold" and out.passed is False
+    out = evaluate(se_claim(se=4.0), FakePass(7.9))
+    assert not out.inconclusive and out.verdict == "holds" and out.passed
+    out = evaluate(se_claim(se=4.0, interval_z=1.0), FakePass(-4.1))  # z = 1: -4.1 ± 4 clears 0
+    assert not out.inconclusive
+
+
+def test_between_is_inconclusive_near_either_bound():
+    out = evaluate(se_claim("between", [20.0, 35.0], se=0.48), FakePass(34.70))
+    assert out.holds and out.inconclusive and out.margin == pytest.approx(-0.30)
+    out = evaluate(se_claim("between", [20.0, 35.0], se=0.48), FakePass(27.0))
+    assert out.holds and not out.inconclusive
+
+
+def test_no_standard_error_no_interval():
+    out = evaluate(claim(">=", 0.0), FakePass(-0.5))
+    assert out.interval is None and not out.inconclusive and out.verdict == "does not hold"
+
+
+def test_an_inconclusive_verdict_is_not_checked_against_the_baseline():
+    c = se_claim(se=4.0, tolerance=2.0)
+    out = evaluate(c, FakePass(-0.9), baseline(0.5, holds=True))  # side flipped, value within tolerance
+    assert out.inconclusive and out.baseline_ok and out.passed
+    out = evaluate(c, FakePass(-5.0), baseline(0.5, holds=True))  # value outside tolerance: still a failure
+    assert out.inconclusive and not out.baseline_ok and "value off" in out.check_failure
+    # (a verdict flip with the value within tolerance needs the threshold inside the recorded ± tolerance, which
+    # verdict_pinned already leaves unchecked: the inconclusive rule adds the case of a wide interval, above)
+
+
+def test_reports_show_the_interval_and_count_inconclusive(tmp_path):
+    outs = [evaluate(se_claim(se=4.0), FakePass(-0.93)), evaluate(se_claim(se=4.0, id="t.two"), FakePass(9.0)),
+            evaluate(se_claim(se=4.0, id="t.three"), FakePass(-9.0))]
+    assert summary_lines(outs) == ["fake-model: 1 of 3 claims hold, 1 do not, 1 inconclusive (the threshold inside "
+                                   "the value's 95% interval); 2 of 3 checks pass"]
+    table = terminal_table(outs, width=120)
+    assert "inconclusive" in table and "-0.93 ±7.8 points" in table
+    assert rows(outs)[0]["verdict"] == "does not hold (inconclusive: margin -0.93 ± 7.8, 95% CI)"
+    write_report(outs, tmp_path)
+    records = json.loads((tmp_path / "claims.json").read_text(encoding="utf-8"))
+    first = next(r for r in records if r["claim_id"] == "t.claim")
+    assert first["inconclusive"] is True and first["interval"] == pytest.approx([-8.77, 6.91])
+    assert "inconclusive" in (tmp_path / "claims.csv").read_text(encoding="utf-8")
+    assert "(inconclusive: margin -0.93" in (tmp_path / "claims.md").read_text(encoding="utf-8")
