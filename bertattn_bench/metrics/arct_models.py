@@ -28,6 +28,7 @@ from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from . import finetuned
 
 SETTING_NAMES = tuple(arct_ft.SETTINGS)
 TIERS = {
@@ -42,11 +43,7 @@ AUTHORS = {"full": ("bert_large", "bert_base"), "w": ("bert_large_w",), "rw": ("
 
 
 def options_of(options: dict | None) -> tuple[str, Path | None, bool]:
-    options = options or {}
-    tier = options.get("tier") or "quick"
-    if tier not in TIERS:
-        raise DataError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
-    return tier, options.get("cache_dir"), bool(options.get("progress"))
+    return finetuned.options_of(options, TIERS)
 
 
 @dataclass

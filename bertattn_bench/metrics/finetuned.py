@@ -48,11 +48,12 @@ def recipe_for(task: str) -> finetune.Recipe:
     return finetune.Recipe(max_train=SUBSAMPLE.get(task))
 
 
-def options_of(options: dict | None) -> tuple[str, Path | None, bool]:
+def options_of(options: dict | None, tiers: dict = TIERS) -> tuple[str, Path | None, bool]:
+    """(tier, cache directory, progress) from a pass's options; an unknown tier is an error naming ``--tier``."""
     options = options or {}
     tier = options.get("tier") or "quick"
-    if tier not in TIERS:
-        raise DataError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
+    if tier not in tiers:
+        raise DataError(f"--tier {tier!r}: expected one of {', '.join(tiers)}")
     return tier, options.get("cache_dir"), bool(options.get("progress"))
 
 
