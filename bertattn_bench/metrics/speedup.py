@@ -16,7 +16,6 @@ thread count, and the recorded value's tolerance is wide.
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,8 +23,8 @@ import numpy as np
 import torch
 
 from .. import attention, finetune, head_pruning
-from ..batching import Skipped, make_batch
-from ..passes import PassResult, timed
+from ..batching import make_batch
+from ..passes import timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from .finetuned import GLUE_TASKS, GluePass, prepare_glue, result_of
@@ -109,19 +108,12 @@ def time_interleaved(models: dict, batches: dict, rounds: int, device) -> dict:
 class SpeedPass(PrunePass):
     """The ``speedup`` family's pass (a PrunePass for its checkpoint access and importance data)."""
 
-    examples: int | None = None
     rounds: int = 3
 
-    def measure(self, progress: bool):  # pragma: no cover - run() below
-        raise NotImplementedError
+    run = GluePass.run  # the pass protocol (nothing to measure, timing); PrunePass's own run is its sweeps
 
-    def run(self, progress: bool = False) -> PassResult:
-        from ..passes import NothingToMeasure
-
-        info = self.loaded.info
-        if self.reason:
-            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
-        start = time.perf_counter()
+    def measure(self, progress: bool):
+        info, dev = self.loaded.info, self.dev
         t, tok, dv = self.task, self.loaded.tokenizer, info.device
         L, H = info.n_layers, info.n_heads
         seed = self.seeds[0]
@@ -133,10 +125,6 @@ class SpeedPass(PrunePass):
         heads = order[:int(round(FRACTION * L * H))]
         pruned = copy.deepcopy(model)
         summary = head_pruning.prune_heads(pruned, heads)
-        dev = self.dev
-        if self.examples is not None and len(dev.examples) > self.examples:
-            dev = finetune.Encoded_(dev.examples[:self.examples], dev.labels[:self.examples], dev.n_truncated,
-                                   dev.max_tokens)
         masked = finetune.predict(model, dev, tok, interventions=[attention.gate_heads(
             attention.zero_heads(L, H, heads, device=dv))])
         diff = float(np.abs(finetune.predict(pruned, dev, tok) - masked).max())
@@ -151,8 +139,7 @@ class SpeedPass(PrunePass):
             params_after=summary["params_after"], max_logit_diff=diff, rounds=self.rounds, seconds=secs,
             device=str(dv), threads=torch.get_num_threads(), tier=self.tier,
             extra={"checkpoint_cached": ft.cached, "n_importance": len(imp_data.examples)})
-        return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
-                          time.perf_counter() - start)
+        return result, {}
 
 
 @family("speedup", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora={"quick": ("mrpc",), "full": ("mrpc",)})
@@ -161,12 +148,14 @@ def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("speedup", loaded, data_dir, corpus, limit,
                                                                       options)
     cfg = TIERS[tier]
-    n = cfg["examples"] if cfg["examples"] is not None else len(dev.examples)
-    desc = (f"GLUE {t.folder} dev, first {min(n, len(dev.examples))} examples timed at batch "
+    n = cfg["examples"]
+    if n is not None and len(dev.examples) > n:  # only these are timed: the pass reads no others
+        dev = finetune.Encoded_(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens)
+    desc = (f"GLUE {t.folder} dev, first {len(dev.examples)} examples timed at batch "
             f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; fine-tuned seed {seeds[0]}; "
             f"{FRACTION:.0%} of heads removed by importance ({IMPORTANCE_EXAMPLES} training examples) ({tier} tier)")
     return SpeedPass("speedup", corpus, desc, loaded, t, dev, seeds[:1], tier, Path(data_dir), cache_dir, paths,
-                     reason, n_importance=IMPORTANCE_EXAMPLES, examples=cfg["examples"], rounds=cfg["rounds"])
+                     reason, n_importance=IMPORTANCE_EXAMPLES, rounds=cfg["rounds"])
 
 
 # ---- claim metric (reference_numbers/michel2019_speedup.toml) ---------------------------------------------------
