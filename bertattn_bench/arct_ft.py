@@ -227,9 +227,9 @@ def _digest(data: finetune.Encoded_) -> str:
 
 
 def _sources_version() -> str:
-    from .cache import module_version
+    from .cache import KEY_ONLY_MODULES, module_version
 
-    return f"{ARCT_VERSION}-{module_version(__name__)}"
+    return f"{ARCT_VERSION}-{module_version(__name__, exclude=KEY_ONLY_MODULES)}"
 
 
 def run_dir(cache_dir: Path, loaded, setting: Setting, seed: int, recipe: finetune.Recipe,

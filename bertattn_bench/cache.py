@@ -219,13 +219,20 @@ def _imports(name: str, path: Path) -> set[str]:
     return {m for m in found if (m == _PACKAGE_NAME or m.startswith(_PACKAGE_NAME + ".")) and _module_file(m)}
 
 
+# Modules that only name, fingerprint and lock what others compute: a trained checkpoint's code version leaves them
+# out (this module imports the claim registry, and through it every metric: following it would make any edit to a
+# metric or a report retrain every checkpoint)
+KEY_ONLY_MODULES = (f"{_PACKAGE_NAME}.cache",)
+
+
 @functools.lru_cache(maxsize=None)
-def module_closure(*names: str) -> tuple[str, ...]:
-    """``names`` and every package module they import, transitively (sorted)."""
+def module_closure(*names: str, exclude: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``names`` and every package module they import, transitively (sorted); modules in ``exclude`` are neither
+    included nor followed (e.g. this module, which only names and locks what the others compute)."""
     seen, todo = set(), list(names)
     while todo:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name in exclude:
             continue
         path = _module_file(name)
         if path is None:

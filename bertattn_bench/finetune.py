@@ -326,9 +326,9 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
 def _sources_version() -> str:
     """What the trained weights depend on in our code: this module and every package module it imports (the GLUE
     reader, batching, the attention core, ...), plus ``TRAINER_VERSION``."""
-    from .cache import module_version
+    from .cache import KEY_ONLY_MODULES, module_version
 
-    return f"{TRAINER_VERSION}-{module_version(__name__)}"
+    return f"{TRAINER_VERSION}-{module_version(__name__, exclude=KEY_ONLY_MODULES)}"
 
 
 @dataclass

@@ -316,3 +316,33 @@ def test_two_processes_record_different_claims_both_kept(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0]
     doc = json.loads((tmp_path / "b" / "m.json").read_text())
     assert sorted(doc["results"]) == ["c.claim1@c", "c.claim2@c"]
+
+
+def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
+    """A fine-tuned checkpoint's code version follows the trainer and what it imports (attention core, batching,
+    the GLUE reader) but not the key-naming cache module, nor through it the registry and every metric: editing a
+    metric or a report must not retrain every checkpoint; editing the attention core must."""
+    from bertattn_bench import arct_ft, finetune
+
+    for module in ("bertattn_bench.finetune", "bertattn_bench.arct_ft"):
+        closure = C.module_closure(module, exclude=C.KEY_ONLY_MODULES)
+        for core in ("attention", "batching", "data.glue"):
+            assert f"bertattn_bench.{core}" in closure
+        for other in ("cache", "registry", "passes", "metrics.surface", "metrics.finetuned", "report"):
+            assert f"bertattn_bench.{other}" not in closure
+    real = C._module_file
+    before = finetune._sources_version(), arct_ft._sources_version()
+    metric = tmp_path / "surface.py"
+    metric.write_text(real("bertattn_bench.metrics.surface").read_text() + "\n# edited\n")
+    monkeypatch.setattr(C, "_module_file", lambda name: metric if name == "bertattn_bench.metrics.surface" else real(name))
+    C.module_closure.cache_clear()
+    try:
+        assert (finetune._sources_version(), arct_ft._sources_version()) == before
+        core = tmp_path / "attention.py"
+        core.write_text(real("bertattn_bench.attention").read_text() + "\n# edited\n")
+        monkeypatch.setattr(C, "_module_file", lambda name: core if name == "bertattn_bench.attention" else real(name))
+        C.module_closure.cache_clear()
+        after = finetune._sources_version(), arct_ft._sources_version()
+        assert after[0] != before[0] and after[1] != before[1]
+    finally:
+        C.module_closure.cache_clear()
