@@ -242,12 +242,12 @@ def module_closure(*names: str, exclude: tuple[str, ...] = ()) -> tuple[str, ...
     return tuple(sorted(seen))
 
 
-def module_version(*modules) -> str:
-    """Hash of the source of ``modules`` (module objects or dotted names) and of every package module they import:
-    the code version of whatever those modules compute."""
+def module_version(*modules, exclude: tuple[str, ...] = ()) -> str:
+    """Hash of the source of ``modules`` (module objects or dotted names) and of every package module they import
+    (except ``exclude`` and what only it imports): the code version of whatever those modules compute."""
     names = tuple(sorted({m if isinstance(m, str) else m.__name__ for m in modules}))
     h = hashlib.sha256()
-    for name in module_closure(*names):
+    for name in module_closure(*names, exclude=tuple(sorted(exclude))):
         h.update(name.encode())
         h.update(_module_file(name).read_bytes())
     return h.hexdigest()[:16]
