@@ -107,3 +107,75 @@ def _write_atomic(path: Path, doc: dict) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+# ---- what moved between two recorded baselines ----------------------------------------------------------------
+
+def read_baseline(spec: str, root: Path | None = None) -> dict:
+    """A baseline JSON from a file path, or ``REV:PATH`` for the file as git revision REV held it."""
+    path = Path(spec)
+    if not path.is_file() and ":" in spec:
+        rev, _, rel = spec.partition(":")
+        out = subprocess.run(["git", "show", f"{rev}:{rel}"], capture_output=True, text=True, cwd=root)
+        if out.returncode:
+            raise SystemExit(f"baseline {spec!r}: git show failed: {out.stderr.strip()}")
+        text, where = out.stdout, spec
+    elif path.is_file():
+        text, where = path.read_text(encoding="utf-8"), str(path)
+    else:
+        raise SystemExit(f"baseline {spec!r}: no such file (or REV:PATH in a git checkout)")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"baseline {where}: not JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(doc.get("results"), dict):
+        raise SystemExit(f"baseline {where}: no 'results' object")
+    return doc
+
+
+def verdict_of(entry: dict | None) -> str:
+    if entry is None:
+        return "—"
+    if entry.get("skipped"):
+        return "skipped"
+    if entry.get("inconclusive"):
+        return "inconclusive"
+    return "holds" if entry.get("holds") else "does not hold"
+
+
+def _interval(entry: dict | None) -> str:
+    import re
+
+    m = re.search(r"\[([\d.]+) SE interval (\S+) \.\. (\S+) \(SE ([^)]+)\)", (entry or {}).get("detail") or "")
+    return f"{m.group(2)} .. {m.group(3)}" if m else ""
+
+
+def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9) -> list[dict]:
+    """Rows for every result key (``claim@corpus``) under ``prefix`` whose value, n or verdict moved, or that one side
+    lacks: key, before/after value, n and verdict, and the after value's 95% interval where it has one."""
+    rows = []
+    o, n = old["results"], new["results"]
+    for key in sorted(k for k in set(o) | set(n) if k.startswith(prefix)):
+        a, b = o.get(key), n.get(key)
+        va, vb = (a or {}).get("measured"), (b or {}).get("measured")
+        same_value = (va == vb) or (isinstance(va, (int, float)) and isinstance(vb, (int, float))
+                                    and abs(va - vb) <= rel_tol * max(1.0, abs(va), abs(vb)))
+        if a and b and same_value and a.get("n") == b.get("n") and verdict_of(a) == verdict_of(b):
+            continue
+        rows.append({"key": key, "before": va, "after": vb, "n_before": (a or {}).get("n"), "n_after": (b or {}).get("n"),
+                     "verdict_before": verdict_of(a), "verdict_after": verdict_of(b), "interval_after": _interval(b),
+                     "flipped": verdict_of(a) != verdict_of(b)})
+    return rows
+
+
+def diff_markdown(rows: list[dict]) -> str:
+    def num(v):
+        return "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    lines = ["| claim@corpus | before (n) | after (n) | after 95% interval | verdict before → after |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        flip = " **(flipped)**" if r["flipped"] else ""
+        lines.append(f"| {r['key']} | {num(r['before'])} ({num(r['n_before'])}) | {num(r['after'])} ({num(r['n_after'])}) "
+                     f"| {r['interval_after']} | {r['verdict_before']} → {r['verdict_after']}{flip} |")
+    return "\n".join(lines)

@@ -26,3 +26,35 @@ def test_unknown_command_is_one_line_exit_4(capsys):
         pytest_args(["recrod"])
     err = capsys.readouterr().err
     assert exc.value.code == 4 and err.count("\n") == 1 and "invalid choice: 'recrod'" in err
+
+
+def test_diff_lists_moved_values_and_flipped_verdicts(tmp_path, capsys):
+    """`diff OLD NEW`: unchanged entries are left out; a moved value, a changed n, a flipped verdict (inconclusive
+    counts as its own verdict) and a key on one side only are listed; a bad file is one clear line."""
+    import json
+
+    from bertattn_bench.__main__ import main
+    from bertattn_bench.baselines import baseline_diff
+
+    def entry(v, n=10, holds=True, **kw):
+        return {"measured": v, "n": n, "holds": holds, **kw}
+
+    old = {"results": {"a@x": entry(1.0), "b@x": entry(2.0), "c@x": entry(3.0), "d@x": entry(4.0, holds=False),
+                       "e@x": entry(5.0), "z.f@x": entry(1.0)}}
+    new = {"results": {"a@x": entry(1.0), "b@x": entry(2.5), "c@x": entry(3.0, n=11),
+                       "d@x": entry(4.0, holds=False, inconclusive=True,
+                                    detail="[1.96 SE interval 3.5 .. 4.5 (SE 0.25): inside]"),
+                       "g@x": entry(7.0), "z.f@x": entry(2.0)}}
+    rows = {r["key"]: r for r in baseline_diff(old, new, prefix="")}
+    assert set(rows) == {"b@x", "c@x", "d@x", "e@x", "g@x", "z.f@x"}
+    assert not rows["b@x"]["flipped"] and rows["d@x"]["flipped"] and rows["d@x"]["interval_after"] == "3.5 .. 4.5"
+    assert rows["e@x"]["verdict_after"] == "—" and rows["g@x"]["verdict_before"] == "—"
+    assert {r["key"] for r in baseline_diff(old, new, prefix="z.")} == {"z.f@x"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert main(["diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--prefix", "z."]) == 0
+    out = capsys.readouterr().out
+    assert "| z.f@x | 1 (10) | 2 (10) |" in out and "1 moved, 0 verdict(s) changed" in out
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SystemExit, match="bad.json: not JSON"):
+        main(["diff", str(tmp_path / "bad.json"), str(tmp_path / "new.json")])
