@@ -245,6 +245,32 @@ def test_reducer_sums_pieces_attended_to_and_skips_self(window, tokenizer):
     assert res.correct[0, pronoun, 1] == 0
 
 
+def test_reducer_neighbour_mass_and_pronoun_heads_metric(window, tokenizer):
+    """Kovaleva §4.5 on the coreference pass: head 0 puts every query on the previous piece, head 1 on [CLS].
+    The ±1 mass counts ordinary keys only: of the t queries, q = 0 ([CLS] on itself) and q = 1 (on [CLS]) get
+    nothing, so head 0 = (t - 2) / t; head 1 = 0. The metric divides the top head's mass by the median's."""
+    enc = encode_words(tokenizer, 0, window.words)
+    batch = make_batch([enc], tokenizer, torch.device("cpu"), with_words=True)
+    t = len(enc.input_ids)
+    probs = torch.zeros(1, 2, t, t)
+    probs[0, 0, 0, 0] = 1.0
+    for q in range(1, t):
+        probs[0, 0, q, q - 1] = 1.0
+    probs[0, 1, :, 0] = 1.0
+    red = CorefReducer([window], n_layers=1, n_heads=2, device=torch.device("cpu"))
+    red.start_batch(batch)
+    red.update(0, probs)
+    res = red.finalize()
+    assert res.neighbour[0].tolist() == pytest.approx([(t - 2) / t, 0.0])
+    load_all_metrics()
+    res = _result([(6, 8, 5), (1, 1, 1)], BASE)
+    res.neighbour = torch.tensor([[0.1, 0.3]])  # head 1-1 resolves most pronouns; median of (0.1, 0.3) = 0.2
+    m = METRICS["coref_pronoun_heads_diagonal"](_PR(res), k=1)
+    assert m.value == pytest.approx(0.1 / 0.2) and m.n == 10 and "1-1 (acc% 60.00, ±1 mass 0.10)" in m.detail
+    with pytest.raises(NotApplicable, match="most of them"):
+        METRICS["coref_pronoun_heads_diagonal"](_PR(res), k=2)
+
+
 def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
     from bertattn_bench.metrics.coref import prepare_coref
 

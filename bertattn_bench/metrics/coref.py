@@ -24,6 +24,7 @@ from ..attention import Reducer, head_name, parse_head_name
 from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
 from ..registry import Measurement, NotApplicable, binomial_se, difference_se, family, figure, metric
 from ..plotting import pyplot, save_figure
+from .patterns import map_masks, neighbour_mass, top_heads_neighbour_ratio
 
 BASELINES = ("nearest", "head_word", "rules")
 BASELINE_NAMES = {"nearest": "nearest mention", "head_word": "head-word match", "rules": "rule-based"}
@@ -42,6 +43,7 @@ class CorefResult:
     stats: WindowStats | None = None
     # (n_layers, n_kinds, n_baselines, n_heads): anaphors both the head and the baseline (BASELINES order) resolve
     both: torch.Tensor | None = None
+    neighbour: torch.Tensor | None = None  # (n_layers, n_heads) mean ±1-neighbour mass per window (Kovaleva §4.5)
 
     def count(self, kind: str = "all") -> int:
         return int(self.n.sum()) if kind == "all" else int(self.n[self.kinds.index(kind)])
@@ -95,6 +97,8 @@ class CorefReducer(Reducer):
         self.correct = torch.zeros(n_layers, len(self.kinds), n_heads, dtype=torch.float64, device=device)
         self.both = torch.zeros(n_layers, len(self.kinds), len(BASELINES), n_heads, dtype=torch.float64, device=device)
         self.n = torch.zeros(len(self.kinds), dtype=torch.long, device=device)
+        # Kovaleva §4.5's check on the pronoun heads: each head's ±1-neighbour mass, summed over the windows' maps
+        self.neighbour = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
         self.device = device
         self.n_windows = 0
 
@@ -104,6 +108,7 @@ class CorefReducer(Reducer):
         a = max(len(self.heads[e.index]) for e in ex)
         self.batch, self.n_anaphors = batch, a
         self.n_windows += b
+        self.masks = map_masks(batch)
         if a == 0:
             return
         idx = np.zeros((b, a), dtype=np.int64)
@@ -127,6 +132,7 @@ class CorefReducer(Reducer):
         self.n += self.kind_onehot.sum((0, 1)).long()
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
+        self.neighbour[layer] += neighbour_mass(probs, self.masks).sum(0).double()
         if self.n_anaphors == 0:
             return
         words = (self.from_rows.unsqueeze(1) @ probs.float()) @ self.batch.word_to.unsqueeze(1)  # (B, H, A, W)
@@ -137,7 +143,7 @@ class CorefReducer(Reducer):
 
     def finalize(self) -> CorefResult:
         return CorefResult(self.kinds, self.correct.cpu(), self.n.cpu(), n_windows=self.n_windows,
-                           both=self.both.cpu())
+                           both=self.both.cpu(), neighbour=(self.neighbour / max(self.n_windows, 1)).cpu())
 
 
 def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.Tensor]:
@@ -349,6 +355,21 @@ def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
 # ---- figure (Clark Table 2 as bars) ---------------------------------------------------------------------------
 
 @figure("coref")
+@metric("coref_pronoun_heads_diagonal")
+def coref_pronoun_heads_diagonal(pr, k: int = 3, kind: str = "pronoun") -> Measurement:
+    """Kovaleva §4.5's noun-pronoun half, on Clark's coreference pass: the mean ±1-neighbour mass of the ``k`` heads
+    that resolve the most ``kind`` anaphors (argmax on an antecedent's head word), over the median head's."""
+    res = _res(pr)
+    if res.neighbour is None:
+        raise NotApplicable("this coreference pass has no per-head ±1-neighbour mass (an older cached result)")
+    n = res.count(kind)
+    if n == 0:
+        raise NotApplicable(f"no {kind} anaphors in the windows")
+    value, text = top_heads_neighbour_ratio(res.accuracy(kind).numpy(), res.neighbour.numpy(), k, "acc%")
+    return Measurement(value, n, f"{kind} anaphors", unit="x median head",
+                       detail=f"top {kind} -> antecedent heads {text}; {res.n_windows} windows")
+
+
 def coref_figure(pass_results, directory: Path) -> list[Path]:
     """Accuracy by mention type: the best head (on all anaphors) against the three baselines, one PNG per pass."""
     plt = pyplot()

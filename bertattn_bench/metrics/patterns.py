@@ -104,16 +104,25 @@ def map_masks(batch) -> MapMasks:
                     real.sum(-1).float())
 
 
+def neighbour_mass(probs: torch.Tensor, m: MapMasks) -> torch.Tensor:
+    """``d`` of each map, ``(B, H)``: the mean over its real query rows of the mass on the ±1 neighbours (keys that
+    are ordinary tokens; [CLS]/[SEP] keys excluded, so a sink next to a token does not count as diagonal)."""
+    p = probs.float()
+    real, ordk = m.real, m.ordinary
+    nq = m.n_real.clamp(min=1)[:, None]
+    prev = p.diagonal(offset=-1, dim1=-2, dim2=-1)  # [q+1, q]: query q+1, key q
+    nxt = p.diagonal(offset=1, dim1=-2, dim2=-1)  # [q, q+1]
+    return ((prev * (ordk[:, :-1] * real[:, 1:])[:, None]).sum(-1)
+            + (nxt * (ordk[:, 1:] * real[:, :-1])[:, None]).sum(-1)) / nq
+
+
 def map_features(probs: torch.Tensor, m: MapMasks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(v, d, b)``, each ``(B, H)``: means over each map's real query rows (see the module docstring)."""
     p = probs.float()
     real, ordk = m.real, m.ordinary
     nq = m.n_real.clamp(min=1)[:, None]
     v = (torch.einsum("bhqk,bk->bhq", p, m.special) * real[:, None]).sum(-1) / nq
-    prev = p.diagonal(offset=-1, dim1=-2, dim2=-1)  # [q+1, q]: query q+1, key q
-    nxt = p.diagonal(offset=1, dim1=-2, dim2=-1)  # [q, q+1]
-    d = ((prev * (ordk[:, :-1] * real[:, 1:])[:, None]).sum(-1)
-         + (nxt * (ordk[:, 1:] * real[:, :-1])[:, None]).sum(-1)) / nq
+    d = neighbour_mass(p, m)
     own = torch.einsum("bhqk,bqk->bhq", p, m.own)
     ordm = torch.einsum("bhqk,bk->bhq", p, ordk)
     c = m.chance[:, None]
@@ -586,19 +595,26 @@ def tok2tok_top_heads_diagonal(pr, k: int = 3, model: str = "pretrained") -> Mea
     r, ms = _stats(pr, model)
     if ms.ud.n_arcs == 0:
         raise NotApplicable("no verb -> nominal subject arcs in the UD sentences")
-    att, diag = ms.ud.nsubj.reshape(-1), ms.ud.diag.reshape(-1)
+    value, text = top_heads_neighbour_ratio(ms.ud.nsubj, ms.ud.diag, k, "att")
+    return Measurement(value, ms.ud.n_arcs, "verb -> subject arcs", unit="x median head",
+                       detail=f"{ms.label}: top verb->subject heads {text}; {ms.ud.n_sentences} sentences")
+
+
+def top_heads_neighbour_ratio(score, neighbour, k: int, score_name: str) -> tuple[float, str]:
+    """Kovaleva §4.5's test of "detector" heads: the mean ±1-neighbour mass of the ``k`` heads with the highest
+    ``score`` (``(L, H)``) over the median head's, and a text naming them (with the 75th percentile of the mass)."""
+    score, neighbour = np.asarray(score, dtype=float), np.asarray(neighbour, dtype=float)
+    n_heads = score.shape[-1]
+    att, diag = score.reshape(-1), neighbour.reshape(-1)
     if att.size < 2 * k:
         raise NotApplicable(f"the model has {att.size} heads: its top {k} would be most of them")
     top = np.argsort(-att, kind="stable")[:k]
     median = float(np.median(diag))
     q75 = float(np.quantile(diag, 0.75))
     value = float(diag[top].mean()) / median if median > 0 else float("inf")
-    return Measurement(value, ms.ud.n_arcs, "verb -> subject arcs", unit="x median head",
-                       detail=f"{ms.label}: top verb->subject heads " + ", ".join(
-                           f"{head_name(*divmod(int(i), r.n_heads))} (att {att[i]:.2f}, ±1 mass {diag[i]:.2f})"
-                           for i in top) + f"; ±1 mass over all heads: median {median:.3f}, 75th percentile {q75:.3f} "
-                                           f"({int((diag[top] > q75).sum())} of {k} above it); "
-                                           f"{ms.ud.n_sentences} sentences")
+    return value, (", ".join(f"{head_name(*divmod(int(i), n_heads))} ({score_name} {att[i]:.2f}, ±1 mass {diag[i]:.2f})"
+                             for i in top) + f"; ±1 mass over all heads: median {median:.3f}, 75th percentile "
+                                             f"{q75:.3f} ({int((diag[top] > q75).sum())} of {k} above it)")
 
 
 @metric("pattern_share_task_margin")
