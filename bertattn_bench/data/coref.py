@@ -620,17 +620,21 @@ def _add_window(doc: CorefDocument, s: int, e: int, windows: list, stats: Window
     windows.append(CorefWindow(doc.doc_id, s, doc.words[s:e], anaphors, len(inside)))
 
 
+def _counted(docs: list[CorefDocument], stats: WindowStats):
+    """``docs``, one by one, each one's dropped singletons and links added to ``stats`` (both window builders)."""
+    for doc in docs:
+        stats.n_singletons += doc.n_singletons
+        stats.n_dropped_links += doc.n_dropped
+        yield doc
+
+
 def truncate_documents(docs: list[CorefDocument], tokenizer,
                        max_tokens: int = 128) -> tuple[list[CorefWindow], WindowStats]:
     """Clark §4.3 footnote 3: each document truncated to its first ``max_tokens`` pieces ([CLS]/[SEP] included),
     one window per document: its first words (whole words, the cut may fall inside a sentence) while they fit.
     Mentions that straddle the cut are counted in ``n_cut_mentions``; the rest of the document is not read."""
-    stats = WindowStats()
-    windows: list[CorefWindow] = []
-    budget = max_tokens - 2
-    for doc in docs:
-        stats.n_singletons += doc.n_singletons
-        stats.n_dropped_links += doc.n_dropped
+    windows, stats, budget = [], WindowStats(), max_tokens - 2
+    for doc in _counted(docs, stats):
         used, e = 0, 0
         while e < len(doc.words):
             pieces = max(1, len(tokenizer.tokenize(doc.words[e])))
@@ -647,12 +651,8 @@ def truncate_documents(docs: list[CorefDocument], tokenizer,
 
 def make_windows(docs: list[CorefDocument], tokenizer, max_tokens: int = 128) -> tuple[list[CorefWindow], WindowStats]:
     """Non-overlapping windows of whole consecutive sentences, at most ``max_tokens`` pieces with [CLS]/[SEP]."""
-    stats = WindowStats()
-    windows: list[CorefWindow] = []
-    budget = max_tokens - 2
-    for doc in docs:
-        stats.n_singletons += doc.n_singletons
-        stats.n_dropped_links += doc.n_dropped
+    windows, stats, budget = [], WindowStats(), max_tokens - 2
+    for doc in _counted(docs, stats):
         bounds = doc.sentence_starts + [len(doc.words)]
         spans: list[tuple[int, int]] = []  # word ranges of windows
         cur_start, cur_end, cur_pieces = None, None, 0
