@@ -78,7 +78,7 @@ def record_baselines(session, directory: Path, date: str | None = None) -> list[
         for r in results.values():
             r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it
         spread = sorted(p.relative_to(directory).as_posix() for p in (directory / "spread").glob(f"{slug}-*.json"))
-        if spread:  # the measured spread behind the tolerances of trained values (scripts/probe_spread.py)
+        if spread:  # the measured spread behind the tolerances of trained values (scripts/spread.py)
             provenance["tolerance_spread"] = spread
         # read-merge-write under a lock: two processes recording other claims into the same file keep both
         with FileLock(str(path) + ".lock"):

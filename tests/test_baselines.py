@@ -97,12 +97,12 @@ def test_provenance_points_at_the_measured_spread(tmp_path):
     assert doc["provenance"]["tolerance_spread"] == ["spread/m-probes.json"]
 
 
-def test_probe_spread_summary_known_answer():
-    """scripts/probe_spread.py: spread = max - min over runs, tolerance = max(safety x spread, 100/n) rounded up
+def test_spread_summary_known_answer():
+    """scripts/spread.py: spread = max - min over runs, tolerance = max(safety x spread, 100/n) rounded up
     to 0.1; the structural layer per run is read from the detail."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("probe_spread", Path(__file__).parent.parent / "scripts" / "probe_spread.py")
+    spec = importlib.util.spec_from_file_location("spread", Path(__file__).parent.parent / "scripts" / "spread.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 
@@ -117,3 +117,9 @@ def test_probe_spread_summary_known_answer():
     assert tiny["proposed_tolerance"] == 0.1  # the one-arc step (100/1000 = 0.1) is the floor
     with pytest.raises(SystemExit, match="SEED:THREADS"):
         mod.parse_runs("0:2,x")
+    # patterns (fine-tuned checkpoints of seeds 0-2): shares have no one-item floor; precision 0.001
+    share = lambda v: {"values": {"s@mrpc": {"measured": v, "n": 21600, "n_unit": "maps", "holds": True,  # noqa: E731
+                                             "layer": None}}}
+    p = mod.summarise([share(0.5934), share(0.6012), share(0.5871)], safety=2.0, family="patterns")["s@mrpc"]
+    assert p["spread"] == pytest.approx(0.0141) and p["proposed_tolerance"] == pytest.approx(0.029)
+    assert mod.summarise([share(0.2), share(0.2)], safety=2.0, family="patterns")["s@mrpc"]["proposed_tolerance"] == 0.001

@@ -36,7 +36,9 @@ to = sum over the subject's pieces, Clark §4.1) on UD EWT, beside the head's ±
 layer's [CLS] query row split into [CLS], [SEP], punctuation and other tokens.
 
 Each pass runs the pre-trained model and, where the tier has one, the fine-tuned checkpoint of the task (from
-``finetune``'s cache, the same as the ``finetune``/``disable`` families: quick tier MRPC seed 0).
+``finetune``'s cache, the same as the ``finetune``/``disable`` families: quick tier MRPC seed 0;
+``BERTATTN_SEED=k`` reads seed k's checkpoint instead, which is how scripts/spread.py measures the seed spread behind
+the fine-tuned claims' tolerances).
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
+from ..settings import training_seed
 from .finetuned import GLUE_TASKS, TIERS, options_of, recipe_for
 
 TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
@@ -448,9 +451,9 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
     elif loaded.info.random_init_seed is not None and not TIERS[tier]["twin"]:
         note = f"the {tier} tier fine-tunes no random-init model (--tier full does)"
     else:
-        ft_seed = 0
+        ft_seed = training_seed()  # $BERTATTN_SEED (default 0): another seed's checkpoint measures the seed spread
         paths.insert(0, glue.split_path(data_dir, t, "train"))
-        note = f"fine-tuned on {corpus} with seed 0 (finetune's checkpoint cache)"
+        note = f"fine-tuned on {corpus} with seed {ft_seed} (finetune's checkpoint cache)"
     desc = (f"GLUE {t.folder} dev ({len(dev.examples)} of {total} examples{', first %d' % limit if limit else ''}"
             f"{', seeded sample' if total > cap else ''}; {dev.n_truncated} cut to {max_tokens} pieces) + UD "
             f"{UD_CORPUS} ({len(ud)} sentences); {note} ({tier} tier)")

@@ -1,20 +1,26 @@
 #!/usr/bin/env python
-"""How far the trained probe values move between runs: the measured spread behind the probes' baseline tolerances.
+"""How far trained values move between runs: the measured spread behind the baseline tolerances of trained claims.
 
-Runs the probes family (``pytest benchmarks -k probes``, no cache, no negative control) once per (training seed,
-thread count), under ``BERTATTN_SEED=seed`` and ``OMP_NUM_THREADS=threads``, each with ``--claims-report`` into a
-temporary folder, then writes a JSON summary: per claim and corpus every run's value and n, the spread
-(max - min over the runs), max |delta| from the reference run (the first), the structural probe's chosen layer per
-run, and a proposed tolerance = max(safety x spread, one-arc step 100/n), rounded up to 0.1.
+Runs one family's benchmarks (no negative control) once per (seed, thread count), under ``BERTATTN_SEED=seed`` and
+``OMP_NUM_THREADS=threads``, each with ``--claims-report`` into a folder, then writes a JSON summary: per claim and
+corpus every run's value and n, the spread (max - min over the runs), max |delta| from the reference run (the
+first), the structural probe's chosen layer per run (probes), and a proposed tolerance = max(safety x spread, the
+value's one-item step), rounded up to the family's precision.
 
-The seeds stand in for what another machine does to training: a different float path after a few hundred Adam steps
-is a different trajectory, of the size a different initialisation/order gives; the data samples (and so n) stay
-those of seed 0. Thread counts are the real thing (1 vs 2 cores changes the order of float sums).
+Families (``--family``):
+* ``probes`` (Clark §5): the seed is the probes' training seed (initialisation, order); the data samples (and n)
+  stay those of seed 0. The seeds stand in for what another machine does to training: a different float path after
+  a few hundred Adam steps is a different trajectory, of the size a different initialisation/order gives. Thread
+  counts are the real thing (1 vs 2 cores changes the order of float sums). Step: one arc (100/n UAS points).
+* ``patterns`` (Kovaleva §4.1/§4.4/§4.5): the seed picks the fine-tuned checkpoint (finetune's cache; trained if
+  absent), so the fine-tuned claims' tolerances come from the seed-to-seed spread of fine-tuning itself.
 
     PYTHONPATH=$PWD BERTATTN_DATA_DIR=../shared/data HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
-        .venv/bin/python scripts/probe_spread.py --runs 0:2,0:1,1:2 \\
+        .venv/bin/python scripts/spread.py --family probes --runs 0:2,0:1,1:2 \\
         --work /tmp/spread-work --cache-dir .bertattn_cache \\
         --out reference_numbers/baselines/spread/all-MiniLM-L6-v2-probes.json
+    .venv/bin/python scripts/spread.py --family patterns --runs 0:2,1:2,2:2 --cache-dir .bertattn_cache \\
+        --out reference_numbers/baselines/spread/all-MiniLM-L6-v2-patterns.json
 """
 from __future__ import annotations
 
@@ -31,6 +37,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# per family: the -k expression, default corpora, the one-item step of a value (None: none) and the precision
+FAMILIES = {
+    "probes": {"k": "probes and not negative and not speed", "corpora": "ewt_dev,ewt_test,gum_test",
+               "step_unit": "arcs", "precision": 0.1},
+    "patterns": {"k": "patterns and not negative", "corpora": "mrpc", "step_unit": None, "precision": 0.001},
+}
 LAYER = re.compile(r"structural probe .*? at (embeddings|layer (\d+))")
 
 
@@ -49,14 +61,15 @@ def parse_runs(text: str) -> list[tuple[int, int]]:
     return runs
 
 
-def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: Path, cache_dir: Path | None) -> dict:
+def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: Path, cache_dir: Path | None,
+             family: str = "probes") -> dict:
     env = {**os.environ, "BERTATTN_SEED": str(seed), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "PYTHONPATH": str(ROOT), "CI": "1"}
     torch_threads = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                                        env=env, capture_output=True, text=True, check=True).stdout)
     # the pass cache key holds the training seed and the thread count, so a cache never serves another run's values
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
-           "-k", "probes and not negative and not speed", "--corpus", f"probes={corpora}",
+           "-k", FAMILIES[family]["k"], "--corpus", f"{family}={corpora}",
            "--claims-report", str(report)] + (["--limit", str(limit)] if limit else []) + (
            ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])
     path = report / "claims.json"
@@ -84,7 +97,9 @@ def _layer(detail: str):
     return None if m is None else (0 if m.group(1) == "embeddings" else int(m.group(2)))
 
 
-def summarise(runs: list[dict], safety: float) -> dict:
+def summarise(runs: list[dict], safety: float, family: str = "probes") -> dict:
+    spec = FAMILIES[family]
+    precision = spec["precision"]
     keys = sorted(set().union(*(r["values"] for r in runs)))
     out = {}
     for key in keys:
@@ -92,8 +107,10 @@ def summarise(runs: list[dict], safety: float) -> dict:
         measured = [v["measured"] for v in vals]
         ns = sorted({v["n"] for v in vals})
         spread = max(measured) - min(measured)
-        step = 100.0 / ns[0] if ns[0] else 0.0  # one arc of n, in UAS points
-        proposed = math.ceil(max(safety * spread, step) * 10 - 1e-9) / 10
+        # one arc of n, in UAS points (probes); shares and ratios of many maps have no step worth a floor
+        step = 100.0 / ns[0] if ns[0] and vals[0]["n_unit"] == spec["step_unit"] else 0.0
+        proposed = math.ceil(max(safety * spread, step, precision) / precision - 1e-9) * precision
+        proposed = round(proposed, 10)
         entry = {"values": measured, "n": ns[0] if len(ns) == 1 else ns, "n_unit": vals[0]["n_unit"],
                  "runs": len(vals), "spread": spread, "max_abs_delta_from_first": max(abs(x - measured[0]) for x in measured),
                  "one_arc_step": step, "proposed_tolerance": proposed, "holds": [v["holds"] for v in vals]}
@@ -107,7 +124,8 @@ def summarise(runs: list[dict], safety: float) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default="0:2,0:1,1:2", help="SEED:THREADS,... (first = reference; default %(default)s)")
-    ap.add_argument("--corpora", default="ewt_dev,ewt_test,gum_test", help="probes corpora (default %(default)s)")
+    ap.add_argument("--family", default="probes", choices=sorted(FAMILIES), help="the family (default %(default)s)")
+    ap.add_argument("--corpora", default=None, help="corpora (default: the family's, e.g. probes ewt_dev,ewt_test,gum_test)")
     ap.add_argument("--limit", type=int, default=None, help="--limit for each run (quick trials only)")
     ap.add_argument("--safety", type=float, default=2.0, help="tolerance = safety x spread (default %(default)s)")
     ap.add_argument("--out", type=Path, required=True, help="JSON summary to write")
@@ -124,17 +142,17 @@ def main(argv=None) -> int:
         work = args.work or Path(tmp)
         for i, (seed, threads) in enumerate(parse_runs(args.runs)):
             print(f"run {i + 1}: BERTATTN_SEED={seed} OMP_NUM_THREADS={threads} ...", flush=True)
-            runs.append(run_once(seed, threads, args.corpora, args.limit, work / f"seed{seed}-threads{threads}",
-                                 args.cache_dir))
+            runs.append(run_once(seed, threads, args.corpora or FAMILIES[args.family]["corpora"], args.limit,
+                                 work / f"{args.family}-seed{seed}-threads{threads}", args.cache_dir, args.family))
             print(f"  {runs[-1]['seconds']} s, pytest exit {runs[-1]['pytest_exit']}", flush=True)
     import torch
 
-    doc = {"what": "spread of the probes family's values over training seeds and thread counts (scripts/probe_spread.py)",
-           "command": "scripts/probe_spread.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    doc = {"what": f"spread of the {args.family} family's values over seeds and thread counts (scripts/spread.py)",
+           "command": "scripts/spread.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": _commit(),
            "torch": torch.__version__, "cpu_count": os.cpu_count(), "safety": args.safety,
            "runs": [{k: v for k, v in r.items() if k != "values"} for r in runs],
-           "claims": summarise(runs, args.safety)}
+           "claims": summarise(runs, args.safety, args.family)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     for key, e in doc["claims"].items():
