@@ -8,6 +8,7 @@ import torch
 from bertattn_bench import attention, finetune
 from bertattn_bench.data import glue
 from bertattn_bench.metrics import pruning
+from bertattn_bench.registry import METRICS, load_all_metrics
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 STSB_HEADER = "index\tgenre\tsentence1\tsentence2\tscore\n"
@@ -199,11 +200,12 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
         _sensitive(loaded, seed, glue_dir), {}, True))
     pp = pruning.prepare_prune(tiny, glue_dir, "mrpc", options={"tier": tier, "cache_dir": None})
     assert pp.reason if tier == "quick" else not pp.reason  # the tiny model counts as random-init: quick skips it
-    pp.seeds, pp.reason = (0,), None
+    # full tier: two seeds, the second sweep on the first only (pruning.EXTRA_SEEDS)
+    pp.seeds, pp.reason = ((0,) if tier == "quick" else (0, 1)), None
     r = pp.run().result
     model = _sensitive(tiny, 0, glue_dir)
     dev, tok = pp.dev, tiny.tokenizer
-    assert r.n_dev == 24 and r.n_importance == 48 and r.head_delta.shape == (1, 2, 4)
+    assert r.n_dev == 24 and r.n_importance == 48 and r.head_delta.shape == (len(pp.seeds), 2, 4)
     assert np.count_nonzero(r.head_delta) >= 4 and len(set(np.round(r.curve[0], 9))) >= 3  # not vacuous
     assert r.base[0] == pytest.approx(_alone(model, tok, dev, []))
     for l in range(2):
@@ -222,6 +224,14 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
         assert r.abo_delta is None and r.cross is None and r.curve_random is None and not r.exact
         return
     assert r.exact and r.curve_exact.shape == (1, 10) and r.curve_random.shape == (1, 3, 10)
+    assert r.abo_delta.shape == (1, 2, 4) and r.one_head_best.shape == (1,) and r.curve.shape == (2, 10)
+    model1 = _sensitive(tiny, 1, glue_dir)
+    assert r.base[1] == pytest.approx(_alone(model1, tok, dev, [])) and r.base[1] != r.base[0]
+    load_all_metrics()
+    beats = METRICS["michel_importance_beats_random"](_PR(r))  # seed 0's curve against seed 0's random orders
+    assert beats.value == pytest.approx(r.curve[0].mean() - r.curve_random[0].mean())
+    one = METRICS["michel_single_head_model"](_PR(r))
+    assert f"{r.one_head_best[0] - r.base[0]:+.2f}" in one.detail
     assert np.count_nonzero(r.abo_delta) >= 4 and np.count_nonzero(r.cross["head_delta"]) >= 4
     for l in range(2):
         for h in range(4):
