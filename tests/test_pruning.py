@@ -294,3 +294,18 @@ def test_full_tier_claims_skip_in_quick_tier():
                pruning.michel_early_importance, pruning.michel_importance_beats_random):
         with pytest.raises(NotApplicable, match="--tier full"):
             fn(_PR(r))
+
+
+def test_twin_trains_twin_seeds_only(tiny, glue_dir):
+    """The random-init twin (the tiny model counts as one) fine-tunes TWIN_SEEDS in the full tier, not the tier's
+    three MRPC seeds; a pre-trained model gets the tier's seeds."""
+    from dataclasses import replace
+
+    from bertattn_bench.metrics import finetuned
+
+    assert tiny.info.random_init_seed is not None
+    _, _, seeds, *_ = finetuned.prepare_glue("disable", tiny, glue_dir, "mrpc", None, {"tier": "full"})
+    assert seeds == finetuned.TWIN_SEEDS == (0,)
+    pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))
+    _, _, seeds, *_ = finetuned.prepare_glue("disable", pretrained, glue_dir, "mrpc", None, {"tier": "full"})
+    assert seeds == (0, 1, 2)

@@ -237,7 +237,9 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     """Shared by the ``finetune`` and ``disable`` families: the task, its dev set, seeds, and why it cannot run."""
     tier, cache_dir, _ = options_of(options)
     t = glue.task(corpus)
-    seeds = tier_seeds(tier, corpus)
+    # the random-init twin (negative control) trains TWIN_SEEDS only: its learned claims must fail, and its seed 0 is
+    # the checkpoint the model's own pass already trained for Table 1's random column (no second set of seeds)
+    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus)
     dev_rows = glue.load_split(data_dir, corpus, "dev", limit)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))
     paths = [glue.split_path(data_dir, t, "dev")]
