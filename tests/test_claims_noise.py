@@ -91,3 +91,27 @@ def test_reports_show_the_interval_and_count_inconclusive(tmp_path):
     assert first["inconclusive"] is True and first["interval"] == pytest.approx([-8.77, 6.91])
     assert "inconclusive" in (tmp_path / "claims.csv").read_text(encoding="utf-8")
     assert "(inconclusive: margin -0.93" in (tmp_path / "claims.md").read_text(encoding="utf-8")
+
+
+def test_dependency_best_head_gap_carries_its_interval():
+    """Clark §4.2's best-head claims: the gap's standard error is the binomial SE of the head's and of the offset's
+    accuracy over the relation's arcs (independent: wide); by hand for 30/40 correct vs an offset at 50% of 40."""
+    import torch
+
+    from bertattn_bench.metrics.syntax import DependencyResult, OffsetBaseline
+    from bertattn_bench.registry import METRICS, load_all_metrics
+
+    load_all_metrics()
+    correct = torch.zeros(1, 2, 1, 2, dtype=torch.float64)
+    correct[0, 0, 0, 1] = 30  # head 1-2, dependent -> head: 30 of 40
+    res = DependencyResult(("nsubj",), correct, torch.tensor([40]), {"nsubj": OffsetBaseline(50.0, -1, 40, 10.0)},
+                           n_sentences=5, n_words=60, n_split_words=3)
+
+    class PR:
+        result = res
+
+    m = METRICS["best_head_gap"](PR(), relation="nsubj")
+    assert m.value == pytest.approx(25.0) and m.head == "1-2"
+    assert m.standard_error == pytest.approx(100 * ((0.75 * 0.25 + 0.5 * 0.5) / 40) ** 0.5)
+    rb = METRICS["right_branching_accuracy"](PR(), relation="nsubj")
+    assert rb.standard_error == pytest.approx(100 * (0.1 * 0.9 / 40) ** 0.5)

@@ -263,7 +263,7 @@ class DependencyReducer(Reducer):
 
 # ---- claim metrics (named by reference_numbers/clark2019_dependency.toml) -------------------------------------
 
-from ..registry import Measurement, metric  # noqa: E402
+from ..registry import Measurement, binomial_se, difference_se, metric  # noqa: E402
 
 
 def _best_vs_baseline(res: DependencyResult, relation: str) -> tuple[HeadScore, OffsetBaseline]:
@@ -279,8 +279,11 @@ def best_head_gap(pr, relation: str) -> Measurement:
     """Best single head (either direction) minus the best fixed-offset baseline, in points (Clark Table 1)."""
     best, base = _best_vs_baseline(pr.result, relation)
     other = pr.result.best_head(relation, 1 - best.direction)
+    # the interval: binomial standard errors of the two accuracies over the relation's arcs, taken as independent
+    # (the head and the offset are scored on the same arcs, positively correlated: this errs wide)
     return Measurement(
         best.accuracy - base.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="points",
+        standard_error=difference_se((best.accuracy, best.n), (base.accuracy, base.n)),
         detail=(f"best {best.describe()} vs offset ({base.offset:+d}) {base.accuracy:.1f}%; "
                 f"other direction: {other.describe()}"),
     )
@@ -290,6 +293,7 @@ def best_head_gap(pr, relation: str) -> Measurement:
 def best_head_accuracy(pr, relation: str) -> Measurement:
     best, base = _best_vs_baseline(pr.result, relation)
     return Measurement(best.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="%",
+                       standard_error=binomial_se(best.accuracy, best.n),
                        detail=f"{best.describe()}; offset ({base.offset:+d}) {base.accuracy:.1f}%")
 
 
@@ -358,6 +362,7 @@ def right_branching_accuracy(pr, relation: str = "All") -> Measurement:
     """The right-branching baseline: every word's head is the next word (Clark §4.2: 26.3 UAS; §5 Table 3: 26)."""
     base = pr.result.baselines[relation]
     return Measurement(base.right_branching, n=base.n, n_unit="arcs", unit="%",
+                       standard_error=binomial_se(base.right_branching, base.n),
                        detail=f"best fixed offset {base.offset:+d}: {base.accuracy:.1f}%")
 
 
