@@ -283,7 +283,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     if out.interval is not None:
         lo, hi = out.interval
         bounds = claim.threshold if claim.comparison == "between" else [claim.threshold]
-        out.inconclusive = any(lo <= b <= hi for b in bounds)
+        out.inconclusive = hi > lo and any(lo <= b <= hi for b in bounds)  # SE 0 (no resample moved it): exact
         out.detail += (f" [{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})"
                        + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive else "]"))
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, corpus_label(pass_result)))

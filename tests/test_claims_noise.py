@@ -55,6 +55,15 @@ def test_threshold_outside_the_interval_is_a_clear_verdict():
     assert not out.inconclusive
 
 
+def test_a_zero_standard_error_is_exact_not_inconclusive():
+    """A value no resample moved (SE 0, e.g. a count of heads far from their bar) sitting on its threshold is a
+    clear verdict: the degenerate interval [v, v] does not make it inconclusive."""
+    out = evaluate(se_claim(">=", 1.0, se=0.0), FakePass(1.0))
+    assert out.holds and not out.inconclusive and out.verdict == "holds"
+    out = evaluate(se_claim(">=", 1.0, se=0.1), FakePass(1.0))
+    assert out.inconclusive
+
+
 def test_between_is_inconclusive_near_either_bound():
     out = evaluate(se_claim("between", [20.0, 35.0], se=0.48), FakePass(34.70))
     assert out.holds and out.inconclusive and out.margin == pytest.approx(-0.30)

@@ -120,3 +120,30 @@ def test_sep_chance_counts_the_separators_of_the_input(tiny, tokenizer):
         red = SurfaceReducer(tiny.info.n_layers, tiny.info.n_heads, "cpu")
         (res,) = run_reducers(tiny.model, iter_batches([ex], tokenizer, "cpu", 1), [red])
         assert res.sep_chance == pytest.approx(want)
+
+
+def test_per_segment_statistics_and_the_bootstrap(pair_batch):
+    """The pass keeps every statistic per segment (its mean is ``stats``); a claim's standard error is the sd of the
+    metric over seeded resamples of the segments: 0 for a head far from its bar, > 0 for one that crosses it when
+    the segments are redrawn; an SE of 0 never makes a claim inconclusive."""
+    from bertattn_bench.registry import METRICS, load_all_metrics
+
+    res = _reduce(pair_batch, [_uniform(pair_batch), _uniform(pair_batch)])
+    assert res.per_segment["entropy"].shape == (2, 2, 2)
+    for k, v in res.stats.items():
+        torch.testing.assert_close(res.per_segment[k].mean(0), v.float(), rtol=1e-6, atol=1e-6)
+    both = res.resample(torch.tensor([1, 1]))
+    torch.testing.assert_close(both.stats["to_sep"], res.per_segment["to_sep"][1])
+    assert both.sep_chance == pytest.approx(float(res.sep_chance_per_segment[1]))
+    load_all_metrics()
+    n = 40  # 1 layer, 2 heads: head 1 at 0.9 in every segment, head 2 at 0.6 / 0.42 alternately (mean 0.51)
+    seg = torch.zeros(n, 1, 2)
+    seg[:, 0, 0] = 0.9
+    seg[:, 0, 1] = torch.tensor([0.6, 0.42] * (n // 2))
+    per = {k: seg.clone() for k in res.per_segment}
+    surf = SurfaceResult(stats={k: v.mean(0) for k, v in per.items()}, n_segments=n, n_tokens=400, sep_chance=0.1,
+                         per_segment=per, sep_chance_per_segment=torch.full((n,), 0.1))
+    m = METRICS["fraction_heads_above"](SimpleNamespace(result=surf), stat="to_special", threshold=0.5)
+    assert m.value == 1.0 and 0.2 < m.standard_error < 0.5 and "bootstrap over the 40 segments" in m.detail
+    far = METRICS["fraction_heads_above"](SimpleNamespace(result=surf), stat="to_special", threshold=0.3)
+    assert far.value == 1.0 and far.standard_error == 0.0

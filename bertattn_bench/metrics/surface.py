@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..attention import Reducer
@@ -29,6 +30,17 @@ class SurfaceResult:
     sep_chance: float  # mean over segments of n_sep / L (the separators' share of the tokens: chance)
     token_counts: torch.Tensor | None = None  # (vocab,) word-piece frequencies over the segments
     top_tokens: list = None  # [(piece, count)] most frequent first, special tokens excluded (set by the pass)
+    # every statistic per segment, (n_segments, n_layers, n_heads) float32 (72 numbers per segment and statistic on
+    # MiniLM, never a map): ``stats`` is their mean; the claims' bootstrap over segments resamples them
+    per_segment: dict[str, torch.Tensor] | None = None
+    sep_chance_per_segment: torch.Tensor | None = None  # (n_segments,)
+
+    def resample(self, idx: torch.Tensor) -> "SurfaceResult":
+        """The result over the segments ``idx`` (with repeats: one bootstrap sample), statistics only."""
+        return SurfaceResult(stats={k: v[idx].mean(0) for k, v in self.per_segment.items()},
+                             n_segments=len(idx), n_tokens=self.n_tokens,
+                             sep_chance=float(self.sep_chance_per_segment[idx].double().mean()),
+                             token_counts=self.token_counts, top_tokens=self.top_tokens)
 
     def per_layer(self, name: str) -> torch.Tensor:
         """Mean over heads: Clark Fig. 2's per-layer curves."""
@@ -50,6 +62,8 @@ class SurfaceReducer(Reducer):
 
     def __init__(self, n_layers: int, n_heads: int, device, vocab_size: int | None = None):
         self.sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for k in FIELDS}
+        self.rows = {k: [[] for _ in range(n_layers)] for k in FIELDS}  # per layer: (B, H) per batch
+        self.sep_chance_rows = []
         self.n_segments = 0
         self.n_tokens = torch.zeros((), dtype=torch.long, device=device)  # on device: no sync per batch
         self.sep_chance_sum = torch.zeros((), dtype=torch.float64, device=device)
@@ -64,7 +78,9 @@ class SurfaceReducer(Reducer):
             self.token_counts += torch.bincount(batch.input_ids[mask], minlength=self.token_counts.numel())
         # chance for [SEP] = its share of the segment's tokens: 2 of L for BERT's [CLS] A [SEP] B [SEP], 3 for
         # RoBERTa-style <s> A </s></s> B </s> (counted from the input, never assumed)
-        self.sep_chance_sum += (batch.is_sep.sum(-1).double() / lengths.double()).sum()
+        chance = batch.is_sep.sum(-1).double() / lengths.double()
+        self.sep_chance_sum += chance.sum()
+        self.sep_chance_rows.append(chance)
         # Clark's denominators (General_Analysis.ipynb of clarkkev/attention-analysis, commit b609cfc, the
         # "Computing Average Attention" cell, file lines 132-151): previous/next token ("left"/"right",
         # np.eye(n, n, -1/+1)), self, [CLS], [SEP] and punctuation are divided by n_tokens, all queries; "sep_sep"
@@ -104,6 +120,7 @@ class SurfaceReducer(Reducer):
         }
         for k, v in per_segment.items():
             self.sums[k][layer] += v.sum(0).double()
+            self.rows[k][layer].append(v.float())
 
     def finalize(self) -> SurfaceResult:
         n = max(self.n_segments, 1)
@@ -113,6 +130,9 @@ class SurfaceReducer(Reducer):
             n_tokens=int(self.n_tokens),
             sep_chance=float(self.sep_chance_sum) / n,
             token_counts=None if self.token_counts is None else self.token_counts.cpu(),
+            per_segment={k: torch.stack([torch.cat(rows) for rows in per_layer], 1).cpu()
+                         for k, per_layer in self.rows.items()} if self.n_segments else None,
+            sep_chance_per_segment=torch.cat(self.sep_chance_rows).float().cpu() if self.n_segments else None,
         )
 
 
@@ -120,6 +140,40 @@ class SurfaceReducer(Reducer):
 
 from ..attention import head_name  # noqa: E402
 from ..registry import Measurement, NotApplicable, in_band, metric, relative_depth  # noqa: E402
+
+
+BOOTSTRAP_SAMPLES = 200  # resamples of the segments behind each claim's standard error (seeded, so repeatable)
+
+
+def bootstrapped(fn):
+    """A metric whose value also gets a standard error: the sd of the metric over ``BOOTSTRAP_SAMPLES`` resamples
+    of the segments (with replacement, seed 0), where the pass kept its per-segment statistics. A discrete value
+    (a count or share of heads/layers) gets one too: how often a head or layer crosses its bar when the segments
+    are redrawn."""
+    import functools
+    from types import SimpleNamespace
+
+    @functools.wraps(fn)
+    def wrapper(pr, **params):
+        m = fn(pr, **params)
+        res = pr.result
+        if m.standard_error is not None or res.per_segment is None or res.n_segments < 2:
+            return m
+        rng = np.random.default_rng(0)
+        values = []
+        for _ in range(BOOTSTRAP_SAMPLES):
+            idx = torch.from_numpy(rng.integers(0, res.n_segments, res.n_segments))
+            try:
+                values.append(fn(SimpleNamespace(result=res.resample(idx)), **params).value)
+            except NotApplicable:
+                continue
+        values = [v for v in values if np.isfinite(v)]
+        if len(values) >= BOOTSTRAP_SAMPLES // 2:
+            m.standard_error = float(np.std(values, ddof=1))
+            m.detail += f" [bootstrap over the {res.n_segments} segments, {len(values)} resamples]"
+        return m
+
+    return wrapper
 
 
 def _n(res: SurfaceResult) -> dict:
@@ -135,6 +189,7 @@ def _heads_above(stat: torch.Tensor, threshold: float) -> list[tuple[int, int]]:
 
 
 @metric("median_head")
+@bootstrapped
 def median_head(pr, stat: str) -> Measurement:
     """Median over all heads of a per-head mean (Clark §3.1: most heads put little attention on themselves)."""
     values = pr.result.stats[stat].flatten()
@@ -143,6 +198,7 @@ def median_head(pr, stat: str) -> Measurement:
 
 
 @metric("count_heads_above")
+@bootstrapped
 def count_heads_above(pr, stat: str, threshold: float) -> Measurement:
     """Number of heads whose mean ``stat`` exceeds ``threshold`` (Clark §3.1 offset heads), with their names."""
     heads = _heads_above(pr.result.stats[stat], threshold)
@@ -189,6 +245,7 @@ def peak_layer_depth(pr, stat: str, first_layer: int = 1, min_contrast: float = 
 
 
 @metric("peak_layer_value")
+@bootstrapped
 def peak_layer_value(pr, stat: str) -> Measurement:
     """The highest per-layer mean of ``stat`` and its layer."""
     per_layer = pr.result.per_layer(stat)
@@ -197,6 +254,7 @@ def peak_layer_value(pr, stat: str) -> Measurement:
 
 
 @metric("sep_peak_over_chance")
+@bootstrapped
 def sep_peak_over_chance(pr) -> Measurement:
     """Peak-layer attention to [SEP] divided by the separators' share of the tokens, n_sep/L, i.e. chance (§3.2;
     2/L for ``[CLS] A [SEP] B [SEP]``, 3/L for RoBERTa's ``<s> A </s></s> B </s>``)."""
@@ -208,6 +266,7 @@ def sep_peak_over_chance(pr) -> Measurement:
 
 
 @metric("fraction_heads_above")
+@bootstrapped
 def fraction_heads_above(pr, stat: str, threshold: float) -> Measurement:
     values = pr.result.stats[stat]
     heads = _heads_above(values, threshold)
@@ -216,6 +275,7 @@ def fraction_heads_above(pr, stat: str, threshold: float) -> Measurement:
 
 
 @metric("stat_at_peak_layer")
+@bootstrapped
 def stat_at_peak_layer(pr, stat: str, peak_of: str) -> Measurement:
     """Per-layer mean of ``stat`` in the layer where ``peak_of`` peaks (Clark §3.2: [SEP]→[SEP] where [SEP] is high)."""
     layer = int(torch.argmax(pr.result.per_layer(peak_of)))
@@ -225,6 +285,7 @@ def stat_at_peak_layer(pr, stat: str, peak_of: str) -> Measurement:
 
 
 @metric("fraction_layers_greater")
+@bootstrapped
 def fraction_layers_greater(pr, stat: str, other: str) -> Measurement:
     a, b = pr.result.per_layer(stat), pr.result.per_layer(other)
     wins = int((a > b).sum())
@@ -246,6 +307,7 @@ def top_heads_in_band(pr, stat: str, k: int, band: str) -> Measurement:
 
 
 @metric("median_of_top_heads")
+@bootstrapped
 def median_of_top_heads(pr, stat: str, by: str, k: int) -> Measurement:
     """Median of ``stat`` over the k heads with the highest ``by`` (Clark §3.3: broad heads' max weight)."""
     if pr.result.stats[by].numel() < 2 * k:
@@ -257,6 +319,7 @@ def median_of_top_heads(pr, stat: str, by: str, k: int) -> Measurement:
 
 
 @metric("fraction_layers_close")
+@bootstrapped
 def fraction_layers_close(pr, stat: str, other: str, tolerance: float, exclude_last: bool = True) -> Measurement:
     """Share of layers where the per-layer means of two statistics differ by at most ``tolerance``."""
     a, b = pr.result.per_layer(stat), pr.result.per_layer(other)
