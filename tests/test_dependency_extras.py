@@ -45,6 +45,17 @@ def test_sink_share_by_nominality(reduced):
     # head 1: only the root ("sat", a verb) attends to a special token
     other1, nominal1 = reduced.sink_share[0, 1].tolist()
     assert other1 == pytest.approx(1 / 5) and nominal1 == pytest.approx(0.0)
+    # its standard error: non-nominal shares 1,0,0,0,0 (mean 0.2, E[x^2] 0.2: var 0.16 over 5), nominal 0 and 0
+    assert reduced.sink_sq_mean[0, 1].tolist() == pytest.approx([1 / 5, 0.0])
+    from types import SimpleNamespace
+
+    from bertattn_bench.metrics.syntax import noop_sink_by_nominality
+
+    head = SimpleNamespace(layer=0, head=1, name="1-2", describe=lambda: "1-2")
+    res = SimpleNamespace(**{k: getattr(reduced, k) for k in ("sink_share", "sink_sq_mean", "n_nominal")},
+                          best_head=lambda relation: head)
+    m = noop_sink_by_nominality(SimpleNamespace(result=res), relation="nsubj")
+    assert m.value == pytest.approx(0.2) and m.standard_error == pytest.approx((0.16 / 5) ** 0.5)
 
 
 def test_row_sums_are_one(reduced):

@@ -146,6 +146,7 @@ class DependencyResult:
     all_correct_with_special: torch.Tensor | None = None  # (L, H): All, dependent→head, [CLS]/[SEP] candidates too
     sink_share: torch.Tensor | None = None  # (L, H, 2): mean attention to [CLS]+[SEP] from [non-nominal, nominal] words
     n_nominal: tuple[int, int] = (0, 0)  # words counted in sink_share: (non-nominal, nominal)
+    sink_sq_mean: torch.Tensor | None = None  # (L, H, 2): mean squared attention to [CLS]+[SEP] (for the SE)
     max_row_sum_error: float = 0.0  # max |sum of a word's attention over words + [CLS]/[SEP] - 1|
 
     def accuracy(self) -> torch.Tensor:
@@ -183,6 +184,7 @@ class DependencyReducer(Reducer):
         self.n_arcs = torch.zeros(len(self.relations), dtype=torch.long, device=device)
         self.with_special = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
         self.sink_sum = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)
+        self.sink_sq = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)  # for the SE
         self.n_nominal = torch.zeros(2, dtype=torch.long, device=device)
         self.max_row_error = torch.zeros((), dtype=torch.float64, device=device)
         self.all_id = self.rel_id.get("All", -1)
@@ -230,6 +232,8 @@ class DependencyReducer(Reducer):
         sink = special.sum(-1)  # (B, H, W)
         self.sink_sum[layer, :, 0] += (sink * self.is_other[:, None, :]).sum((0, 2)).double()
         self.sink_sum[layer, :, 1] += (sink * self.is_nominal[:, None, :]).sum((0, 2)).double()
+        self.sink_sq[layer, :, 0] += (sink.square() * self.is_other[:, None, :]).sum((0, 2)).double()
+        self.sink_sq[layer, :, 1] += (sink.square() * self.is_nominal[:, None, :]).sum((0, 2)).double()
         has_alt = (self.arc_alt >= 0).unsqueeze(1)
         alt = self.arc_alt.clamp(min=0)
         head = self.arc_head.unsqueeze(1)
@@ -256,6 +260,7 @@ class DependencyReducer(Reducer):
             n_split_words=self.n_split,
             all_correct_with_special=self.with_special.cpu(),
             sink_share=(self.sink_sum / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
+            sink_sq_mean=(self.sink_sq / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
             n_nominal=tuple(int(x) for x in self.n_nominal),
             max_row_sum_error=float(self.max_row_error),
         )
@@ -391,7 +396,12 @@ def noop_sink_by_nominality(pr, relation: str = "dobj") -> Measurement:
     res = pr.result
     best = res.best_head(relation)
     other, nominal = res.sink_share[best.layer, best.head].tolist()
-    return Measurement(other - nominal, n=sum(res.n_nominal), n_unit="words", head=best.name, unit="share", detail=(
+    se = None
+    if res.sink_sq_mean is not None:  # the two means' SEs combined, words taken as independent (they share
+        sq = res.sink_sq_mean[best.layer, best.head].tolist()  # sentences, so this errs narrow)
+        se = sum(max(q - m * m, 0.0) / max(n, 1) for q, m, n in zip(sq, (other, nominal), res.n_nominal)) ** 0.5
+    return Measurement(other - nominal, n=sum(res.n_nominal), n_unit="words", head=best.name, unit="share",
+                       standard_error=se, detail=(
         f"best {relation} head {best.describe()}: non-nominal → [CLS]+[SEP] {other:.3f} "
         f"(n={res.n_nominal[0]}), nominal → {nominal:.3f} (n={res.n_nominal[1]})"))
 
