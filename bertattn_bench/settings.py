@@ -15,7 +15,7 @@ SEED_ENV = "BERTATTN_SEED"
 def training_seed(default: int = 0) -> int:
     """The seed of trained measurements (probe initialisation, training order, held-out split) from
     ``$BERTATTN_SEED``; ``default`` when unset. The data samples keep their own seed, so n does not move with it:
-    runs under several seeds measure how far a trained value moves (scripts/spread.py)."""
+    runs under several seeds measure how far a trained value moves (scripts/probe_spread.py)."""
     value = os.environ.get(SEED_ENV, "").strip()
     if not value:
         return default
