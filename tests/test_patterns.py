@@ -274,7 +274,10 @@ def test_share_metrics_and_fine_tuned_skip():
     assert P.pattern_min_share(single).value == pytest.approx(0.1)  # no block type on single sentences
     others = [_result([0.3, 0.1, 0.1, 0.1, 0.4], [0.25, 0.1, 0.1, 0.1, 0.45], task="rte")]
     me = _result([0.3, 0.1, 0.1, 0.1, 0.4], [0.2, 0.1, 0.1, 0.1, 0.5])
-    assert P.pattern_share_task_margin(me, others, ["heterogeneous"]).value == pytest.approx(0.05)
+    m = P.pattern_share_task_margin(me, others, ["heterogeneous"])
+    assert m.value == pytest.approx(0.05)
+    # its SE: two binomial shares (0.5 and 0.45 of 100 maps each), combined
+    assert m.standard_error == pytest.approx(((0.5 * 0.5 + 0.45 * 0.55) / 100) ** 0.5)
 
 
 def test_tok2tok_and_cls_target_metrics():

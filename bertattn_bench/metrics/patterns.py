@@ -57,7 +57,7 @@ from ..data import glue
 from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
-from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
+from ..registry import Measurement, NotApplicable, difference_se, family, figure, metric, relative_depth
 from ..settings import training_seed
 from .finetuned import GLUE_TASKS, TIERS, options_of, recipe_for
 
@@ -627,7 +627,7 @@ def pattern_share_task_margin(pr, passes: list, types: list, model: str = "finet
     r, ms = _stats(pr, model)
     idx = [TYPES.index(t) for t in types]
     mine = float(ms.glue.shares()[idx].sum())
-    others, left = {}, []
+    others, left, n_maps = {}, [], {}
     for o in passes:
         try:
             ro, mo = _stats(o, model)
@@ -635,11 +635,14 @@ def pattern_share_task_margin(pr, passes: list, types: list, model: str = "finet
             left.append(f"{o.corpus} ({exc})")
             continue
         others[ro.task] = float(mo.glue.shares()[idx].sum())
+        n_maps[ro.task] = mo.glue.n_maps
     if not others:
         raise NotApplicable("no other task's pass has the model: " + "; ".join(left))
     low = min(others, key=others.get)
+    # SE: the two shares as binomial over their maps (maps of one example are correlated: this errs narrow)
+    se = difference_se((100 * mine, ms.glue.n_maps), (100 * others[low], n_maps[low])) / 100
     return Measurement(mine - others[low], ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
-                       detail=f"{' + '.join(types)}: {r.task} {mine:.1%}; " + ", ".join(
+                       standard_error=se, detail=f"{' + '.join(types)}: {r.task} {mine:.1%}; " + ", ".join(
                            f"{k} {v:.1%}" for k, v in others.items()) + (f"; left out: {'; '.join(left)}" if left else ""))
 
 
