@@ -288,13 +288,16 @@ def ft_margin_over_majority(pr, tasks: list | None = None) -> Measurement:
     """Fine-tuned dev score (mean over seeds) minus the majority-class score (points)."""
     r = result_of(pr, tasks)
     cls, maj = r.majority
+    note = ""
+    if np.isnan(maj) and glue.task(r.task).is_regression:  # a constant has no correlation: chance = 0
+        maj, note = 0.0, " (a constant predictor's correlation is undefined: chance 0)"
     ft = r.mean(r.finetuned)
     spread = r.spread(r.finetuned)
     other = {k: round(float(np.mean([s.metrics[k] for s in r.finetuned.values()])), 2)
              for k in next(iter(r.finetuned.values())).metrics}
     return Measurement(ft - maj, r.n_dev, "dev examples", unit="points over majority",
                        detail=f"{r.task} fine-tuned {r.metric} {ft:.2f} ({_fmt(r.finetuned)}; sd {spread:.2f}; all "
-                              f"metrics {other}) vs majority class {cls!r} {maj:.2f}; seeds {list(r.seeds)}")
+                              f"metrics {other}) vs majority class {cls!r} {maj:.2f}{note}; seeds {list(r.seeds)}")
 
 
 @metric("constant_predictor_vs_paper")

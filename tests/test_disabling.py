@@ -1,0 +1,42 @@
+"""The disabling and fine-tuning claim metrics on hand-made results: a gain is judged against one example's step and
+the seed spread, never against the step alone; a regression task's constant predictor counts as correlation 0."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bertattn_bench.metrics.disabling import DisableResult, disable_best_head_margin
+from bertattn_bench.metrics.finetuned import FinetuneResult, TaskScores, ft_margin_over_majority
+from bertattn_bench.registry import NotApplicable
+
+
+def _disable(seeds, best_gains, task="mrpc", step=0.25):
+    s = len(seeds)
+    delta = np.full((s, 2, 4), -1.0)
+    for i, g in enumerate(best_gains):
+        delta[i, 1, i % 4] = g
+    return SimpleNamespace(result=DisableResult(
+        task=task, metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=tuple(seeds), tier="full",
+        base=np.array([80.0, 78.0, 82.0][:s]), head_delta=delta, layer_delta=np.zeros((s, 2)),
+        head_p=np.full((s, 2, 4), 0.5), layer_p=np.ones((s, 2)), head_flips=np.zeros((s, 2, 4, 2), dtype=int),
+        layer_flips=np.zeros((s, 2, 2), dtype=int), step=step))
+
+
+def test_best_head_gain_is_judged_against_seed_spread():
+    m = disable_best_head_margin(_disable((0, 1, 2), [1.0, 2.0, 0.5]))
+    sd = float(np.std([80.0, 78.0, 82.0]))  # 1.63: above one example (0.25)
+    assert m.value == pytest.approx(np.mean([1.0, 2.0, 0.5]) - sd) and "measured here" in m.detail
+    one = disable_best_head_margin(_disable((0,), [1.0]), seed_sd={"mrpc": 2.25})
+    assert one.value == pytest.approx(1.0 - 2.25) and "recorded" in one.detail
+    with pytest.raises(NotApplicable, match="cannot be told from seed noise"):
+        disable_best_head_margin(_disable((0,), [1.0], task="sst-2"), seed_sd={"mrpc": 2.25})
+
+
+def test_regression_majority_is_chance_correlation():
+    nan = float("nan")
+    r = FinetuneResult(task="sts-b", metric="pearson", n_dev=1500, n_dev_truncated=0, seeds=(0,), tier="full",
+                       finetuned={0: TaskScores(84.9, {"pearson": 84.9, "spearman": 85.5}, 0)}, untuned={},
+                       constant={}, majority=("mean", nan), random_ft=None, random_note="", cosine_layer=None,
+                       cosine_head=None, n_cosine=0)
+    m = ft_margin_over_majority(SimpleNamespace(result=r))
+    assert m.value == pytest.approx(84.9) and "chance 0" in m.detail
