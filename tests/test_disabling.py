@@ -40,3 +40,19 @@ def test_regression_majority_is_chance_correlation():
                        cosine_head=None, n_cosine=0)
     m = ft_margin_over_majority(SimpleNamespace(result=r))
     assert m.value == pytest.approx(84.9) and "chance 0" in m.detail
+
+
+def test_last_layers_must_actually_change():
+    """Fig. 5's claim counts a last layer only when it is among the most changed and its cosine fell by min_change:
+    a model whose attention barely moves (the random-init twin: 0.996-0.999) gets 0, not 2."""
+    from bertattn_bench.metrics.finetuned import ft_change_last_layers
+
+    def res(cos):
+        return SimpleNamespace(result=FinetuneResult(
+            task="mrpc", metric="accuracy", n_dev=408, n_dev_truncated=0, seeds=(0,), tier="full", finetuned={},
+            untuned={}, constant={}, majority=("1", 68.4), random_ft=None, random_note="",
+            cosine_layer=np.array(cos), cosine_head=None, n_cosine=408))
+
+    assert ft_change_last_layers(res([0.999, 0.972, 0.971, 0.896, 0.756, 0.527]), min_change=0.05).value == 2
+    assert ft_change_last_layers(res([0.998, 0.999, 0.998, 0.998, 0.997, 0.996]), min_change=0.05).value == 0
+    assert ft_change_last_layers(res([0.998, 0.999, 0.998, 0.998, 0.997, 0.996])).value == 2  # the old reading

@@ -361,18 +361,20 @@ def finetune_gain(pr, tasks: list | None = None) -> Measurement:
 
 
 @metric("ft_change_last_layers")
-def ft_change_last_layers(pr, last: int = 2) -> Measurement:
-    """How many of the ``last`` layers are among the ``last`` lowest-cosine (most changed) layers."""
+def ft_change_last_layers(pr, last: int = 2, min_change: float = 0.0) -> Measurement:
+    """How many of the ``last`` layers are among the ``last`` lowest-cosine (most changed) layers and changed at
+    all: mean cosine at most 1 - ``min_change`` (an ordering of changes that are all tiny is no finding)."""
     r = result_of(pr)
     if r.cosine_layer is None:
         raise NotApplicable("no fine-tuned model in this pass")
     n_layers = len(r.cosine_layer)
     most = np.argsort(r.cosine_layer, kind="stable")[:last]
-    hit = sum(1 for layer in most if layer >= n_layers - last)
+    hit = sum(1 for layer in most if layer >= n_layers - last and r.cosine_layer[layer] <= 1 - min_change)
     per_layer = " ".join(f"L{i + 1} {c:.3f}" for i, c in enumerate(r.cosine_layer))
     return Measurement(hit, r.n_cosine, "dev examples", unit=f"of the last {last} layers",
                        detail=f"{r.task}: mean cosine pre-trained vs fine-tuned (seed {r.seeds[0]}) per layer: "
-                              f"{per_layer}; most changed: {', '.join(f'L{i + 1}' for i in most)}")
+                              f"{per_layer}; most changed: {', '.join(f'L{i + 1}' for i in most)}"
+                              + (f"; a layer counts when its cosine is <= {1 - min_change:.2f}" if min_change else ""))
 
 
 @figure("finetune")
