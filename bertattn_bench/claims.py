@@ -223,11 +223,12 @@ def baseline_path(model_slug: str, directory: Path = REFERENCE_DIR / "baselines"
     return directory / f"{model_slug}.json"
 
 
-def corpus_label(pass_result) -> str:
+def corpus_label(pass_result, inputs=()) -> str:
     """The corpus as tables and baselines name it: a training family's tier other than the quick one is part of
-    it (``mrpc+full``: three seeds' mean is another measurement than the quick tier's one seed)."""
-    tier = getattr(pass_result.result, "tier", None)
-    return pass_result.corpus + (f"+{tier}" if tier and tier != "quick" else "")
+    it (``mrpc+full``: three seeds' mean is another measurement than the quick tier's one seed), also when the tier
+    is that of a pass the claim reads beside its own (FrameNet heads judged on the full tier's disabling sweeps)."""
+    tiers = {getattr(p.result, "tier", None) for p in (pass_result, *inputs)} - {None, "quick"}
+    return pass_result.corpus + "".join(f"+{t}" for t in sorted(tiers))
 
 
 def baseline_key(claim_id: str, corpus: str) -> str:
@@ -274,6 +275,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         return ClaimOutcome(**base, measured=None, unit="", n=pass_result.n_examples, n_unit="examples",
                             holds=None, head=None, detail="", skipped=reason, passed=None)
     extra = pass_result.skipped.describe()
+    base["corpus"] = label = corpus_label(pass_result, resolved)
     if claim.inputs:
         base["data"] = pass_result.data + "".join(f" + {p.model.name} / {p.family}:{p.corpus} ({p.data})"
                                                   for p in resolved)
@@ -286,7 +288,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         out.inconclusive = hi > lo and any(lo <= b <= hi for b in bounds)  # SE 0 (no resample moved it): exact
         out.detail += (f" [{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})"
                        + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive else "]"))
-    recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, corpus_label(pass_result)))
+    recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, label))
     if recorded is None:
         out.passed = True if mode == "compare" else (out.holds or out.inconclusive)
         return out

@@ -124,3 +124,19 @@ def test_dependency_best_head_gap_carries_its_interval():
     assert m.standard_error == pytest.approx(100 * ((0.75 * 0.25 + 0.5 * 0.5) / 40) ** 0.5)
     rb = METRICS["right_branching_accuracy"](PR(), relation="nsubj")
     assert rb.standard_error == pytest.approx(100 * (0.1 * 0.9 / 40) ** 0.5)
+
+
+def test_corpus_label_carries_the_tier_of_the_passes_a_claim_reads():
+    """A claim judged on a pass without a tier (FrameNet) but reading the full tier's disabling sweeps is another
+    measurement than the quick tier's: its baseline key says so (one_per_lu+full), so the two never overwrite."""
+    from types import SimpleNamespace
+
+    from bertattn_bench.claims import corpus_label
+
+    own = SimpleNamespace(corpus="one_per_lu", result=SimpleNamespace())
+    full = SimpleNamespace(corpus="mrpc", result=SimpleNamespace(tier="full"))
+    quick = SimpleNamespace(corpus="mrpc", result=SimpleNamespace(tier="quick"))
+    assert corpus_label(own) == "one_per_lu"
+    assert corpus_label(own, [quick]) == "one_per_lu"
+    assert corpus_label(own, [full, full]) == "one_per_lu+full"
+    assert corpus_label(full, [full]) == "mrpc+full"
