@@ -350,6 +350,11 @@ def test_baseline_rank_nominal_gap_and_named_head():
 
 def test_figure_writes_png(tmp_path):
     from bertattn_bench.metrics.coref import coref_figure
+    from bertattn_bench.registry import FIGURES, load_all_metrics
+
+    load_all_metrics()
+    assert FIGURES["coref"] is coref_figure  # the report draws it (a decorator once slid onto the next function)
+
     class Info:
         name, slug = "toy-model", "toy"
 

@@ -354,7 +354,6 @@ def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
 
 # ---- figure (Clark Table 2 as bars) ---------------------------------------------------------------------------
 
-@figure("coref")
 @metric("coref_pronoun_heads_diagonal")
 def coref_pronoun_heads_diagonal(pr, k: int = 3, kind: str = "pronoun") -> Measurement:
     """Kovaleva §4.5's noun-pronoun half, on Clark's coreference pass: the mean ±1-neighbour mass of the ``k`` heads
@@ -370,6 +369,7 @@ def coref_pronoun_heads_diagonal(pr, k: int = 3, kind: str = "pronoun") -> Measu
                        detail=f"top {kind} -> antecedent heads {text}; {res.n_windows} windows")
 
 
+@figure("coref")
 def coref_figure(pass_results, directory: Path) -> list[Path]:
     """Accuracy by mention type: the best head (on all anaphors) against the three baselines, one PNG per pass."""
     plt = pyplot()
