@@ -237,8 +237,10 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
         for h in range(4):
             want = _alone(model, tok, dev, [(l, g) for g in range(4) if g != h]) - r.base[0]
             assert r.abo_delta[0, l, h] == pytest.approx(want, abs=1e-9)
-    dorder = pruning.order_from_scores(r.head_delta[0])
+    dorder = pruning.delta_order(r.head_delta[0])
+    assert r.head_delta[0][dorder[0]] == r.head_delta[0].max() and r.head_delta[0][dorder[-1]] == r.head_delta[0].min()
     assert r.curve_delta_order[0, 5] == pytest.approx(_alone(model, tok, dev, dorder[:4]))
+    assert r.cross["own_head_auc_delta"].shape == (2, 4) and r.cross["head_auc_delta"].shape == (2, 4)
     cross = finetune.encode_split(tok, pruning.binarised_stsb(glue.load_split(glue_dir, "sts-b", "dev")), 128)
     assert r.cross["n"] == 16 and r.cross["positives"] == int(cross.labels.sum()) > 0
     assert r.cross["head_delta"][1, 2] == pytest.approx(_alone(model, tok, cross, [(1, 2)]) - _alone(model, tok, cross, []))
@@ -309,3 +311,19 @@ def test_twin_trains_twin_seeds_only(tiny, glue_dir):
     pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))
     _, _, seeds, *_ = finetuned.prepare_glue("disable", pretrained, glue_dir, "mrpc", None, {"tier": "full"})
     assert seeds == (0, 1, 2)
+
+
+def test_delta_order_prunes_the_least_harmful_head_first():
+    delta = np.array([[-13.0, 0.5], [1.5, -0.25]])  # masking 1-1 costs 13 points, masking 2-1 gains 1.5
+    assert pruning.delta_order(delta) == [(1, 0), (0, 1), (1, 1), (0, 0)]
+
+
+def test_auc_points_by_hand_and_invariant_to_a_bias_shift():
+    labels = np.array([0, 0, 1, 1, 1])
+    margin = np.array([0.1, 0.5, 0.4, 0.9, 0.5])  # pairs (pos > neg): 0.4 beats 0.1 only; 0.9 both; 0.5 = 0.5 tie
+    logits = np.stack([np.zeros(5), margin], axis=-1)[None]
+    want = 100 * (1 + 2 + 1.5) / 6
+    assert pruning.auc_points(logits, labels)[0] == pytest.approx(want)
+    shifted = logits + np.array([0.0, 3.0])  # a bias shift changes every prediction, not the ranking
+    assert pruning.auc_points(shifted, labels)[0] == pytest.approx(want)
+    assert np.isnan(pruning.auc_points(logits, np.ones(5))[0])

@@ -113,6 +113,26 @@ def order_from_scores(scores: np.ndarray) -> list[tuple[int, int]]:
     return [divmod(int(i), n_h) for i in np.argsort(flat, kind="stable")]
 
 
+def delta_order(delta: np.ndarray) -> list[tuple[int, int]]:
+    """The paper's dashed curve (Fig. 3): heads in order of their single-head masking Δ, the head whose removal
+    costs least (largest Δ) first and the most harmful to remove (most negative Δ) last."""
+    return order_from_scores(-np.asarray(delta, dtype=np.float64))
+
+
+def auc_points(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """ROC AUC (points) of the logit margin (last class minus first) per configuration (axis 0 of ``logits``, shape
+    (C, N, 2)): a score that a uniform shift of the decision threshold leaves unchanged (ties count half)."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(labels).astype(int) == 1
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return np.full(len(logits), np.nan)
+    margin = np.asarray(logits, dtype=np.float64)[..., -1] - np.asarray(logits, dtype=np.float64)[..., 0]
+    ranks = rankdata(margin, axis=-1)
+    return 100.0 * (ranks[:, y].sum(axis=-1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
 def pruning_steps(order: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[int, int]]]:
     """Step k masks the first ``counts[k]`` heads of ``order`` (importance computed once)."""
     return [list(order[:c]) for c in counts]
@@ -275,7 +295,7 @@ class PrunePass(GluePass):
                 if self.exact:
                     more += ex[1:]
                 if self.full:
-                    more += pruning_steps(order_from_scores(delta), counts)[1:]  # most negative Δ = pruned last
+                    more += pruning_steps(delta_order(delta), counts)[1:]
                     for r in range(RANDOM_ORDERS):
                         perm = np.random.default_rng(1000 * seed + r).permutation(L * H)
                         more += pruning_steps([divmod(int(i), H) for i in perm], counts)[1:]
@@ -306,7 +326,7 @@ class PrunePass(GluePass):
                     acc["one_best"].append(score_configs(t, lg, dev.labels)[0][1])
             if self.full and seed == self.seeds[0]:
                 if self.cross_dev is not None:
-                    cross, s = timed(dv, lambda: self._cross(model, scores[0]))
+                    cross, s = timed(dv, lambda: self._cross(model, logits[:1 + L * H], dev.labels))
                     add("cross_dataset", s)
                 early, s = timed(dv, lambda: self._early(t, seed, imp_data, norm, progress))
                 add("early_training", s)
@@ -325,17 +345,23 @@ class PrunePass(GluePass):
         return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
                           time.perf_counter() - start, extra={"seconds": secs})
 
-    def _cross(self, model, base_score) -> dict:
-        """§3.4 substitute: the single-head sweep of this (MRPC) model on STS-B dev binarised."""
+    def _cross(self, model, own_logits: np.ndarray, own_labels: np.ndarray) -> dict:
+        """§3.4 substitute: the single-head sweep of this (MRPC) model on STS-B dev binarised; beside the accuracy Δ,
+        the Δ of the margin's ROC AUC on both sets (``own_logits``: this task's none + single-head rows), which a
+        shift of the decision bias leaves alone (the two sets' class balances differ)."""
         t = glue.task("mrpc")
         L, H = self.loaded.info.n_layers, self.loaded.info.n_heads
         configs = [[]] + [[(l, h)] for l in range(L) for h in range(H)]
         logits = finetune.sweep(model, self.cross_dev, self.loaded.tokenizer, configs, "mask", self.rows_per_pass)
         scores, p, _ = score_configs(t, logits, self.cross_dev.labels)
+        auc, own_auc = auc_points(logits, self.cross_dev.labels), auc_points(own_logits, own_labels)
         return {"set": f"STS-B dev binarised (score >= {PARAPHRASE_STSB:g} = paraphrase)",
                 "n": len(self.cross_dev.examples), "base": float(scores[0]),
                 "positives": int(self.cross_dev.labels.sum()),
-                "head_delta": (scores[1:] - scores[0]).reshape(L, H), "head_p": p[1:].reshape(L, H)}
+                "head_delta": (scores[1:] - scores[0]).reshape(L, H), "head_p": p[1:].reshape(L, H),
+                "auc_base": float(auc[0]), "own_auc_base": float(own_auc[0]),
+                "head_auc_delta": (auc[1:] - auc[0]).reshape(L, H),
+                "own_head_auc_delta": (own_auc[1:] - own_auc[0]).reshape(L, H)}
 
     def _early(self, t, seed, imp_data, final, progress) -> dict:
         """§6 substitute: I_h of the same fine-tuning run at step 0 (pre-trained encoder, untrained head) and after
@@ -541,7 +567,10 @@ def michel_single_head_model(pr) -> Measurement:
 @metric("michel_cross_set_correlation")
 def michel_cross_set_correlation(pr) -> Measurement:
     """§3.4: Pearson r (the paper's) between the single-head Δ on this task's dev set and on a second evaluation
-    set of the same model (MRPC: STS-B dev binarised), seed 0."""
+    set of the same model (MRPC: STS-B dev binarised), seed 0. The Δ is the margin's ROC AUC, not accuracy: the two
+    sets' class balances differ (MRPC dev 68% paraphrases, STS-B >= 4 18%), so a head that only moves the decision
+    bias gains accuracy on one and loses it on the other; the accuracy r (the paper's score, same-distribution sets
+    there) is in the detail."""
     from scipy.stats import pearsonr, spearmanr
 
     r = _res(pr)
@@ -549,15 +578,20 @@ def michel_cross_set_correlation(pr) -> Measurement:
         why = ("runs in --tier full (one more single-head sweep of the 1,500 STS-B dev pairs)" if r.tier != "full"
                else "needs STS-B dev (MRPC pass only)")
         raise NotApplicable(f"the second evaluation set {why}; MNLI matched/mismatched is not in the data")
-    a, b = r.head_delta[0].reshape(-1), r.cross["head_delta"].reshape(-1)
+    c = r.cross
+    a, b = c["own_head_auc_delta"].reshape(-1), c["head_auc_delta"].reshape(-1)
+    acc_a, acc_b = r.head_delta[0].reshape(-1), c["head_delta"].reshape(-1)
     if np.std(a) == 0 or np.std(b) == 0:
         raise NotApplicable("no single head changes a score on one of the sets")
     rr, p = pearsonr(a, b)
     rho, _ = spearmanr(a, b)
-    return Measurement(float(rr), r.n_layers * r.n_heads, "heads", unit="Pearson r",
-                       detail=f"{r.task} dev ({r.n_dev}, base {r.base[0]:.2f}) vs {r.cross['set']} ({r.cross['n']} "
-                              f"pairs, {r.cross['positives']} positive, base {r.cross['base']:.2f}): r {rr:.3f} (p "
-                              f"{p:.2g}), Spearman {rho:.3f}; seed {r.seeds[0]}")
+    acc = (f"{pearsonr(acc_a, acc_b)[0]:.3f} (Spearman {spearmanr(acc_a, acc_b)[0]:.3f})"
+           if np.std(acc_a) > 0 and np.std(acc_b) > 0 else "undefined (a constant Δ)")
+    return Measurement(float(rr), r.n_layers * r.n_heads, "heads", unit="Pearson r of Δ AUC",
+                       detail=f"{r.task} dev ({r.n_dev}, accuracy {r.base[0]:.2f}, AUC {c['own_auc_base']:.2f}) vs "
+                              f"{c['set']} ({c['n']} pairs, {c['positives']} positive, accuracy {c['base']:.2f}, AUC "
+                              f"{c['auc_base']:.2f}): per-head Δ of the margin's ROC AUC r {rr:.3f} (p {p:.2g}), "
+                              f"Spearman {rho:.3f}; per-head accuracy Δ (the paper's score) r {acc}; seed {r.seeds[0]}")
 
 
 @metric("michel_early_importance")
