@@ -327,3 +327,15 @@ def test_auc_points_by_hand_and_invariant_to_a_bias_shift():
     shifted = logits + np.array([0.0, 3.0])  # a bias shift changes every prediction, not the ranking
     assert pruning.auc_points(shifted, labels)[0] == pytest.approx(want)
     assert np.isnan(pruning.auc_points(logits, np.ones(5))[0])
+
+
+def test_cross_set_correlation_uses_the_auc_deltas():
+    rng = np.random.default_rng(0)
+    own, other = rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
+    acc = rng.normal(size=(1, 2, 4))
+    cross = {"set": "planted", "n": 16, "positives": 3, "base": 70.0, "auc_base": 80.0, "own_auc_base": 85.0,
+             "head_delta": -acc[0], "head_p": np.ones((2, 4)), "head_auc_delta": other, "own_head_auc_delta": own}
+    r = _result(head_delta=acc, cross=cross, tier="full")
+    m = pruning.michel_cross_set_correlation(_PR(r))
+    assert m.value == pytest.approx(np.corrcoef(own.ravel(), other.ravel())[0, 1]) and m.n == 8
+    assert "accuracy Δ (the paper's score) r -1.000" in m.detail  # the accuracy Δ, planted anti-correlated
