@@ -333,9 +333,24 @@ def test_cross_set_correlation_uses_the_auc_deltas():
     rng = np.random.default_rng(0)
     own, other = rng.normal(size=(2, 4)), rng.normal(size=(2, 4))
     acc = rng.normal(size=(1, 2, 4))
-    cross = {"set": "planted", "n": 16, "positives": 3, "base": 70.0, "auc_base": 80.0, "own_auc_base": 85.0,
+    cross = {"set": "planted", "n": 1500, "positives": 264, "base": 70.0, "auc_base": 80.0, "own_auc_base": 85.0,
              "head_delta": -acc[0], "head_p": np.ones((2, 4)), "head_auc_delta": other, "own_head_auc_delta": own}
     r = _result(head_delta=acc, cross=cross, tier="full")
     m = pruning.michel_cross_set_correlation(_PR(r))
     assert m.value == pytest.approx(np.corrcoef(own.ravel(), other.ravel())[0, 1]) and m.n == 8
     assert "accuracy Δ (the paper's score) r -1.000" in m.detail  # the accuracy Δ, planted anti-correlated
+
+
+def test_cross_set_correlation_needs_the_model_above_chance_on_the_second_set():
+    # by hand: 264 positives of 1,500, null SE of the AUC sqrt(1501 / (12 * 264 * 1236)) = 0.019579 -> 1.958 points;
+    # 2 SE above chance: 53.916 points. At or below it the model does not do the task there: NaN, whatever the r.
+    rng = np.random.default_rng(1)
+    own = rng.normal(size=(2, 4))
+    cross = {"set": "planted", "n": 1500, "positives": 264, "base": 30.0, "own_auc_base": 85.0,
+             "head_delta": rng.normal(size=(2, 4)), "head_p": np.ones((2, 4)), "head_auc_delta": own * 2,
+             "own_head_auc_delta": own}
+    r = _result(head_delta=rng.normal(size=(1, 2, 4)), cross={**cross, "auc_base": 53.9}, tier="full")
+    m = pruning.michel_cross_set_correlation(_PR(r))
+    assert np.isnan(m.value) and "(53.92)" in m.detail
+    r = _result(head_delta=rng.normal(size=(1, 2, 4)), cross={**cross, "auc_base": 53.93}, tier="full")
+    assert pruning.michel_cross_set_correlation(_PR(r)).value == pytest.approx(1.0)

@@ -565,12 +565,14 @@ def michel_single_head_model(pr) -> Measurement:
 
 
 @metric("michel_cross_set_correlation")
-def michel_cross_set_correlation(pr) -> Measurement:
+def michel_cross_set_correlation(pr, min_auc_z: float = 2.0) -> Measurement:
     """§3.4: Pearson r (the paper's) between the single-head Δ on this task's dev set and on a second evaluation
     set of the same model (MRPC: STS-B dev binarised), seed 0. The Δ is the margin's ROC AUC, not accuracy: the two
     sets' class balances differ (MRPC dev 68% paraphrases, STS-B >= 4 18%), so a head that only moves the decision
     bias gains accuracy on one and loses it on the other; the accuracy r (the paper's score, same-distribution sets
-    there) is in the detail."""
+    there) is in the detail. NaN (does not hold) unless the unmasked model's AUC on the second set exceeds chance by
+    ``min_auc_z`` null SEs (Mann-Whitney: sqrt((n1 + n2 + 1) / (12 n1 n2))): heads cannot "matter on another set"
+    where the model does not do the task at all (the random-init twin: AUC 47.9 on STS-B, r 0.35 from noise)."""
     from scipy.stats import pearsonr, spearmanr
 
     r = _res(pr)
@@ -587,11 +589,17 @@ def michel_cross_set_correlation(pr) -> Measurement:
     rho, _ = spearmanr(a, b)
     acc = (f"{pearsonr(acc_a, acc_b)[0]:.3f} (Spearman {spearmanr(acc_a, acc_b)[0]:.3f})"
            if np.std(acc_a) > 0 and np.std(acc_b) > 0 else "undefined (a constant Δ)")
-    return Measurement(float(rr), r.n_layers * r.n_heads, "heads", unit="Pearson r of Δ AUC",
+    n_pos, n_neg = int(c["positives"]), int(c["n"]) - int(c["positives"])
+    floor = 50 + min_auc_z * 100 * np.sqrt((n_pos + n_neg + 1) / (12 * n_pos * n_neg))  # AUC in points
+    transfers = c["auc_base"] > floor
+    return Measurement(float(rr) if transfers else float("nan"), r.n_layers * r.n_heads, "heads",
+                       unit="Pearson r of Δ AUC",
                        detail=f"{r.task} dev ({r.n_dev}, accuracy {r.base[0]:.2f}, AUC {c['own_auc_base']:.2f}) vs "
                               f"{c['set']} ({c['n']} pairs, {c['positives']} positive, accuracy {c['base']:.2f}, AUC "
                               f"{c['auc_base']:.2f}): per-head Δ of the margin's ROC AUC r {rr:.3f} (p {p:.2g}), "
-                              f"Spearman {rho:.3f}; per-head accuracy Δ (the paper's score) r {acc}; seed {r.seeds[0]}")
+                              f"Spearman {rho:.3f}; per-head accuracy Δ (the paper's score) r {acc}; seed {r.seeds[0]}"
+                              + ("" if transfers else f"; NaN: the model's AUC on {c['set']} is not above chance + "
+                                 f"{min_auc_z:g} SE ({floor:.2f}), so no head can matter there"))
 
 
 @metric("michel_early_importance")
