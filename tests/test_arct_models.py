@@ -3,6 +3,7 @@
 change a score), seeded training with best-dev selection and the cache, and the claim metrics on planted runs."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -196,16 +197,48 @@ def test_adversarial_metrics_pool_both_halves():
     assert m.arct_ft_adv_max(pr, paper_max=0.533).value == pytest.approx((0.75 - 0.533) / noise)
 
 
-def test_family_registered_with_quick_tier_skip(tiny, tmp_path):
+def test_family_registered_with_quick_tier_short_seed(tiny, tmp_path):
     fam = families()["arct_ft"]
     assert fam.default_corpora("quick") == ["full"] and set(fam.default_corpora("full")) == set(arct_ft.SETTINGS)
+    # the tiny model is a random-init twin: not trained in the quick tier (skips with the reason), 2 seeds in the full
+    assert tiny.info.random_init_seed is not None
     p = m.prepare_arct_ft(tiny, tmp_path, "full", options={"tier": "quick"})
-    assert p.nothing_to_measure() == m.QUICK_REASON and "runs in --tier full" in m.QUICK_REASON
+    assert p.nothing_to_measure() == m.TWIN_QUICK_REASON and "--tier full" in m.TWIN_QUICK_REASON
     pr = p.run()
-    with pytest.raises(NotApplicable, match="runs in --tier full"):
+    with pytest.raises(NotApplicable, match="--tier full only"):
         m.arct_ft_test(pr)
-    twin = tiny.info.random_init_seed is not None  # the tiny model is random-init: the twin's seeds
-    assert m.prepare_arct_ft(tiny, tmp_path, "adv", options={"tier": "full"}).seeds == (m.TWIN_SEEDS if twin else m.TIERS["full"]["seeds"])
+    assert m.prepare_arct_ft(tiny, tmp_path, "adv", options={"tier": "full"}).seeds == m.TWIN_SEEDS
+    # the model under test: one short seed in the quick tier (recipe of QUICK_EPOCHS, said in the data column),
+    # seeds 0-4 with the 5-epoch recipe in the full tier
+    model = SimpleNamespace(info=SimpleNamespace(random_init_seed=None, max_positions=512), tokenizer=tiny.tokenizer)
+    quick = m.prepare_arct_ft(model, tmp_path, "full", options={"tier": "quick"})
+    assert quick.nothing_to_measure() is None and quick.seeds == (0,)
+    assert quick.recipe.epochs == m.QUICK_EPOCHS == 1 and quick.recipe.epochs < arct_ft.RECIPE.epochs
+    assert "1 epoch, a smoke run" in quick.data and "seeds [0] (quick tier" in quick.data
+    assert dataclasses.replace(quick.recipe, epochs=arct_ft.RECIPE.epochs) == arct_ft.RECIPE  # only the epochs differ
+    full = m.prepare_arct_ft(model, tmp_path, "w", options={"tier": "full"})
+    assert full.seeds == (0, 1, 2, 3, 4) and full.recipe == arct_ft.RECIPE and "5 epochs, best dev epoch kept" in full.data
+
+
+def test_quick_tier_trains_its_short_recipe(tiny, tmp_path, monkeypatch):
+    """The pass hands the tier's recipe to the trainer and reports it (a pass that trained 5 epochs in CI, or said
+    5 while training 1, fails here)."""
+    seen = []
+
+    def fake_run(loaded, setting, seed, data, cache_dir, recipe, progress=False):
+        seen.append((setting.name, seed, recipe.epochs))
+        return arct_ft.Run(seed, 0.6, 0.6, 0.5, [0] * len(data["test"].examples), {"best_epoch": 1}, False)
+
+    monkeypatch.setattr(arct_ft, "finetuned_run", fake_run)
+    monkeypatch.setattr(arct_ft, "load_setting", lambda data_dir, setting, limit=None: dict.fromkeys(
+        ("train", "dev", "test"), ITEMS))
+    monkeypatch.setattr(m.arct, "load_shipped_results", lambda data_dir: {})
+    model = SimpleNamespace(info=SimpleNamespace(random_init_seed=None, max_positions=512, name="toy"),
+                            tokenizer=tiny.tokenizer)
+    pr = m.prepare_arct_ft(model, tmp_path, "full", options={"tier": "quick"}).run()
+    assert seen == [("full", 0, 1)] and pr.result.recipe["epochs"] == 1
+    detail = m.arct_ft_test(pr, settings=["full"]).detail
+    assert "quick tier, 1 epoch: seed 0: test 0.500" in detail and "degenerate runs (train < 0.8): 1/1 (seeds [0]; no other run)" in detail
 
 
 def test_figure_sets_our_seeds_beside_the_authors(tmp_path):

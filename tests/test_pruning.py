@@ -354,3 +354,30 @@ def test_cross_set_correlation_needs_the_model_above_chance_on_the_second_set():
     assert np.isnan(m.value) and "(53.92)" in m.detail
     r = _result(head_delta=rng.normal(size=(1, 2, 4)), cross={**cross, "auc_base": 53.93}, tier="full")
     assert pruning.michel_cross_set_correlation(_PR(r)).value == pytest.approx(1.0)
+
+
+def test_figure_labels_which_seeds_each_curve_averages(tmp_path, monkeypatch):
+    """Full tier: the I_h curve is the mean of every seed, the second sweep's curves (recomputed, Δ order, random)
+    are the first seed's: the legend says so and draws seed 0's I_h curve beside them (like for like)."""
+    import matplotlib.axes
+
+    labels = []
+    real_legend = matplotlib.axes.Axes.legend
+
+    def spy(ax, *a, **kw):
+        labels.extend(t.get_text() for t in real_legend(ax, *a, **kw).get_texts())
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", spy)
+    curves = np.stack([np.linspace(80, 60, 10), np.linspace(78, 50, 10), np.linspace(79, 55, 10)])
+    r = _result(seeds=(0, 1, 2), base=np.array([80.0, 78.0, 79.0]), curve=curves, curve_p=np.ones((3, 10)),
+                importance=np.ones((3, 2, 4)), importance_raw=np.ones((3, 2, 4)), head_delta=np.zeros((3, 2, 4)),
+                head_p=np.ones((3, 2, 4)), one_head=np.full(3, 60.0), tier="full",
+                curve_exact=curves[:1] - 1, curve_delta_order=curves[:1] - 2, curve_random=curves[None, :1] - 3)
+    pr = _PR(r)
+    pr.model = type("M", (), {"slug": "toy", "name": "toy"})()
+    paths = pruning.prune_figures([pr], tmp_path)
+    assert [p.name for p in paths] == ["prune-toy-mrpc.png"]
+    assert "importance I_h (once), mean of seeds 0, 1, 2" in labels
+    assert "importance I_h (once), seed 0" in labels
+    assert "I_h recomputed each step, seed 0" in labels and "single-head Δ order, seed 0" in labels
+    assert "random orders (range of 1), seed 0" in labels

@@ -128,7 +128,8 @@ def auc_points(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return np.full(len(logits), np.nan)
-    margin = np.asarray(logits, dtype=np.float64)[..., -1] - np.asarray(logits, dtype=np.float64)[..., 0]
+    logits = np.asarray(logits, dtype=np.float64)
+    margin = logits[..., -1] - logits[..., 0]
     ranks = rankdata(margin, axis=-1)
     return 100.0 * (ranks[:, y].sum(axis=-1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
@@ -638,6 +639,11 @@ def michel_importance_beats_random(pr) -> Measurement:
 
 # ---- figures ------------------------------------------------------------------------------------------------------
 
+def _seeds_label(seeds) -> str:
+    seeds = list(seeds)
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {', '.join(map(str, seeds))}"
+
+
 @figure("prune")
 def prune_figures(pass_results, directory: Path) -> list[Path]:
     """The pruning curves (Fig. 3: importance order; full tier: recomputed, single-head-Δ order, random orders),
@@ -650,14 +656,22 @@ def prune_figures(pass_results, directory: Path) -> list[Path]:
             continue
         fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [4, 3, 3]})
         x = 100 * r.fractions
-        ax.plot(x, r.curve.mean(0), "o-", label="importance I_h (once)")
+        ax.plot(x, r.curve.mean(0), "o-", label=f"importance I_h (once), {_seeds_label(r.seeds)}")
+        # the full tier's second sweep (recomputed, Δ order, random orders) runs on the first seed(s) only: label
+        # which, and draw the I_h curve of those same seeds beside them so the orders are compared like for like
+        second = [c for c in (r.curve_exact, r.curve_delta_order, r.curve_random) if c is not None]
+        e = len(second[0]) if second else 0
+        if e and e < len(r.curve):
+            ax.plot(x, r.curve[:e].mean(0), "o:", color="tab:blue", alpha=0.6,
+                    label=f"importance I_h (once), {_seeds_label(r.seeds[:e])}")
         if r.curve_exact is not None:
-            ax.plot(x, r.curve_exact.mean(0), "s-", label="I_h recomputed each step")
+            ax.plot(x, r.curve_exact.mean(0), "s-", label=f"I_h recomputed each step, {_seeds_label(r.seeds[:e])}")
         if r.curve_delta_order is not None:
-            ax.plot(x, r.curve_delta_order.mean(0), "--", label="single-head Δ order")
+            ax.plot(x, r.curve_delta_order.mean(0), "--", label=f"single-head Δ order, {_seeds_label(r.seeds[:e])}")
         if r.curve_random is not None:
             rnd = r.curve_random.reshape(-1, len(r.counts))
-            ax.fill_between(x, rnd.min(0), rnd.max(0), color="0.8", label=f"random orders (range of {len(rnd)})")
+            ax.fill_between(x, rnd.min(0), rnd.max(0), color="0.8",
+                            label=f"random orders (range of {len(rnd)}), {_seeds_label(r.seeds[:e])}")
         ax.axhline(r.base.mean() - 1, color="0.5", ls=":", lw=0.8, label="base - 1 point")
         ax.set_xlabel("heads pruned (%)")
         ax.set_ylabel(f"dev {r.metric}")
