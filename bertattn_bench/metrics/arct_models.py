@@ -290,7 +290,7 @@ def arct_ft_figures(pass_results, directory: Path) -> list[Path]:
     plt = pyplot()
     paths = []
     for (slug, name), results in by_model.items():
-        fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(results), 3.6))
+        fig, ax = plt.subplots(figsize=(max(4.5, 1.6 + 1.5 * len(results)), 3.8))
         rng = np.random.default_rng(0)
         ticks, labels = [], []
         x = 0
@@ -298,7 +298,9 @@ def arct_ft_figures(pass_results, directory: Path) -> list[Path]:
             if setting not in results:
                 continue
             r = results[setting]
-            columns = [("ours", r.accs(), "tab:blue")] + [
+            epochs = r.recipe.get("epochs", arct_ft.RECIPE.epochs)
+            ours = "ours" if epochs == arct_ft.RECIPE.epochs else f"ours, {epochs} epoch{'' if epochs == 1 else 's'}"
+            columns = [(ours, r.accs(), "tab:blue")] + [
                 (e.replace("bert_large", "BERT-L").replace("bert_base", "BERT-B"), v, "tab:grey")
                 for e, v in r.authors.items() if not e.endswith(":train")]
             for label, v, colour in columns:
@@ -311,6 +313,6 @@ def arct_ft_figures(pass_results, directory: Path) -> list[Path]:
         ax.axhline(0.5, color="grey", ls=":", lw=1)
         ax.set_xticks(ticks, labels, fontsize=6, rotation=45, ha="right")
         ax.set_ylabel("test accuracy (adv: pooled 888)")
-        ax.set_title(f"ARCT: {name} (blue, one dot per seed) vs the authors' runs (grey); line = median", fontsize=8)
+        ax.set_title(f"ARCT: {name}\nblue: ours, one dot per seed; grey: the authors' runs; line: median", fontsize=8)
         paths.append(save_figure(fig, directory, f"arct-ft-seeds-{slug}.png"))
     return paths
