@@ -44,11 +44,6 @@ TIERS = {
 TWIN_QUICK_REASON = ("the random-init twin is fine-tuned on ARCT in --tier full only (the quick tier's one short seed "
                      "trains the model under test)")
 
-
-def recipe_of(tier: str):
-    """The tier's fine-tuning recipe: ``arct_ft.RECIPE`` (5 epochs), the quick tier's with ``QUICK_EPOCHS``."""
-    epochs = TIERS[tier]["epochs"]
-    return arct_ft.RECIPE if epochs is None else dataclasses.replace(arct_ft.RECIPE, epochs=epochs)
 # the authors' experiments (results_from_paper/<name>) beside each of our settings
 AUTHORS = {"full": ("bert_large", "bert_base"), "w": ("bert_large_w",), "rw": ("bert_large_rw",),
            "cw": ("bert_large_cw",), "adv": ("bert_large_adv",)}
@@ -56,6 +51,17 @@ AUTHORS = {"full": ("bert_large", "bert_base"), "w": ("bert_large_w",), "rw": ("
 
 def options_of(options: dict | None) -> tuple[str, Path | None, bool]:
     return finetuned.options_of(options, TIERS)
+
+
+def recipe_of(tier: str):
+    """The tier's fine-tuning recipe: ``arct_ft.RECIPE`` (5 epochs), the quick tier's with ``QUICK_EPOCHS``."""
+    epochs = TIERS[tier]["epochs"]
+    return arct_ft.RECIPE if epochs is None else dataclasses.replace(arct_ft.RECIPE, epochs=epochs)
+
+
+def epochs_text(epochs) -> str:
+    """How the data column, the detail and the figure name a recipe's length: 1 epoch, 5 epochs."""
+    return f"{epochs} epoch{'' if epochs == 1 else 's'}"
 
 
 @dataclass
@@ -157,8 +163,8 @@ def prepare_arct_ft(loaded, data_dir: Path, corpus: str = "full", limit: int | N
               if setting.adversarial else (arct.ORIGINAL_FILES["train"], arct.ORIGINAL_FILES["dev"],
                                            arct.ORIGINAL_FILES["test"]))]
     r = recipe_of(tier)
-    short = (f"{r.epochs} epoch{'s' if r.epochs > 1 else ''}, a smoke run: under-trained, not the paper's setting "
-             "(--tier full)") if TIERS[tier]["epochs"] else f"{r.epochs} epochs, best dev epoch kept"
+    short = (f"{epochs_text(r.epochs)}, a smoke run: under-trained, not the paper's setting (--tier full)"
+             if TIERS[tier]["epochs"] else f"{epochs_text(r.epochs)}, best dev epoch kept")
     desc = (f"ARCT {setting.name}: input {setting.mode}, train {setting.train} / dev {setting.dev} / test {setting.test}"
             f"{', first %d of each' % limit if limit else ''}; seeds {list(seeds)} ({tier} tier, {short}); lr {r.lr}, "
             f"batch {r.batch_size}; <= {arct_ft.MAX_TOKENS[setting.mode]} pieces")
@@ -192,8 +198,7 @@ def binomial_se(n: int, p: float = 0.5) -> float:
 def _runs_text(r: ArctFtResult) -> str:
     runs = ", ".join(f"seed {x.seed}: test {x.test_acc:.3f} (train {x.train_acc:.3f}, dev {x.dev_acc:.3f}, "
                      f"best epoch {x.meta.get('best_epoch')})" for x in r.runs)
-    epochs = r.recipe.get("epochs", "?")
-    return f"{r.tier} tier, {epochs} epoch{'' if epochs == 1 else 's'}: {runs}"
+    return f"{r.tier} tier, {epochs_text(r.recipe.get('epochs', '?'))}: {runs}"
 
 
 def _degenerate_text(r: ArctFtResult) -> str:
@@ -299,7 +304,7 @@ def arct_ft_figures(pass_results, directory: Path) -> list[Path]:
                 continue
             r = results[setting]
             epochs = r.recipe.get("epochs", arct_ft.RECIPE.epochs)
-            ours = "ours" if epochs == arct_ft.RECIPE.epochs else f"ours, {epochs} epoch{'' if epochs == 1 else 's'}"
+            ours = "ours" if epochs == arct_ft.RECIPE.epochs else f"ours, {epochs_text(epochs)}"
             columns = [(ours, r.accs(), "tab:blue")] + [
                 (e.replace("bert_large", "BERT-L").replace("bert_base", "BERT-B"), v, "tab:grey")
                 for e, v in r.authors.items() if not e.endswith(":train")]

@@ -661,17 +661,18 @@ def prune_figures(pass_results, directory: Path) -> list[Path]:
         # which, and draw the I_h curve of those same seeds beside them so the orders are compared like for like
         second = [c for c in (r.curve_exact, r.curve_delta_order, r.curve_random) if c is not None]
         e = len(second[0]) if second else 0
+        of_second = _seeds_label(r.seeds[:e]) if e else ""
         if e and e < len(r.curve):
             ax.plot(x, r.curve[:e].mean(0), "o:", color="tab:blue", alpha=0.6,
-                    label=f"importance I_h (once), {_seeds_label(r.seeds[:e])}")
+                    label=f"importance I_h (once), {of_second}")
         if r.curve_exact is not None:
-            ax.plot(x, r.curve_exact.mean(0), "s-", label=f"I_h recomputed each step, {_seeds_label(r.seeds[:e])}")
+            ax.plot(x, r.curve_exact.mean(0), "s-", label=f"I_h recomputed each step, {of_second}")
         if r.curve_delta_order is not None:
-            ax.plot(x, r.curve_delta_order.mean(0), "--", label=f"single-head Δ order, {_seeds_label(r.seeds[:e])}")
+            ax.plot(x, r.curve_delta_order.mean(0), "--", label=f"single-head Δ order, {of_second}")
         if r.curve_random is not None:
             rnd = r.curve_random.reshape(-1, len(r.counts))
             ax.fill_between(x, rnd.min(0), rnd.max(0), color="0.8",
-                            label=f"random orders (range of {len(rnd)}), {_seeds_label(r.seeds[:e])}")
+                            label=f"random orders (range of {len(rnd)}), {of_second}")
         ax.axhline(r.base.mean() - 1, color="0.5", ls=":", lw=0.8, label="base - 1 point")
         ax.set_xlabel("heads pruned (%)")
         ax.set_ylabel(f"dev {r.metric}")
