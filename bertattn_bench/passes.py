@@ -10,15 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
 from .attention import run_reducers
-from .batching import Encoded, Skipped, drop_too_long, encode_words, iter_batches
-from .data.segments import CORPORA as SEGMENT_CORPORA
+from .batching import Encoded, Skipped, iter_batches
 from .model import LoadedModel, ModelInfo
-from .registry import family
-
 
 
 @dataclass
@@ -94,53 +90,3 @@ class PreparedPass:
         batch = next(iter_batches(self.encoded[:2], self.loaded.tokenizer, device, 2, False))
         with torch.inference_mode():
             self.loaded.model(**batch.model_inputs())
-
-
-@family("surface", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
-def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
-                    limit: int | None = None, batch_size: int = 32) -> PreparedPass:
-    """Clark §3: segments of at most ``max_tokens`` pieces, by default built as the authors' preprocess_unlabeled.py
-    builds them (see :mod:`bertattn_bench.data.segments` for the recipe and the named alternatives)."""
-    from .data.segments import load_segment_set
-    from .metrics.surface import SurfaceReducer
-
-    max_tokens = min(max_tokens, loaded.info.max_positions)
-    segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
-    info, tok = loaded.info, loaded.tokenizer
-
-    def finish(result):
-        counts = result.token_counts.clone()
-        counts[tok.all_special_ids] = 0
-        top = torch.topk(counts, 20)
-        result.top_tokens = list(zip(tok.convert_ids_to_tokens(top.indices.tolist()), top.values.tolist()))
-        return result
-
-    return PreparedPass("surface", corpus, segs.description, loaded, segs.encoded, segs.skipped,
-                        lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device, len(tok)),
-                        finish=finish, batch_size=batch_size, data_paths=[data_dir / SEGMENT_CORPORA[corpus]])
-
-
-@family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
-def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None,
-                       batch_size: int = 32, max_tokens: int | None = None) -> PreparedPass:
-    """Clark §4.2: one sentence per example; sentences longer than the model's positions are skipped, counted."""
-    from .data.ud import CORPORA, load_corpus
-    from .metrics.syntax import NOMINAL_UPOS, DependencyReducer, offset_baselines, sd_arcs
-
-    sentences = load_corpus(data_dir, corpus, limit)
-    encoded_all = [encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)]
-    encoded, skipped = drop_too_long(encoded_all, min(max_tokens or loaded.info.max_positions, loaded.info.max_positions))
-    arcs = [sd_arcs(s) for s in sentences]
-    kept_arcs = [arcs[e.index] for e in encoded]
-    nominal = [np.array([u in NOMINAL_UPOS for u in s.upos], dtype=bool) for s in sentences]
-    info = loaded.info
-
-    def finish(result):
-        result.baselines = offset_baselines(kept_arcs)
-        return result
-
-    return PreparedPass("dependency", corpus, f"{CORPORA[corpus]} (UD trees mapped to SD, Clark Table 1 relations)",
-                        loaded, encoded, skipped,
-                        lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device, nominal_per_example=nominal),
-                        finish=finish, with_words=True, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])
-

@@ -40,18 +40,6 @@ class Measurement:
     standard_error: float | None = None
 
 
-def binomial_se(percent: float, n: int) -> float:
-    """Standard error (points) of an accuracy of ``percent`` % over ``n`` independent items."""
-    p = min(max(percent / 100.0, 0.0), 1.0)
-    return 100.0 * (p * (1.0 - p) / max(n, 1)) ** 0.5
-
-
-def difference_se(*terms: tuple[float, int]) -> float:
-    """Standard error of a sum/difference of accuracies (percent, n), taken as independent: for accuracies on the
-    same items (a head and a baseline on the same anaphors) positively correlated, so this errs wide."""
-    return sum(binomial_se(p, n) ** 2 for p, n in terms) ** 0.5
-
-
 @dataclass(frozen=True)
 class Family:
     """A claim family: how to prepare its pass over one corpus, which corpora it knows, and the default."""
@@ -112,11 +100,11 @@ def in_band(depth: float, band: str) -> bool:
 
 
 def load_all_metrics() -> dict[str, Callable]:
-    """Import every module of ``bertattn_bench.metrics`` (and the passes) so metrics and families register."""
+    """Import every module of ``bertattn_bench.metrics`` so metrics, families and figure writers register."""
     import importlib
     import pkgutil
 
-    from . import metrics, passes  # noqa: F401
+    from . import metrics
 
     for mod in pkgutil.iter_modules(metrics.__path__):
         importlib.import_module(f"{metrics.__name__}.{mod.name}")

@@ -8,7 +8,8 @@ import pytest
 
 from bertattn_bench import registry
 from bertattn_bench.claims import evaluate
-from bertattn_bench.registry import Measurement, binomial_se, difference_se
+from bertattn_bench.registry import Measurement
+from bertattn_bench.stats import binomial_se_points as binomial_se, difference_se
 from bertattn_bench.report import rows, summary_lines, terminal_table, write_report
 
 from test_claims_registry import FakePass, baseline, claim

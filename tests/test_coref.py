@@ -25,7 +25,8 @@ from bertattn_bench.batching import encode_words, make_batch
 from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
 from bertattn_bench.errors import DataError
 from bertattn_bench.metrics.coref import CorefReducer, CorefResult, baseline_counts
-from bertattn_bench.registry import METRICS, NotApplicable, difference_se, load_all_metrics
+from bertattn_bench.registry import METRICS, NotApplicable, load_all_metrics
+from bertattn_bench.stats import difference_se
 
 TOY = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
 EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)

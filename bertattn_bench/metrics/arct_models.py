@@ -27,6 +27,7 @@ import numpy as np
 from .. import arct_ft
 from ..batching import Skipped
 from ..data import arct
+from ..stats import binomial_se
 from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
@@ -191,10 +192,6 @@ def summary(values) -> str:
     return arct.Summary.of(values).text()
 
 
-def binomial_se(n: int, p: float = 0.5) -> float:
-    return math.sqrt(p * (1 - p) / n)
-
-
 def _runs_text(r: ArctFtResult) -> str:
     runs = ", ".join(f"seed {x.seed}: test {x.test_acc:.3f} (train {x.train_acc:.3f}, dev {x.dev_acc:.3f}, "
                      f"best epoch {x.meta.get('best_epoch')})" for x in r.runs)
@@ -221,7 +218,7 @@ def arct_ft_test(pr, stat: str = "median", settings=None) -> Measurement:
     if stat not in ("mean", "median", "max", "min"):
         raise NotApplicable(f"unknown statistic {stat!r}")
     detail = (f"{r.setting}, ours: {s.text()} [{_runs_text(r)}]; {_degenerate_text(r)}; {_authors_text(r)}; "
-              f"chance 0.5 ± {binomial_se(r.n_test):.3f} (binomial SE, n={r.n_test})")
+              f"chance 0.5 ± {binomial_se(0.5, r.n_test):.3f} (binomial SE, n={r.n_test})")
     return Measurement(getattr(s, stat), n=r.n_test, n_unit=f"test arguments x {len(r.runs)} seeds", detail=detail,
                        unit="accuracy")
 
@@ -248,7 +245,7 @@ def arct_ft_adv_mean(pr) -> Measurement:
     so their mean keeps its sampling noise)."""
     r = result_of(pr, ("adv",))
     accs = r.accs()
-    se = binomial_se(r.n_test)
+    se = binomial_se(0.5, r.n_test)
     detail = (f"pooled over {r.n_test} rows: {summary(accs)}; original half {summary(r.half_accs(False))}, "
               f"claim-negated half {summary(r.half_accs(True))}; SE {se:.4f}; {_degenerate_text(r)}; "
               f"{_authors_text(r)} (Table 4: 0.504 ± 0.01, median 0.505, max 0.533)")
@@ -262,7 +259,7 @@ def arct_ft_adv_max(pr, paper_max: float = 0.533) -> Measurement:
     SE at 0.5 and the measured population sd over our seeds."""
     r = result_of(pr, ("adv",))
     accs = r.accs()
-    se, sd = binomial_se(r.n_test), float(accs.std())
+    se, sd = binomial_se(0.5, r.n_test), float(accs.std())
     noise = math.sqrt(se ** 2 + sd ** 2)
     detail = (f"max {accs.max():.4f} vs paper {paper_max} (+2 noise = {paper_max + 2 * noise:.4f}); noise "
               f"{noise:.4f} (SE {se:.4f}, seed sd {sd:.4f}, {len(accs)} seeds); per seed "

@@ -28,6 +28,7 @@ from ..attention import Reducer, head_name
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..stats import permutation_p
 from .surface import SurfaceReducer, SurfaceResult
 
 QUERY_FRACTION = 0.05  # of the query tokens: ~6,300 on the 1,000 WikiText-2 segments
@@ -175,7 +176,7 @@ def prepare_clustering(loaded, data_dir: Path, corpus: str = "wikitext2", max_to
                        limit: int | None = None, batch_size: int = 32,
                        query_fraction: float | None = QUERY_FRACTION):
     """Clark §6: the §3 segments (same loading and encoding as the surface pass), a JS reducer instead."""
-    from ..passes import prepare_surface
+    from .surface import prepare_surface
 
     prepared = prepare_surface(loaded, data_dir, corpus, max_tokens=max_tokens, limit=limit, batch_size=batch_size)
     info = loaded.info
@@ -220,7 +221,7 @@ def layer_permutation_test(distance: np.ndarray, layers: np.ndarray, n_permutati
         same = perms[:, iu[0]] == perms[:, iu[1]]  # (P, pairs)
         null.append((same @ d / same.sum(1)) / (~same @ d / (~same).sum(1)))
     null = np.concatenate(null)
-    p = (1 + int((null <= observed).sum())) / (1 + n_permutations)
+    p = permutation_p(observed, null)
     return observed, p, null
 
 

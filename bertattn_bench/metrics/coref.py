@@ -22,7 +22,8 @@ import torch
 
 from ..attention import Reducer, head_name, parse_head_name
 from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
-from ..registry import Measurement, NotApplicable, binomial_se, difference_se, family, figure, metric
+from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..stats import binomial_se_points, difference_se, paired_difference_se
 from ..plotting import pyplot, save_figure
 from .patterns import map_masks, neighbour_mass, top_heads_neighbour_ratio
 
@@ -73,8 +74,7 @@ class CorefResult:
         head_hits = float(self.correct[layer, kinds, head].sum())
         c_base = self.baseline_correct[name]
         base_hits = float(c_base.sum()) if kind == "all" else float(c_base[self.kinds.index(kind)])
-        b, c = head_hits - both, base_hits - both
-        return 100.0 * max((b + c) - (b - c) ** 2 / max(n, 1), 0.0) ** 0.5 / max(n, 1)
+        return paired_difference_se(head_hits - both, base_hits - both, n)
 
     def baseline(self, name: str, kind: str = "all") -> float:
         c = self.baseline_correct[name]
@@ -298,7 +298,7 @@ def coref_baseline_accuracy(pr, baseline: str, kind: str = "all") -> Measurement
     """A baseline's antecedent-selection accuracy (Clark Table 2), percent."""
     res = _res(pr)
     return Measurement(res.baseline(baseline, kind), n=res.count(kind), n_unit="anaphors", unit="%",
-                       standard_error=binomial_se(res.baseline(baseline, kind), res.count(kind)),
+                       standard_error=binomial_se_points(res.baseline(baseline, kind), res.count(kind)),
                        detail=_baselines_text(res))
 
 
@@ -348,7 +348,7 @@ def coref_named_head_accuracy(pr, head: str, kind: str = "all") -> Measurement:
     res = _res(pr)
     acc, layer, h = _named_head(res, head, kind)
     return Measurement(float(acc[layer, h]), n=res.count(kind), n_unit="anaphors", head=head, unit="%",
-                       standard_error=binomial_se(float(acc[layer, h]), res.count(kind)),
+                       standard_error=binomial_se_points(float(acc[layer, h]), res.count(kind)),
                        detail=f"{_best_text(res)}; {_baselines_text(res)}")
 
 

@@ -57,7 +57,8 @@ from ..data import glue
 from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
-from ..registry import Measurement, NotApplicable, difference_se, family, figure, metric, relative_depth
+from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
+from ..stats import difference_se
 from ..settings import training_seed
 from .finetuned import GLUE_TASKS, TIERS, options_of, recipe_for
 

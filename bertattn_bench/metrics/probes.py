@@ -44,7 +44,8 @@ from ..attention import Reducer, run_reducers
 from ..batching import Encoded, drop_too_long, encode_words, iter_batches
 from ..errors import DataError
 from ..passes import PassResult, PreparedPass
-from ..registry import Measurement, NotApplicable, binomial_se, difference_se, family, metric
+from ..registry import Measurement, NotApplicable, family, metric
+from ..stats import binomial_se_points, difference_se
 from .structural_probe import HiddenWordStates, StructuralScore, StructuralSettings, Tree, structural_probe
 from .syntax import DIRECTIONS, DependencyReducer, HeadScore, sd_arcs
 
@@ -727,7 +728,7 @@ def probe_uas(pr, probe: str) -> Measurement:
     """UAS (%) of a probe or baseline of Clark Table 3 on the eval arcs."""
     res = _result(pr)
     return Measurement(res.uas(probe), n=res.n_eval_arcs, n_unit="arcs", unit="UAS",
-                       standard_error=binomial_se(res.uas(probe), res.n_eval_arcs),
+                       standard_error=binomial_se_points(res.uas(probe), res.n_eval_arcs),
                        detail=f"{res.describe()}; {_train_note(res)}")
 
 

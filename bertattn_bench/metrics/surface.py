@@ -8,11 +8,17 @@ padding never enters (masks). Denominators are Clark's: every real query for the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..attention import Reducer
+from ..attention import Reducer, head_name
+from ..data.segments import CORPORA as SEGMENT_CORPORA
+from ..model import LoadedModel
+from ..passes import PreparedPass
+from ..registry import Measurement, NotApplicable, family, in_band, metric, relative_depth
+from ..stats import bootstrap_sd
 
 FIELDS = (
     "to_cls", "to_sep", "to_punct", "to_special", "self", "prev", "next",
@@ -138,8 +144,6 @@ class SurfaceReducer(Reducer):
 
 # ---- claim metrics (named by reference_numbers/clark2019_surface.toml) ----------------------------------------
 
-from ..attention import head_name  # noqa: E402
-from ..registry import Measurement, NotApplicable, in_band, metric, relative_depth  # noqa: E402
 
 
 BOOTSTRAP_SAMPLES = 200  # resamples of the segments behind each claim's standard error (seeded, so repeatable)
@@ -159,18 +163,12 @@ def bootstrapped(fn):
         res = pr.result
         if m.standard_error is not None or res.per_segment is None or res.n_segments < 2:
             return m
-        rng = np.random.default_rng(0)
-        values = []
-        for _ in range(BOOTSTRAP_SAMPLES):
-            idx = torch.from_numpy(rng.integers(0, res.n_segments, res.n_segments))
-            try:
-                values.append(fn(SimpleNamespace(result=res.resample(idx)), **params).value)
-            except NotApplicable:
-                continue
-        values = [v for v in values if np.isfinite(v)]
-        if len(values) >= BOOTSTRAP_SAMPLES // 2:
-            m.standard_error = float(np.std(values, ddof=1))
-            m.detail += f" [bootstrap over the {res.n_segments} segments, {len(values)} resamples]"
+        sd, kept = bootstrap_sd(
+            lambda idx: fn(SimpleNamespace(result=res.resample(torch.from_numpy(idx))), **params).value,
+            res.n_segments, BOOTSTRAP_SAMPLES, seed=0, skip=(NotApplicable,))
+        if np.isfinite(sd):
+            m.standard_error = sd
+            m.detail += f" [bootstrap over the {res.n_segments} segments, {kept} resamples]"
         return m
 
     return wrapper
@@ -364,3 +362,28 @@ def example_heads_bert_base(pr) -> Measurement:
     }
     return Measurement(float(sum(checks.values())), unit="of 4", detail="; ".join(
         f"{k}: {'yes' if v else 'no'}" for k, v in checks.items()), **_n(pr.result))
+
+
+# ---- the pass ---------------------------------------------------------------------------------------------------
+
+@family("surface", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
+def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
+                    limit: int | None = None, batch_size: int = 32) -> PreparedPass:
+    """Clark §3: segments of at most ``max_tokens`` pieces, by default built as the authors' preprocess_unlabeled.py
+    builds them (see :mod:`bertattn_bench.data.segments` for the recipe and the named alternatives)."""
+    from ..data.segments import load_segment_set
+
+    max_tokens = min(max_tokens, loaded.info.max_positions)
+    segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
+    info, tok = loaded.info, loaded.tokenizer
+
+    def finish(result):
+        counts = result.token_counts.clone()
+        counts[tok.all_special_ids] = 0
+        top = torch.topk(counts, 20)
+        result.top_tokens = list(zip(tok.convert_ids_to_tokens(top.indices.tolist()), top.values.tolist()))
+        return result
+
+    return PreparedPass("surface", corpus, segs.description, loaded, segs.encoded, segs.skipped,
+                        lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device, len(tok)),
+                        finish=finish, batch_size=batch_size, data_paths=[data_dir / SEGMENT_CORPORA[corpus]])

@@ -30,11 +30,17 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..attention import Reducer, head_name
+from ..batching import drop_too_long, encode_words
+from ..model import LoadedModel
+from ..passes import PreparedPass
+from ..registry import Measurement, NotApplicable, family, metric
+from ..stats import binomial_se_points, difference_se
 
 TABLE1 = ("All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss", "auxpass",
           "ccomp", "mark", "prt")
@@ -268,7 +274,6 @@ class DependencyReducer(Reducer):
 
 # ---- claim metrics (named by reference_numbers/clark2019_dependency.toml) -------------------------------------
 
-from ..registry import Measurement, binomial_se, difference_se, metric  # noqa: E402
 
 
 def _best_vs_baseline(res: DependencyResult, relation: str) -> tuple[HeadScore, OffsetBaseline]:
@@ -298,7 +303,7 @@ def best_head_gap(pr, relation: str) -> Measurement:
 def best_head_accuracy(pr, relation: str) -> Measurement:
     best, base = _best_vs_baseline(pr.result, relation)
     return Measurement(best.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="%",
-                       standard_error=binomial_se(best.accuracy, best.n),
+                       standard_error=binomial_se_points(best.accuracy, best.n),
                        detail=f"{best.describe()}; offset ({base.offset:+d}) {base.accuracy:.1f}%")
 
 
@@ -367,7 +372,7 @@ def right_branching_accuracy(pr, relation: str = "All") -> Measurement:
     """The right-branching baseline: every word's head is the next word (Clark §4.2: 26.3 UAS; §5 Table 3: 26)."""
     base = pr.result.baselines[relation]
     return Measurement(base.right_branching, n=base.n, n_unit="arcs", unit="%",
-                       standard_error=binomial_se(base.right_branching, base.n),
+                       standard_error=binomial_se_points(base.right_branching, base.n),
                        detail=f"best fixed offset {base.offset:+d}: {base.accuracy:.1f}%")
 
 
@@ -411,3 +416,29 @@ def word_map_row_sum_error(pr) -> Measurement:
     """Largest |row sum - 1| of the word-level maps with [CLS]/[SEP] kept (Clark §4.1: sums stay 1)."""
     return Measurement(pr.result.max_row_sum_error, n=pr.result.n_words, n_unit="words",
                        detail="sum over word columns + [CLS] + [SEP], per word, every head and layer")
+
+
+# ---- the pass ---------------------------------------------------------------------------------------------------
+
+@family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
+def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None,
+                       batch_size: int = 32, max_tokens: int | None = None) -> PreparedPass:
+    """Clark §4.2: one sentence per example; sentences longer than the model's positions are skipped, counted."""
+    from ..data.ud import CORPORA, load_corpus
+
+    sentences = load_corpus(data_dir, corpus, limit)
+    encoded_all = [encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)]
+    encoded, skipped = drop_too_long(encoded_all, min(max_tokens or loaded.info.max_positions, loaded.info.max_positions))
+    arcs = [sd_arcs(s) for s in sentences]
+    kept_arcs = [arcs[e.index] for e in encoded]
+    nominal = [np.array([u in NOMINAL_UPOS for u in s.upos], dtype=bool) for s in sentences]
+    info = loaded.info
+
+    def finish(result):
+        result.baselines = offset_baselines(kept_arcs)
+        return result
+
+    return PreparedPass("dependency", corpus, f"{CORPORA[corpus]} (UD trees mapped to SD, Clark Table 1 relations)",
+                        loaded, encoded, skipped,
+                        lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device, nominal_per_example=nominal),
+                        finish=finish, with_words=True, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])

@@ -1,0 +1,154 @@
+"""The one statistics layer: every standard error, test and noise bar a claim uses is defined here, once.
+
+Units are stated per function: a *proportion* is in [0, 1]; *points* are percent (accuracy 87.5 means 87.5 %).
+Each function is tested by hand in ``tests/test_stats.py`` (known answers computed on paper).
+
+* :func:`binomial_se` / :func:`binomial_se_points` — an accuracy over n independent items;
+* :func:`difference_se` — a sum/difference of independent accuracies (points);
+* :func:`paired_difference_se` — the difference of two accuracies on the *same* items, from the discordant counts;
+* :func:`mcnemar_exact` — the exact two-sided McNemar test of paired correctness;
+* :func:`one_sided_t_p` — Student's t (one-sided p) of a mean difference from its sd over n paired units;
+* :func:`mann_whitney_null_se` — the SE of a ROC AUC under the null (no separation) for n1 positives, n2 negatives;
+* :func:`bootstrap_sd` — the sd of a statistic over seeded resamples of n units (with replacement);
+* :func:`permutation_p` — the one-sided permutation p-value (1 + #{null <= observed}) / (1 + n);
+* :func:`rank_correlation` — Spearman's rho (and Pearson's r where asked) of two vectors;
+* :func:`noise_bar` — the bar a gain or drop must clear: max(one example's step, the seed sd).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+# ---- accuracies ------------------------------------------------------------------------------------------------
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error (a proportion) of an accuracy ``p`` (a proportion, clipped to [0, 1]) over ``n`` items."""
+    p = min(max(float(p), 0.0), 1.0)
+    return math.sqrt(p * (1.0 - p) / max(int(n), 1))
+
+
+def binomial_se_points(percent: float, n: int) -> float:
+    """:func:`binomial_se` in points: the SE of an accuracy of ``percent`` % over ``n`` items."""
+    return 100.0 * binomial_se(float(percent) / 100.0, n)
+
+
+def difference_se(*terms: tuple[float, int]) -> float:
+    """Standard error (points) of a sum/difference of accuracies ``(percent, n)``, taken as independent. For
+    accuracies on the same items (a head and a baseline on the same anaphors) they are positively correlated, so
+    this errs wide; :func:`paired_difference_se` is the paired one."""
+    return math.sqrt(sum(binomial_se_points(p, n) ** 2 for p, n in terms))
+
+
+def paired_difference_se(b: float, c: float, n: int) -> float:
+    """Standard error (points) of acc_A − acc_B on the same ``n`` items, from the discordant counts ``b`` (A right,
+    B wrong) and ``c`` (the reverse): sqrt(((b + c) − (b − c)² / n) / n²) × 100."""
+    n = max(int(n), 1)
+    return 100.0 * math.sqrt(max((b + c) - (b - c) ** 2 / n, 0.0)) / n
+
+
+def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[float, int, int]:
+    """Two-sided exact McNemar p on paired boolean correctness; returns (p, #lost, #gained) of ``other`` against
+    ``base`` (lost: right in base, wrong in other)."""
+    from scipy.stats import binomtest
+
+    base_correct, other_correct = np.asarray(base_correct, bool), np.asarray(other_correct, bool)
+    if base_correct.shape != other_correct.shape:
+        raise ValueError(f"mcnemar_exact: paired arrays differ in shape {base_correct.shape} vs {other_correct.shape}")
+    lost = int((base_correct & ~other_correct).sum())
+    gained = int((~base_correct & other_correct).sum())
+    if lost + gained == 0:
+        return 1.0, 0, 0
+    return float(binomtest(min(lost, gained), lost + gained, 0.5).pvalue), lost, gained
+
+
+# ---- means, ranks, AUCs ------------------------------------------------------------------------------------------
+
+
+def one_sided_t_p(mean, sd, n: int):
+    """Student's t test that a mean paired difference is > 0, elementwise over arrays (e.g. one per head): returns
+    (SE, t, one-sided p) from the difference's ``sd`` over ``n`` paired units (n − 1 degrees of freedom). Where the
+    sd is 0, t is +inf for a positive mean and 0 otherwise (p 0 or 0.5)."""
+    from scipy.stats import t as student_t
+
+    mean, sd = np.asarray(mean, float), np.asarray(sd, float)
+    if n < 2:
+        nan = np.full(np.broadcast(mean, sd).shape, np.nan)
+        return nan, nan, nan
+    se = sd / math.sqrt(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tstat = np.where(se > 0, mean / se, np.where(mean > 0, np.inf, 0.0))
+    return se, tstat, student_t.sf(tstat, n - 1)
+
+
+def mann_whitney_null_se(n_pos: int, n_neg: int) -> float:
+    """SE (a proportion) of a ROC AUC under the null of no separation: sqrt((n1 + n2 + 1) / (12 n1 n2))."""
+    if n_pos < 1 or n_neg < 1:
+        return float("nan")
+    return math.sqrt((n_pos + n_neg + 1) / (12.0 * n_pos * n_neg))
+
+
+def rank_correlation(a: Sequence[float], b: Sequence[float], method: str = "spearman") -> tuple[float, float]:
+    """(coefficient, two-sided p) of Spearman's rho (default) or Pearson's r; NaN where either side is constant."""
+    from scipy.stats import pearsonr, spearmanr
+
+    a, b = np.asarray(a, float).reshape(-1), np.asarray(b, float).reshape(-1)
+    if a.shape != b.shape:
+        raise ValueError(f"rank_correlation: vectors of {a.size} and {b.size} values")
+    if a.size < 2 or np.std(a) == 0 or np.std(b) == 0:
+        return float("nan"), float("nan")
+    fn = {"spearman": spearmanr, "pearson": pearsonr}[method]
+    r, p = fn(a, b)
+    return float(r), float(p)
+
+
+# ---- resampling --------------------------------------------------------------------------------------------------
+
+
+def bootstrap_sd(statistic: Callable[[np.ndarray], float], n: int, samples: int = 200, seed: int = 0,
+                 min_valid: int | None = None, skip: tuple[type[BaseException], ...] = ()) -> tuple[float, int]:
+    """The sd (ddof 1) of ``statistic(indices)`` over ``samples`` resamples of ``n`` units with replacement
+    (``numpy.random.default_rng(seed)``); a resample whose statistic raises one of ``skip`` or is not finite is
+    dropped. Returns (sd, resamples kept); the sd is NaN when fewer than ``min_valid`` (default half) are kept."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(samples):
+        idx = rng.integers(0, n, n)
+        try:
+            v = float(statistic(idx))
+        except skip:
+            continue
+        if np.isfinite(v):
+            values.append(v)
+    need = samples // 2 if min_valid is None else min_valid
+    if len(values) < max(need, 2):
+        return float("nan"), len(values)
+    return float(np.std(values, ddof=1)), len(values)
+
+
+def permutation_p(observed: float, null: np.ndarray, smaller_is_extreme: bool = True) -> float:
+    """One-sided permutation p-value with the observed statistic counted once: (1 + #{null at least as extreme})
+    / (1 + len(null)); "extreme" is <= observed (default) or >= observed."""
+    null = np.asarray(null, float)
+    hits = (null <= observed) if smaller_is_extreme else (null >= observed)
+    return (1 + int(hits.sum())) / (1 + null.size)
+
+
+# ---- seed noise ------------------------------------------------------------------------------------------------
+
+
+def noise_bar(step: float, seeds: Sequence[int], measured_sd: float, task: str,
+              recorded_sd: dict | None) -> tuple[float, float, str]:
+    """The bar a gain or drop of a trained score must clear: max(one example's ``step``, the seed sd), the sd
+    measured here when >= 2 seeds ran, else the one recorded for ``task`` in the claim file (the full tier's).
+    Returns (bar, sd, where the sd comes from); sd NaN (bar = step) when neither exists."""
+    step = 0.0 if step is None or np.isnan(step) else float(step)
+    if len(seeds) > 1:
+        sd, where = float(measured_sd), f"sd over seeds {list(seeds)} measured here"
+    elif recorded_sd and task in recorded_sd:
+        sd, where = float(recorded_sd[task]), "sd over seeds recorded from the full tier (claim file)"
+    else:
+        sd, where = float("nan"), "seed spread not measured for this task"
+    return max(step, 0.0 if np.isnan(sd) else sd), sd, where

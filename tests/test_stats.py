@@ -1,0 +1,83 @@
+"""The statistics layer (bertattn_bench/stats.py), each function against a value computed by hand."""
+import math
+
+import numpy as np
+import pytest
+
+from bertattn_bench import stats
+
+
+def test_binomial_se_units():
+    assert stats.binomial_se(0.5, 100) == pytest.approx(0.05)           # sqrt(.25/100)
+    assert stats.binomial_se(0.9, 400) == pytest.approx(0.015)          # sqrt(.09/400)
+    assert stats.binomial_se_points(90.0, 400) == pytest.approx(1.5)    # the same in points
+    assert stats.binomial_se(1.2, 10) == 0.0 and stats.binomial_se(-0.1, 10) == 0.0  # clipped to [0, 1]
+
+
+def test_difference_se_adds_variances():
+    assert stats.difference_se((50.0, 100), (90.0, 400)) == pytest.approx(math.sqrt(25 + 2.25))
+
+
+def test_paired_difference_se_from_discordant_counts():
+    # 6 items; A right/B wrong on 2, the reverse on 0: sqrt((2 - 4/6) / 36) * 100
+    assert stats.paired_difference_se(2, 0, 6) == pytest.approx(100 * math.sqrt(2 - 4 / 6) / 6)
+    assert stats.paired_difference_se(3, 3, 10) == pytest.approx(100 * math.sqrt(6) / 10)
+    assert stats.paired_difference_se(0, 0, 10) == 0.0
+
+
+def test_mcnemar_exact_by_hand():
+    base = np.array([1, 1, 1, 1, 0, 0, 1, 0], bool)
+    other = np.array([0, 0, 0, 1, 0, 1, 1, 0], bool)  # lost 3 (items 0-2), gained 1 (item 5)
+    p, lost, gained = stats.mcnemar_exact(base, other)
+    assert (lost, gained) == (3, 1)
+    assert p == pytest.approx(2 * (1 + 4) / 16)  # two-sided binomial: 2 * P(X <= 1 | 4, 1/2) = 0.625
+    assert stats.mcnemar_exact(base, base) == (1.0, 0, 0)
+    with pytest.raises(ValueError, match="shape"):
+        stats.mcnemar_exact(base, other[:4])
+
+
+def test_one_sided_t_p_by_hand():
+    se, t, p = stats.one_sided_t_p(np.array([1.0, -1.0, 2.0, 0.0]), np.array([2.0, 2.0, 0.0, 0.0]), 16)
+    assert se.tolist() == [0.5, 0.5, 0.0, 0.0]
+    assert t.tolist() == [2.0, -2.0, math.inf, 0.0]
+    from scipy.stats import t as student_t
+    assert p[0] == pytest.approx(student_t.sf(2.0, 15)) and p[1] == pytest.approx(1 - student_t.sf(2.0, 15))
+    assert p[2] == 0.0 and p[3] == pytest.approx(0.5)
+
+
+def test_mann_whitney_null_se():
+    assert stats.mann_whitney_null_se(10, 20) == pytest.approx(math.sqrt(31 / 2400))
+    assert math.isnan(stats.mann_whitney_null_se(0, 5))
+
+
+def test_rank_correlation():
+    r, _ = stats.rank_correlation([1, 2, 3, 4], [10, 20, 30, 1000])
+    assert r == pytest.approx(1.0)                 # monotone: Spearman 1
+    r, _ = stats.rank_correlation([1, 2, 3, 4], [10, 20, 30, 1000], "pearson")
+    assert r < 0.9                                  # not linear
+    assert math.isnan(stats.rank_correlation([1, 1, 1], [1, 2, 3])[0])
+
+
+def test_bootstrap_sd_of_a_mean_matches_theory():
+    x = np.arange(100, dtype=float)
+    sd, kept = stats.bootstrap_sd(lambda idx: x[idx].mean(), len(x), samples=2000, seed=0)
+    assert kept == 2000
+    assert sd == pytest.approx(x.std() / math.sqrt(len(x)), rel=0.08)  # SE of a mean, 2.89
+    # a statistic that fails on some resamples: those are skipped, and too few kept gives NaN
+    sd, kept = stats.bootstrap_sd(lambda idx: 1 / 0, 10, samples=20, skip=(ZeroDivisionError,))
+    assert kept == 0 and math.isnan(sd)
+
+
+def test_permutation_p_counts_observed_once():
+    null = np.array([0.5, 0.9, 1.0, 1.1, 1.2])
+    assert stats.permutation_p(0.8, null) == pytest.approx(2 / 6)
+    assert stats.permutation_p(1.15, null, smaller_is_extreme=False) == pytest.approx(2 / 6)
+
+
+def test_noise_bar_prefers_measured_then_recorded_sd():
+    assert stats.noise_bar(0.5, [0, 1], 2.0, "mrpc", {"mrpc": 9.0})[:2] == (2.0, 2.0)       # measured here
+    bar, sd, where = stats.noise_bar(0.5, [0], float("nan"), "mrpc", {"mrpc": 1.5})
+    assert (bar, sd) == (1.5, 1.5) and "claim file" in where                                # recorded
+    bar, sd, _ = stats.noise_bar(0.5, [0], float("nan"), "rte", {"mrpc": 1.5})
+    assert bar == 0.5 and math.isnan(sd)                                                   # one example's step
+    assert stats.noise_bar(3.0, [0, 1], 2.0, "mrpc", None)[0] == 3.0                       # step larger than sd
