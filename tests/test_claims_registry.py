@@ -28,6 +28,7 @@ def test_every_reference_file_loads_with_known_metrics_and_unique_ids():
     assert len(claims) >= len(files)
     for c in claims:
         assert c.metric in metrics, c.id
+
         assert c.comparison in COMPARISONS, c.id
         assert c.paper and c.family and c.source and c.statement and c.reference, c.id
         assert c.tolerance >= 0, c.id
@@ -40,6 +41,14 @@ def test_every_reference_file_loads_with_known_metrics_and_unique_ids():
             assert c.threshold in DEPTH_BANDS, c.id
         else:
             assert isinstance(c.threshold, (int, float)) and not isinstance(c.threshold, bool), c.id
+
+
+def test_every_registered_metric_is_named_by_a_claim():
+    """No dead registrations: a metric no claim names is either a missing claim or code to delete."""
+    used = {c.metric for c in load_claims()}
+    unused = sorted(name for name, fn in registry.load_all_metrics().items()
+                    if fn.__module__.startswith("bertattn_bench.") and name not in used)  # not the tests' own
+    assert not unused, f"registered metrics no claim names: {unused}"
 
 
 def test_each_file_contributes_its_family():

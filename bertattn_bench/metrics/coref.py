@@ -293,15 +293,6 @@ def coref_baseline_rank(pr, baseline: str, rank: int) -> Measurement:
                                + f"; {_baselines_text(res)}"))
 
 
-@metric("coref_baseline_accuracy")
-def coref_baseline_accuracy(pr, baseline: str, kind: str = "all") -> Measurement:
-    """A baseline's antecedent-selection accuracy (Clark Table 2), percent."""
-    res = _res(pr)
-    return Measurement(res.baseline(baseline, kind), n=res.count(kind), n_unit="anaphors", unit="%",
-                       standard_error=binomial_se_points(res.baseline(baseline, kind), res.count(kind)),
-                       detail=_baselines_text(res))
-
-
 @metric("coref_nominal_gap")
 def coref_nominal_gap(pr, kind: str = "nominal", versus: str = "rules", string_match: str = "head_word") -> Measurement:
     """Clark §4.3 "particularly good with nominal mentions": for the best head (on all anaphors), min of

@@ -299,14 +299,6 @@ def best_head_gap(pr, relation: str) -> Measurement:
     )
 
 
-@metric("best_head_accuracy")
-def best_head_accuracy(pr, relation: str) -> Measurement:
-    best, base = _best_vs_baseline(pr.result, relation)
-    return Measurement(best.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="%",
-                       standard_error=binomial_se_points(best.accuracy, best.n),
-                       detail=f"{best.describe()}; offset ({base.offset:+d}) {base.accuracy:.1f}%")
-
-
 def _require_arcs(res: DependencyResult, relations) -> None:
     """A claim over several relations is judged only when the data read holds arcs of each (else it skips)."""
     from ..registry import NotApplicable
