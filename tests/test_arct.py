@@ -292,3 +292,11 @@ def test_outside_rounding_interval():
     assert m._outside(0.0878, "0.09") == 0.0
     assert m._outside(0.5541, "0.552") == pytest.approx(0.0016)
     assert m._outside(0.5, "0.500") == 0.0
+
+
+def test_treebank_tokens_are_nltks_word_tokenizer():
+    """The treebank variants are NLTK's Penn Treebank word tokenizer per sentence (not a hand copy of its rules):
+    an opening single quote is its own token, n't and 's split off, cannot -> can not."""
+    assert m.treebank_tokens("'Starchitects' are ruining cities") == ["'", "starchitects", "'", "are", "ruining",
+                                                                      "cities"]
+    assert m.treebank_tokens("He can't go. She cannot!") == ["he", "ca", "n't", "go", ".", "she", "can", "not", "!"]
