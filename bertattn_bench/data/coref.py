@@ -69,12 +69,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError
+from . import gum
+from .gum import GUM_DOCUMENTS, SPLIT_FILES
 from .ud import _blocks, _check_block
 
 KINDS = ("pronoun", "proper", "nominal")
 DROPPED_LINKS = ("appos", "pred")
-GUM_DOCUMENTS = "gum/documents"
-SPLIT_FILES = {"dev": "ud_english_gum/en_gum-ud-dev.conllu", "test": "ud_english_gum/en_gum-ud-test.conllu"}
 CORPORA = {"gum_dev": "dev", "gum_test": "test", "gum_train": "train", "litbank": "all"}
 # corpus variants, one option away from Clark's setup: ``_windows`` = all windows of whole sentences instead of
 # each document's first 128 pieces; ``_ud`` (GUM only) = UPOS mention typing and UD name heads instead of Clark's
@@ -534,22 +534,10 @@ def corpus_data_paths(data_dir: Path, corpus: str) -> list[Path]:
 
 
 def split_documents(data_dir: Path, split: str) -> list[str]:
-    """GUM document ids of a split (dev/test from the UD release's ``# newdoc id`` lines; train = the rest)."""
-    from ..settings import data_file
-
-    def ids(name: str) -> list[str]:
-        path = data_file(data_dir, SPLIT_FILES[name])
-        out = [ln.split("=", 1)[1].strip() for ln in path.read_text(encoding="utf-8").splitlines()
-               if ln.startswith("# newdoc id")]
-        if not out:
-            raise DataError(f"{path}: no '# newdoc id' lines (cannot tell which GUM documents are in {name})")
-        return out
-
+    """GUM document ids of a split (:mod:`bertattn_bench.data.gum`: dev/test from the UD release, train the rest)."""
     if split in SPLIT_FILES:
-        return ids(split)
-    held_out = set(ids("dev")) | set(ids("test"))
-    folder = data_file(data_dir, GUM_DOCUMENTS)
-    return sorted(p.stem for p in folder.glob("*.conllu") if p.stem not in held_out)
+        return gum.split_ids(data_dir, split)
+    return [p.stem for p in gum.train_documents(data_dir)]
 
 
 def load_documents(data_dir: Path, corpus: str, limit: int | None = None) -> list[CorefDocument]:

@@ -44,6 +44,8 @@ from ..attention import Reducer, run_reducers
 from ..batching import Encoded, drop_too_long, encode_words, iter_batches
 from ..errors import DataError
 from ..passes import PassResult, PreparedPass
+from ..data import gum
+from ..data.gum import train_documents as gum_train_documents
 from ..registry import Measurement, NotApplicable, family, metric
 from ..stats import binomial_se_points, difference_se
 from .structural_probe import HiddenWordStates, StructuralScore, StructuralSettings, Tree, structural_probe
@@ -88,43 +90,6 @@ class ProbeSettings:
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
-
-def _newdoc_id(path: Path) -> str | None:
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("# newdoc id"):
-                return line.split("=", 1)[1].strip()
-            if line.strip() and not line.startswith("#"):
-                return None
-    return None
-
-
-def gum_split_files(data_dir: Path) -> list[Path]:
-    from ..settings import data_file
-
-    return [data_file(data_dir, f"ud_english_gum/en_gum-ud-{split}.conllu") for split in ("dev", "test")]
-
-
-def gum_train_documents(data_dir: Path) -> list[Path]:
-    """The GUM documents in neither UD GUM dev nor test (gum/SOURCE.md: 178 documents)."""
-    from ..settings import data_file
-
-    held_out: set[str] = set()
-    for path in gum_split_files(data_dir):
-        with path.open(encoding="utf-8") as f:
-            held_out.update(line.split("=", 1)[1].strip() for line in f if line.startswith("# newdoc id"))
-    docs = data_file(data_dir, "gum/documents")
-    out = []
-    for path in sorted(docs.glob("*.conllu")):
-        doc_id = _newdoc_id(path)
-        if doc_id is None:
-            raise DataError(f"{path}:1: no '# newdoc id = ...' comment before the first word line")
-        if doc_id not in held_out:
-            out.append(path)
-    if not out:
-        raise DataError(f"{docs}: no GUM train documents (every document is in UD GUM dev or test)")
-    return out
-
 
 def sample_train_sentences(paths: list[Path], n: int | None, seed: int) -> tuple[list, int]:
     """Documents in a seeded order, read until they hold 2n sentences of >= 2 words; a seeded sample of n of those
@@ -690,7 +655,7 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
         tier=tier, train_trees=[Tree.from_sentence(x) for x in train_sents],
         eval_trees=[Tree.from_sentence(x) for x in kept], eval_arcs=[sd_arcs(x) for x in kept], n_train_documents=n_docs,
         settings=s, data_paths=[data_file(data_dir, CORPORA[base]), data_file(data_dir, "gum/documents"),
-                                *gum_split_files(data_dir)])
+                                *gum.split_files(data_dir)])
 
 
 # ---- claim metrics (named by reference_numbers/clark2019_probes.toml) -----------------------------------------------
