@@ -58,3 +58,16 @@ def test_diff_lists_moved_values_and_flipped_verdicts(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(SystemExit, match="bad.json: not JSON"):
         main(["diff", str(tmp_path / "bad.json"), str(tmp_path / "new.json")])
+
+
+def test_plugin_is_registered_as_a_pytest11_entry_point_named_as_its_module():
+    """pyproject's pytest11 entry point loads the plugin wherever the package is installed; its name is the module's,
+    so conftest.py's ``pytest_plugins`` (for checkouts run without installing) cannot register it a second time."""
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    eps = project["entry-points"]["pytest11"]
+    assert eps == {"bertattn_bench.pytest_plugin": "bertattn_bench.pytest_plugin"}
+    assert hasattr(importlib.import_module("bertattn_bench.pytest_plugin"), "pytest_addoption")
