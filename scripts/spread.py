@@ -74,13 +74,16 @@ def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: P
            ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])
     path = report / "claims.json"
     start = time.perf_counter()
-    if path.is_file():  # resumed: this run finished earlier (its report is kept in --work)
-        proc = subprocess.CompletedProcess(cmd, 0 if "FAIL" not in (report / "claims.md").read_text() else 1)
-        seconds = json.loads((report / "seconds.json").read_text()) if (report / "seconds.json").is_file() else None
+    done = report / "spread-run.json"  # this script's record of a finished run: its wall time and pytest's exit
+    if path.is_file() and done.is_file():  # resumed: this run finished earlier (its report is kept in --work)
+        state = json.loads(done.read_text())
+        proc = subprocess.CompletedProcess(cmd, state["pytest_exit"])
+        seconds = state["seconds"]
     else:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
-        (report / "seconds.json").write_text(json.dumps(seconds)) if path.is_file() else None
+        if path.is_file():
+            done.write_text(json.dumps({"seconds": seconds, "pytest_exit": proc.returncode}))
     if not path.is_file():  # a check failing against the baseline is fine (that is what is measured); no report is not
         raise SystemExit(f"seed {seed}, {threads} thread(s): no {path}; pytest exited {proc.returncode}:\n"
                          + proc.stdout[-3000:] + proc.stderr[-3000:])
