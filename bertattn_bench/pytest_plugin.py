@@ -347,15 +347,20 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
 
 
 def pass_results(session: BenchSession) -> list[PassResult]:
-    """The pass results of this run: in memory, or (from xdist workers) loaded from the cache files they wrote."""
-    import pickle
+    """The pass results of this run: in memory, or (from xdist workers) loaded from the cache files they wrote (as
+    data: :func:`cache.load_result`; an entry that is not, e.g. replaced meanwhile, is left out with a warning)."""
+    import warnings
+
+    from .cache import CacheEntryError, CacheWarning, load_result
 
     out = {(r.model.slug, r.family, r.corpus): r for r in session.results.values()}
     for p in session.passes:
         key = (p["slug"], p["family"], p["corpus"])
         if key not in out and p.get("cache_path") and Path(p["cache_path"]).is_file():
-            with open(p["cache_path"], "rb") as f:
-                out[key] = pickle.load(f)
+            try:
+                out[key] = load_result(Path(p["cache_path"]))
+            except CacheEntryError as exc:
+                warnings.warn(f"{exc}: its figures are left out", CacheWarning)
     return list(out.values())
 
 
