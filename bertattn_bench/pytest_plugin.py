@@ -459,7 +459,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_bertattn_session", None)
     if session is None or not session.outcomes or is_xdist_worker(config):
         return
-    from .report import terminal_table, version_notes, write_report
+    from .report import run_provenance, terminal_table, version_notes, write_report
 
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
     # a terminal: its width (80..120); a log file (CI): 120
@@ -492,7 +492,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for fam, results in sorted(by_family.items()):
             if fam in FIGURES:
                 figures += FIGURES[fam](results, Path(report_dir) / "figures")
-        paths = write_report(session.outcomes, Path(report_dir), figures) + figures
+        paths = write_report(session.outcomes, Path(report_dir), figures, run_provenance(session)) + figures
         terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
     record_dir = config.getoption("--record-baseline")
     if record_dir:
