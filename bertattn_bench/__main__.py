@@ -113,7 +113,8 @@ def merge_main(argv: list[str]) -> int:
                       "parts": [{"input": name, **{k: v for k, v in r.items() if k != "data"}}
                                 for name, r in runs.items()]}
         paths = write_report([outcome_from_record(r) for r in records], out, figures, provenance, matrix=False)
-        m = mx.build(records, args.reference, [out / "figures"])
+        # the records as written (report order), so the columns come in the order one combined run gives them
+        m = mx.build(mx.read_records(out), args.reference, [out / "figures"])
         paths += mx.write_matrix(m, out)
         fragments = [f for p in inputs for f in sorted((p / "baselines").glob("*.json"))]
         paths += write_merged_baselines(fragments, out / "baselines") if fragments else []
