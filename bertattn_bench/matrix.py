@@ -175,7 +175,8 @@ def model_summary(m: Matrix) -> list[dict]:
             if r is not None:
                 counts[verdict_of(r)] += 1
         note = " (negative control: should hold 0)" if c.control else ""
-        out.append({"model": c.label, "holds": counts["holds"], "does not hold": counts["does not hold"],
+        label = c.label.removesuffix(" (control)") if c.control else c.label
+        out.append({"model": label, "holds": counts["holds"], "does not hold": counts["does not hold"],
                     "inconclusive": counts["inconclusive"], "skipped": counts["skipped"],
                     "rows": sum(counts.values()), "note": note})
     return out

@@ -162,7 +162,9 @@ def markdown_page(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> 
     page = ("# bertattn-bench: claims vs measured\n\n" + tabulate(rows(outcomes), headers="keys", tablefmt="github")
             + "\n\n## Details\n\n" + details + "\n")
     if figures:
-        links = [f"![{Path(f).stem}]({Path(f).relative_to(directory).as_posix()})" for f in figures]
+        # by name: the same page whether the figures come from one run or from the parts of a split one (merge)
+        links = [f"![{Path(f).stem}]({Path(f).relative_to(directory).as_posix()})"
+                 for f in sorted(figures, key=lambda f: Path(f).name)]
         page += "\n## Figures\n\n" + "\n\n".join(links) + "\n"
     return page
 

@@ -71,8 +71,8 @@ def test_cells_rows_and_summaries_on_known_values():
     assert mx.cell_text(m.rows[3]["cells"][m.columns[0].key]) == "–"
     assert sep["comparison"] == "> 0.3"  # the claim's, not the control's "NOT ..." wording
     assert [mx.claim_summary(r, m.columns) for r in m.rows] == ["2/2", "1/2", "0/2", "–"]
-    summary = {s["model"]: (s["holds"], s["does not hold"], s["inconclusive"], s["skipped"]) for s in mx.model_summary(m)}
-    assert summary == {"minilm": (2, 1, 0, 1), "tiny-roberta": (1, 1, 1, 0), "random-minilm (control)": (0, 2, 0, 0)}
+    summary = {s["model"] + s["note"]: (s["holds"], s["does not hold"], s["inconclusive"], s["skipped"]) for s in mx.model_summary(m)}
+    assert summary == {"minilm": (2, 1, 0, 1), "tiny-roberta": (1, 1, 1, 0), "random-minilm (negative control: should hold 0)": (0, 2, 0, 0)}
 
 
 def test_markdown_groups_by_paper_and_section():
@@ -81,7 +81,7 @@ def test_markdown_groups_by_paper_and_section():
         "### Clark et al. 2019, §4.2") < md.index("## Niven & Kao 2019")
     assert "| clark.sep | wikitext2 | Fig. 2: ~0.5 | > 0.3 | ✓ 0.5 [0.4, 0.6] (n=100) | ✗ 0.25 [0.2, 0.3] (n=100) " \
            "Δ -0.25 | ✗ 0.1 (n=100) | 1/2 |" in md
-    assert "| random-minilm (control) (negative control: should hold 0) | 0 | 2 | 0 | 0 | 2 |" in md
+    assert "| random-minilm (negative control: should hold 0) | 0 | 2 | 0 | 0 | 2 |" in md
     # a model that did not run a claim: an empty cell, not a mark
     assert "| niven.cue | wikitext2 | 0.61 | >= 0.6 | – |  |  | – |" in md
 
