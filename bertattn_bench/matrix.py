@@ -252,13 +252,14 @@ def csv_text(m: Matrix) -> str:
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
+table.claims{table-layout:fixed;width:100%} table.claims td{overflow-wrap:anywhere}
 th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0;position:sticky;top:0}
 td.holds{background:#e3f4e1} td.not{background:#fbe3e1} td.inconclusive{background:#fff4cc}
 td.skipped{color:#888;background:#f7f7f7} td.none{background:#fff}
 td.control.holds{background:#fbe3e1} td.control.not{background:#e3f4e1}
 .mark{font-weight:bold;margin-right:.3em} .delta{color:#555;font-size:11px} .stmt{color:#555;font-size:11px}
-h3{margin-bottom:.2em} figure{display:inline-block;margin:.5em} figure img{max-width:520px;border:1px solid #ddd}
+h3{margin-bottom:.2em} figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width:520px;border:1px solid #ddd}
 figcaption{font-size:11px;color:#555}
 """
 
@@ -284,6 +285,11 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models") -> str
                      f"<td>{s['inconclusive']}</td><td>{s['skipped']}</td><td>{s['rows']}</td></tr>")
     parts.append("</table>")
     head = "".join(f"<th>{e(c.label)}</th>" for c in m.columns)
+    # the same column widths in every section's table: claim 20%, data 6%, reference 14%, needs 6%, holds-on 4%,
+    # the models share the rest
+    share = 50 / max(1, len(m.columns))
+    cols = ("<colgroup><col style='width:20%'><col style='width:6%'><col style='width:14%'><col style='width:6%'>"
+            + "".join(f"<col style='width:{share:.2f}%'>" for _ in m.columns) + "<col style='width:4%'></colgroup>")
     current = None
     for row in m.rows:
         group = (row["paper"], row["section"])
@@ -292,8 +298,8 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models") -> str
                 parts.append("</table>")
             if current is None or group[0] != current[0]:
                 parts.append(f"<h2>{e(row['paper'])}</h2>")
-            parts.append(f"<h3>{e(row['paper'])}, {e(row['section'])}</h3><table><tr><th>claim</th><th>data</th>"
-                         f"<th>paper's reference</th><th>needs</th>{head}<th>holds on</th></tr>")
+            parts.append(f"<h3>{e(row['paper'])}, {e(row['section'])}</h3><table class='claims'>{cols}<tr><th>claim"
+                         f"</th><th>data</th><th>paper's reference</th><th>needs</th>{head}<th>holds on</th></tr>")
             current = group
         ref = row["cells"].get(m.reference.key) if m.reference else None
         tds = []
