@@ -403,7 +403,11 @@ class _Encoder:
             dtype = str(t.dtype).removeprefix("torch.")
             if t.dtype == torch.bfloat16:
                 t = t.float()  # numpy has no bfloat16; float32 holds every bfloat16 value exactly
-            return {_TAG: "tensor", "dtype": dtype, "device": str(v.device), "ref": self._array(t.numpy())}
+            try:
+                arr = t.numpy()
+            except (RuntimeError, TypeError) as exc:  # sparse, quantized, ...: not plain data
+                raise TypeError(f"a {v.layout} {v.dtype} tensor cannot be stored as an array ({exc})") from None
+            return {_TAG: "tensor", "dtype": dtype, "device": str(v.device), "ref": self._array(arr)}
         if isinstance(v, np.ndarray):
             return {_TAG: "ndarray", "ref": self._array(v)}
         if isinstance(v, np.generic):

@@ -546,3 +546,12 @@ def test_a_resume_state_of_another_model_is_not_loaded(tiny, glue_dir, tmp_path)
     with pytest.warns(UserWarning, match="keys or shapes differ"):
         log = finetune.train(model, t, data, tiny.tokenizer, RECIPE, 0, state, stop_after_epoch=1)
     assert log["resumed_from_epoch"] == 0
+
+
+def test_a_sparse_tensor_is_not_data_and_is_returned_uncached(tmp_path):
+    cache = PassCache(tmp_path)
+    path = cache.path("m", "f", "c", "k")
+    sparse = torch.eye(3).to_sparse()
+    with pytest.warns(C.CacheWarning, match="not cached"):
+        value, hit = cache.get_or_compute(path, lambda: {"s": sparse})
+    assert value["s"] is sparse and not hit and not path.exists()
