@@ -90,6 +90,13 @@ def _copy_figures(inputs: list[Path], out: Path) -> list[Path]:
     return sorted(out / "figures" / n for n in copied)
 
 
+def cross_model_claims() -> set[str]:
+    """Claims that read another model of the same run (``inputs = [{model = "other"}]``)."""
+    from .claims import load_claims
+
+    return {c.id for c in load_claims() if any(i.get("model") == "other" for i in c.inputs)}
+
+
 def merge_main(argv: list[str]) -> int:
     from . import matrix as mx
     from .baselines import write_merged_baselines
@@ -123,6 +130,10 @@ def merge_main(argv: list[str]) -> int:
         return USAGE_ERROR
     print(f"merged {len(inputs)} part(s): {len(records)} claim results, {len(m.columns)} model column(s), "
           f"{len(fragments)} baseline fragment(s)")
+    across = cross_model_claims() & {r["claim_id"] for r in records}
+    if across:
+        print(f"note: {', '.join(sorted(across))} compare(s) the models of one part (claim inputs model = \"other\"): "
+              f"in a split by model they are judged against (or skipped for lack of) the models of the same part only")
     for p in paths:
         print(f"  {p}")
     return 0

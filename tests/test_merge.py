@@ -125,3 +125,14 @@ def test_matrix_command_joins_reports_of_other_versions_with_a_note(tmp_path, mo
     assert main(["matrix", str(tmp_path / "m"), *map(str, parts), "--reference", "minilm"]) == 0
     assert "2 different (code, catalog, limit) versions" in capsys.readouterr().out
     assert "Δ -0.25" in Path(tmp_path / "m" / "matrix.md").read_text()
+
+
+def test_merge_names_the_claims_that_compare_the_models_of_one_part(tmp_path, monkeypatch, capsys):
+    from bertattn_bench.__main__ import cross_model_claims
+
+    assert "clark.uncased_similar" in cross_model_claims()
+    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.__main__.cross_model_claims", lambda: {"clark.sep"})
+    parts = [part(tmp_path, "p1", [A]), part(tmp_path, "p2", [B])]
+    assert main(["merge", str(tmp_path / "out"), *map(str, parts)]) == 0
+    assert "note: clark.sep compare(s) the models of one part" in capsys.readouterr().out
