@@ -568,7 +568,8 @@ def load_result(path: Path):
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         doc = json.loads(arrays.pop(_DOC).tobytes().decode("utf-8"))
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError, zipfile.BadZipFile,
+            UnicodeDecodeError) as exc:  # TypeError: a plain .npy (an array, not a zip of them)
         raise CacheEntryError(f"cache entry {path}: not a {FORMAT_NAME} ({type(exc).__name__}: {exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise CacheEntryError(f"cache entry {path}: not a {FORMAT_NAME}")

@@ -495,6 +495,10 @@ def test_another_format_version_or_truncated_file_is_recomputed(tmp_path):
     with pytest.warns(C.CacheWarning, match="format version"):
         assert cache.get_or_compute(path, lambda: 4) == (4, False)
     assert cache.get_or_compute(path, lambda: 5) == (4, True)
+    with open(path, "wb") as f:  # a plain .npy (one array, not a zip of them) under the entry's name
+        np.save(f, np.arange(3))
+    with pytest.warns(C.CacheWarning, match="not a bertattn-bench pass result"):
+        assert cache.get_or_compute(path, lambda: 6) == (6, False)
 
 
 def test_a_result_that_is_not_data_is_returned_uncached(tmp_path):
