@@ -6,10 +6,17 @@
   diff    OLD NEW [--prefix P]                what moved between two recorded baselines (a JSON path, or
                                               REV:PATH for a git revision's copy): a Markdown table of every
                                               claim@corpus whose value, n or verdict changed
+  merge   OUT IN... [--reference M]           join the claims reports of a split run (each IN a --claims-report
+                                              folder, its baseline fragments in IN/baselines/): OUT/claims.*,
+                                              OUT/matrix.*, OUT/baselines/<slug>.json; refuses parts recorded with
+                                              other code, claims catalog, --limit or data
+  matrix  OUT IN... [--reference M]           the claims x models table (Markdown, CSV, HTML) of any claims
+                                              reports (e.g. checkpoints along training), without merge's checks
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -28,7 +35,7 @@ def pytest_args(argv: list[str] | None = None) -> list[str]:
     """The pytest command line a ``record|compare|run`` invocation stands for."""
     parser = _Parser(prog="python -m bertattn_bench", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["record", "compare", "run", "diff"])
+    parser.add_argument("command", choices=["record", "compare", "run", "diff", "merge", "matrix"])
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)
     out = [str(ROOT / "benchmarks"), "-p", "no:cacheprovider", "--rootdir", str(ROOT), *rest]
@@ -56,12 +63,120 @@ def diff_main(argv: list[str]) -> int:
     return 0
 
 
+def _report_parser(command: str, what: str) -> _Parser:
+    parser = _Parser(prog=f"python -m bertattn_bench {command}", description=what)
+    parser.add_argument("out", help="output folder (created)")
+    parser.add_argument("inputs", nargs="+", help="claims-report folders (--claims-report DIR of each part)")
+    parser.add_argument("--reference", default=None, help="model whose values the others' delta is taken against "
+                                                          "(full name, short name as in the table, or slug)")
+    return parser
+
+
+def _copy_figures(inputs: list[Path], out: Path) -> list[Path]:
+    """Every ``IN/figures/*.png`` into ``OUT/figures`` (a name in two parts keeps the first copy, and says so)."""
+    import shutil
+
+    copied: dict[str, Path] = {}
+    for folder in inputs:
+        for png in sorted((folder / "figures").glob("*.png")):
+            if png.name in copied:
+                if copied[png.name].read_bytes() != png.read_bytes():
+                    print(f"note: {png} differs from {copied[png.name]}'s copy of {png.name}: kept the first")
+                continue
+            (out / "figures").mkdir(parents=True, exist_ok=True)
+            dest = out / "figures" / png.name
+            shutil.copyfile(png, dest)
+            copied[png.name] = png
+    return sorted(out / "figures" / n for n in copied)
+
+
+def cross_model_claims() -> set[str]:
+    """Claims that read another model of the same run (``inputs = [{model = "other"}]``)."""
+    from .claims import load_claims
+
+    return {c.id for c in load_claims() if any(i.get("model") == "other" for i in c.inputs)}
+
+
+def merge_main(argv: list[str]) -> int:
+    from . import matrix as mx
+    from .baselines import write_merged_baselines
+    from .errors import BenchError
+    from .report import check_same_measurement, merge_records, outcome_from_record, read_run, write_report
+
+    args = _report_parser("merge", "join the claims reports and baseline fragments of a split run").parse_args(argv)
+    inputs, out = [Path(p) for p in args.inputs], Path(args.out)
+    try:
+        if out.resolve() in {p.resolve() for p in inputs}:
+            raise BenchError(f"merge: OUT {out} is one of the inputs: give a new folder")
+        runs = {str(p): read_run(p) for p in inputs}
+        data = check_same_measurement(runs)
+        records = merge_records({str(p): mx.read_records(p) for p in inputs})
+        out.mkdir(parents=True, exist_ok=True)
+        figures = _copy_figures(inputs, out)
+        first = next(iter(runs.values()))
+        provenance = {**{k: first[k] for k in ("format", "version", "code", "references", "limit")},
+                      "data": data, "models": sorted({m for r in runs.values() for m in r.get("models", [])}),
+                      "command": "python -m bertattn_bench merge " + " ".join(argv),
+                      "parts": [{"input": name, **{k: v for k, v in r.items() if k != "data"}}
+                                for name, r in runs.items()]}
+        paths = write_report([outcome_from_record(r) for r in records], out, figures, provenance, matrix=False)
+        # the records as written (report order), so the columns come in the order one combined run gives them
+        m = mx.build(mx.read_records(out), args.reference, [out / "figures"])
+        paths += mx.write_matrix(m, out)
+        fragments = [f for p in inputs for f in sorted((p / "baselines").glob("*.json"))]
+        paths += write_merged_baselines(fragments, out / "baselines") if fragments else []
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(f"merged {len(inputs)} part(s): {len(records)} claim results, {len(m.columns)} model column(s), "
+          f"{len(fragments)} baseline fragment(s)")
+    across = cross_model_claims() & {r["claim_id"] for r in records}
+    if across:
+        print(f"note: {', '.join(sorted(across))} compare(s) the models of one part (claim inputs model = \"other\"): "
+              f"in a split by model they are judged against (or skipped for lack of) the models of the same part only")
+    for p in paths:
+        print(f"  {p}")
+    return 0
+
+
+def matrix_main(argv: list[str]) -> int:
+    from . import matrix as mx
+    from .errors import BenchError
+    from .report import MUST_MATCH, RUN_FILE
+
+    args = _report_parser("matrix", "the claims x models table of any claims reports").parse_args(argv)
+    try:
+        records = []
+        versions = set()
+        for p in map(Path, args.inputs):
+            records += mx.read_records(p)
+            run = Path(p) / RUN_FILE
+            if run.is_file():
+                doc = json.loads(run.read_text(encoding="utf-8"))
+                versions.add(tuple(doc.get(k) for k in MUST_MATCH))
+        dirs = [Path(p) / "figures" for p in args.inputs if Path(p).is_dir()]
+        paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out))
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if len(versions) > 1:
+        print(f"note: the reports were measured with {len(versions)} different (code, catalog, limit) versions; "
+              f"the columns are not one measurement (merge refuses this)")
+    for p in paths:
+        print(f"  {p}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import pytest
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["diff"]:
         return diff_main(argv[1:])
+    if argv[:1] == ["merge"]:
+        return merge_main(argv[1:])
+    if argv[:1] == ["matrix"]:
+        return matrix_main(argv[1:])
 
     return int(pytest.main(pytest_args(argv)))
 

@@ -179,3 +179,66 @@ def diff_markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['key']} | {num(r['before'])} ({num(r['n_before'])}) | {num(r['after'])} ({num(r['n_after'])}) "
                      f"| {r['interval_after']} | {r['verdict_before']} → {r['verdict_after']}{flip} |")
     return "\n".join(lines)
+
+
+# ---- joining the baseline fragments of a split run (issue 28) ------------------------------------------------------
+
+# what must be equal across the fragments of one model's baseline: the checkout and the example limit
+FRAGMENT_MUST_MATCH = ("commit", "limit")
+
+
+def _comparable(entry: dict) -> dict:
+    """A result without the run that measured it (``recorded``: a date): what two fragments must agree on."""
+    return {k: v for k, v in entry.items() if k != "recorded"}
+
+
+def merge_baseline_fragments(paths: list[Path]) -> dict[str, dict]:
+    """``slug -> baseline document`` from fragments (``<slug>.json`` files written by ``--record-baseline DIR`` in
+    separate runs): the union of their results, a key measured in two fragments must have the same value, n and
+    verdict; fragments recorded with another commit or example limit, or whose passes read other data for the same
+    family/corpus, are refused (BenchError naming both files). The provenance is the first fragment's, with the
+    data of all, ``command`` saying it is a merge, and each fragment's own provenance under ``fragments``."""
+    from .errors import BenchError
+
+    by_slug: dict[str, list[tuple[Path, dict]]] = {}
+    for path in paths:
+        doc = read_baseline(str(path))
+        if not isinstance(doc.get("provenance"), dict):
+            raise BenchError(f"baseline {path}: no 'provenance' object")
+        by_slug.setdefault(Path(path).stem, []).append((Path(path), doc))
+    first_path, first = next((p, d) for group in by_slug.values() for p, d in group) if by_slug else (None, None)
+    out = {}
+    for slug, group in sorted(by_slug.items()):
+        results: dict[str, tuple[Path, dict]] = {}
+        data: dict[str, tuple[Path, str]] = {}
+        for path, doc in group:
+            prov = doc["provenance"]
+            for key in FRAGMENT_MUST_MATCH:
+                if prov.get(key) != first["provenance"].get(key):
+                    raise BenchError(f"cannot merge baseline {path} with {first_path}: recorded with different {key}"
+                                     f" ({prov.get(key)!r} vs {first['provenance'].get(key)!r})")
+            for key, desc in prov.get("data", {}).items():
+                if key in data and data[key][1] != desc:
+                    raise BenchError(f"cannot merge baseline {path} with {data[key][0]}: {key} read different data "
+                                     f"({desc!r} vs {data[key][1]!r})")
+                data.setdefault(key, (path, desc))
+            for key, entry in doc["results"].items():
+                if key in results and _comparable(results[key][1]) != _comparable(entry):
+                    raise BenchError(f"cannot merge baseline {path} with {results[key][0]}: {key} differs "
+                                     f"({entry.get('measured')} vs {results[key][1].get('measured')})")
+                results.setdefault(key, (path, entry))
+        provenance = {**group[0][1]["provenance"], "command": f"python -m bertattn_bench merge ({len(group)} "
+                      f"fragment(s))", "data": {k: v[1] for k, v in sorted(data.items())},
+                      "fragments": [{k: v for k, v in d["provenance"].items() if k != "data"} for _, d in group]}
+        out[slug] = {"provenance": provenance, "results": {k: v[1] for k, v in sorted(results.items())}}
+    return out
+
+
+def write_merged_baselines(paths: list[Path], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for slug, doc in merge_baseline_fragments(paths).items():
+        path = directory / f"{slug}.json"
+        _write_atomic(path, doc)
+        written.append(path)
+    return written

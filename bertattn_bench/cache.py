@@ -29,8 +29,8 @@ import hashlib
 import importlib.util
 import json
 import os
-import pickle
 import uuid
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -314,23 +314,271 @@ class PassCache:
                          {**options, **pass_options(prepared)}, self.digests)
 
     def path(self, slug: str, family: str, corpus: str, key: str) -> Path:
-        return self.directory / slug / f"{family}-{corpus}-{key}.pkl"
+        return self.directory / slug / f"{family}-{corpus}-{key}{RESULT_SUFFIX}"
 
     def get_or_compute(self, path: Path, compute: Callable[[], object], force: bool = False):
-        """Load ``path`` if present (unless ``force``), else compute and store it, under a file lock."""
+        """Load ``path`` if present (unless ``force``), else compute and store it, under a file lock. An entry that
+        cannot be read as this format's data (corrupt, foreign, another format version) is recomputed with a
+        :class:`CacheWarning`; nothing in it is ever executed. A result that cannot be stored as data is returned
+        uncached (with a warning)."""
         if self.directory is None:
             return compute(), False
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
             if path.is_file() and not force:
                 try:
-                    with open(path, "rb") as f:
-                        return pickle.load(f), True
-                except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-                    path.unlink()  # unreadable (e.g. written by other code): recompute
+                    return load_result(path), True
+                except CacheEntryError as exc:
+                    warnings.warn(f"{exc}; recomputing it", CacheWarning, stacklevel=2)
+                    path.unlink(missing_ok=True)
             result = compute()
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            with open(tmp, "wb") as f:
-                pickle.dump(result, f)
-            os.replace(tmp, path)
+            try:
+                store_result(result, path)
+            except TypeError as exc:
+                warnings.warn(f"{path}: not cached: {exc}", CacheWarning, stacklevel=2)
             return result, False
+
+
+# ---- storage: data only, never code (issue 28) ---------------------------------------------------------------------
+#
+# An entry is one ``.npz`` file (numpy's zip of arrays, read with ``allow_pickle=False``): the arrays and tensors of
+# the result as plain numeric/string arrays, and ``__doc__``, a JSON document (UTF-8 bytes) holding the rest as
+# tagged JSON and the format name and version. Loading builds only: JSON scalars, lists, tuples, dicts, sets,
+# ``Counter``/``defaultdict`` of a few plain factories, paths, numpy arrays and scalars, torch tensors, and instances
+# of this package's own classes (dataclasses, NamedTuples and plain classes whose bases are all the package's), made
+# with ``cls.__new__`` and their stored attributes (no ``__init__``, no ``__setstate__``). Nothing else is named by the
+# file, so a planted entry can at worst give wrong numbers for a key its writer could compute anyway; it cannot run
+# code. Old ``.pkl`` entries are never read (another suffix: they are simply misses).
+
+RESULT_SUFFIX = ".npz"
+FORMAT_NAME = "bertattn-bench pass result"
+FORMAT_VERSION = 1
+_DOC = "__doc__"
+_TAG = "$t"
+_FACTORIES = {"list": list, "set": set, "int": int, "float": float, "dict": dict}
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was not used (unreadable, foreign, another format) or a result was not cached."""
+
+
+class CacheEntryError(Exception):
+    """A cache entry that is not this format's data: never loaded, recomputed."""
+
+
+def _package_class(cls) -> bool:
+    return all(c is object or c is tuple or getattr(c, "__module__", "").split(".")[0] == _PACKAGE_NAME
+               for c in cls.__mro__)
+
+
+def _class_name(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+class _Encoder:
+    def __init__(self):
+        self.arrays: dict[str, object] = {}
+
+    def _array(self, arr) -> str:
+        import numpy as np
+
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.hasobject:
+            raise TypeError(f"a numpy array of dtype {arr.dtype} (objects) is not data")
+        ref = f"a{len(self.arrays)}"
+        self.arrays[ref] = arr
+        return ref
+
+    def __call__(self, v):  # noqa: C901 - one branch per stored type
+        import numpy as np
+        import torch
+        from collections import Counter, OrderedDict, defaultdict
+
+        if v is None or isinstance(v, (bool, str)) and type(v) in (bool, str):
+            return v
+        if type(v) is int or type(v) is float:
+            return v
+        if isinstance(v, torch.Tensor):
+            t = v.detach().cpu()
+            dtype = str(t.dtype).removeprefix("torch.")
+            if t.dtype == torch.bfloat16:
+                t = t.float()  # numpy has no bfloat16; float32 holds every bfloat16 value exactly
+            try:
+                arr = t.numpy()
+            except (RuntimeError, TypeError) as exc:  # sparse, quantized, ...: not plain data
+                raise TypeError(f"a {v.layout} {v.dtype} tensor cannot be stored as an array ({exc})") from None
+            return {_TAG: "tensor", "dtype": dtype, "device": str(v.device), "ref": self._array(arr)}
+        if isinstance(v, np.ndarray):
+            return {_TAG: "ndarray", "ref": self._array(v)}
+        if isinstance(v, np.generic):
+            if v.dtype.hasobject:
+                raise TypeError("a numpy object scalar is not data")
+            return {_TAG: "npscalar", "dtype": v.dtype.str, "v": v.item() if v.dtype.kind not in "SUV" else str(v)}
+        if isinstance(v, Path):
+            return {_TAG: "path", "v": str(v)}
+        if type(v) is list:
+            return [self(x) for x in v]
+        if type(v) is tuple:
+            return {_TAG: "tuple", "v": [self(x) for x in v]}
+        if type(v) in (set, frozenset):
+            return {_TAG: type(v).__name__, "v": [self(x) for x in v]}
+        if type(v) in (dict, OrderedDict, Counter) or type(v) is defaultdict:
+            items = [[self(k), self(x)] for k, x in v.items()]
+            out = {_TAG: "dict", "kind": type(v).__name__, "items": items}
+            if type(v) is defaultdict:
+                name = next((n for n, f in _FACTORIES.items() if v.default_factory is f), None)
+                if name is None and v.default_factory is not None:
+                    raise TypeError(f"a defaultdict of {v.default_factory!r} is not data")
+                out["factory"] = name
+            return out
+        cls = type(v)
+        if _package_class(cls):
+            if dataclasses.is_dataclass(v) or hasattr(v, "__dict__") or hasattr(cls, "_fields"):
+                return self._instance(v)
+        raise TypeError(f"a {cls.__module__}.{cls.__qualname__} is not data this cache can store")
+
+    def _instance(self, v):
+        cls = type(v)
+        out = {_TAG: "object", "cls": _class_name(cls)}
+        if isinstance(v, tuple):  # a NamedTuple
+            out["tuple"] = [self(x) for x in v]
+            return out
+        state = dict(vars(v)) if hasattr(v, "__dict__") else {}
+        if dataclasses.is_dataclass(v):
+            for f in dataclasses.fields(v):
+                if f.name not in state and hasattr(v, f.name):  # __slots__
+                    state[f.name] = getattr(v, f.name)
+        out["state"] = {k: self(x) for k, x in state.items()}
+        return out
+
+
+def store_result(result, path: Path) -> None:
+    """Write ``result`` to ``path`` as data (see above): atomic (temporary file + rename). TypeError (and nothing
+    written) when it holds something that is not data (a model, a function, an object array)."""
+    import numpy as np
+
+    enc = _Encoder()
+    doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "value": enc(result)}
+    text = json.dumps(doc, ensure_ascii=False, allow_nan=True).encode("utf-8")
+    arrays = {**enc.arrays, _DOC: np.frombuffer(text, dtype=np.uint8)}
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _package_class_named(name: str):
+    import importlib
+    import re
+
+    module, _, qual = name.partition(":")
+    if not re.fullmatch(rf"{_PACKAGE_NAME}(\.[A-Za-z_][A-Za-z0-9_]*)*", module) or not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", qual):
+        raise CacheEntryError(f"class {name!r} is not one of {_PACKAGE_NAME}'s")
+    try:
+        obj = importlib.import_module(module)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        raise CacheEntryError(f"class {name!r} does not exist in this code") from None
+    if not isinstance(obj, type) or not _package_class(obj):
+        raise CacheEntryError(f"{name!r} is not a class of {_PACKAGE_NAME}")
+    return obj
+
+
+class _Decoder:
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def _array(self, ref):
+        if not isinstance(ref, str) or ref == _DOC or ref not in self.arrays:
+            raise CacheEntryError(f"array {ref!r} missing")
+        return self.arrays[ref]
+
+    def __call__(self, v):  # noqa: C901
+        import numpy as np
+        import torch
+        from collections import Counter, OrderedDict, defaultdict
+
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, list):
+            return [self(x) for x in v]
+        if not isinstance(v, dict) or _TAG not in v:
+            raise CacheEntryError(f"untagged value {str(v)[:60]!r}")
+        tag = v[_TAG]
+        if tag == "tensor":
+            arr = self._array(v["ref"])
+            dtype = getattr(torch, v["dtype"], None)
+            if not isinstance(dtype, torch.dtype):
+                raise CacheEntryError(f"unknown tensor dtype {v['dtype']!r}")
+            t = torch.from_numpy(np.array(arr)).to(dtype)
+            device = str(v.get("device", "cpu"))
+            if device.startswith("cuda") and torch.cuda.is_available():
+                t = t.to(device)
+            return t
+        if tag == "ndarray":
+            return np.array(self._array(v["ref"]))
+        if tag == "npscalar":
+            dtype = np.dtype(v["dtype"])
+            if dtype.hasobject:
+                raise CacheEntryError("object scalar")
+            return dtype.type(v["v"])
+        if tag == "path":
+            return Path(v["v"])
+        if tag == "tuple":
+            return tuple(self(x) for x in v["v"])
+        if tag in ("set", "frozenset"):
+            return (set if tag == "set" else frozenset)(self(x) for x in v["v"])
+        if tag == "dict":
+            kinds = {"dict": dict, "OrderedDict": OrderedDict, "Counter": Counter}
+            items = [(self(k), self(x)) for k, x in v["items"]]
+            if v.get("kind") == "defaultdict":
+                factory = v.get("factory")
+                if factory is not None and factory not in _FACTORIES:
+                    raise CacheEntryError(f"defaultdict factory {factory!r}")
+                return defaultdict(_FACTORIES.get(factory), items)
+            if v.get("kind") not in kinds:
+                raise CacheEntryError(f"dict kind {v.get('kind')!r}")
+            return kinds[v["kind"]](dict(items))  # Counter(list of pairs) would count the pairs
+        if tag == "object":
+            cls = _package_class_named(v["cls"])
+            if "tuple" in v:
+                if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+                    raise CacheEntryError(f"{v['cls']} is not a NamedTuple")
+                return cls._make(self(x) for x in v["tuple"])
+            obj = cls.__new__(cls)
+            for k, x in v["state"].items():
+                object.__setattr__(obj, k, self(x))
+            return obj
+        raise CacheEntryError(f"unknown tag {tag!r}")
+
+
+def load_result(path: Path):
+    """The result stored at ``path`` by :func:`store_result`. :class:`CacheEntryError` (naming the file) for anything
+    else: a pickle, a truncated or foreign file, another format version, a class this code does not have."""
+    import zipfile
+
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        doc = json.loads(arrays.pop(_DOC).tobytes().decode("utf-8"))
+    except (OSError, ValueError, KeyError, EOFError, TypeError, AttributeError, zipfile.BadZipFile,
+            UnicodeDecodeError) as exc:  # TypeError: a plain .npy (an array, not a zip of them)
+        raise CacheEntryError(f"cache entry {path}: not a {FORMAT_NAME} ({type(exc).__name__}: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        raise CacheEntryError(f"cache entry {path}: not a {FORMAT_NAME}")
+    if doc.get("version") != FORMAT_VERSION:
+        raise CacheEntryError(f"cache entry {path}: format version {doc.get('version')!r}, this code reads "
+                              f"{FORMAT_VERSION}")
+    try:
+        return _Decoder(arrays)(doc["value"])
+    except CacheEntryError as exc:
+        raise CacheEntryError(f"cache entry {path}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+        raise CacheEntryError(f"cache entry {path}: malformed ({type(exc).__name__}: {exc})") from None

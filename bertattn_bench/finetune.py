@@ -173,6 +173,31 @@ def epoch_batches(examples: Sequence[Encoded], batch_size: int, seed: int, pool:
     return [batches[i] for i in perm]
 
 
+def _resume_state(state_path: Path, model: TaskModel, device) -> dict | None:
+    """The resume state at ``state_path`` (written by :func:`train` after an epoch), read with ``weights_only=True``
+    (tensors and plain containers only: nothing in the file can run code), or None with a warning when it is
+    missing parts, holds anything else, or was saved from another model's parameters (names or shapes)."""
+    import pickle
+    import warnings
+
+    if not state_path.is_file():
+        return None
+    try:
+        state = torch.load(state_path, map_location=device, weights_only=True)
+        ok = isinstance(state, dict) and {"epoch", "model", "optimizer", "scheduler", "log"} <= set(state)
+        ours = model.state_dict()
+        ok = ok and isinstance(state["epoch"], int) and isinstance(state["log"], dict) and set(state["model"]) == set(
+            ours) and all(getattr(state["model"][k], "shape", None) == v.shape for k, v in ours.items())
+        why = "not this model's training state (keys or shapes differ)"
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, OSError, AttributeError) as exc:
+        ok, why = False, f"not a plain-tensor state ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+    if not ok:
+        warnings.warn(f"{state_path}: {why}; training from the first epoch", UserWarning, stacklevel=3)
+        state_path.unlink(missing_ok=True)
+        return None
+    return state
+
+
 def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Recipe, seed: int,
           state_path: Path | None = None, progress: bool = False, desc: str = "fine-tune",
           stop_after_epoch: int | None = None) -> dict:
@@ -185,8 +210,8 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
     opt, sched = _optimizer(model, recipe, total)
     log = {"loss_per_epoch": [], "seconds_per_epoch": [], "resumed_from_epoch": 0, "steps": total}
     start_epoch = 0
-    if state_path is not None and state_path.is_file():
-        state = torch.load(state_path, map_location=device, weights_only=False)
+    state = _resume_state(state_path, model, device) if state_path is not None else None
+    if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])

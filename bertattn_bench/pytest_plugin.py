@@ -347,15 +347,20 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
 
 
 def pass_results(session: BenchSession) -> list[PassResult]:
-    """The pass results of this run: in memory, or (from xdist workers) loaded from the cache files they wrote."""
-    import pickle
+    """The pass results of this run: in memory, or (from xdist workers) loaded from the cache files they wrote (as
+    data: :func:`cache.load_result`; an entry that is not, e.g. replaced meanwhile, is left out with a warning)."""
+    import warnings
+
+    from .cache import CacheEntryError, CacheWarning, load_result
 
     out = {(r.model.slug, r.family, r.corpus): r for r in session.results.values()}
     for p in session.passes:
         key = (p["slug"], p["family"], p["corpus"])
         if key not in out and p.get("cache_path") and Path(p["cache_path"]).is_file():
-            with open(p["cache_path"], "rb") as f:
-                out[key] = pickle.load(f)
+            try:
+                out[key] = load_result(Path(p["cache_path"]))
+            except CacheEntryError as exc:
+                warnings.warn(f"{exc}: its figures are left out", CacheWarning)
     return list(out.values())
 
 
@@ -454,7 +459,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_bertattn_session", None)
     if session is None or not session.outcomes or is_xdist_worker(config):
         return
-    from .report import terminal_table, version_notes, write_report
+    from .report import run_provenance, terminal_table, version_notes, write_report
 
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
     # a terminal: its width (80..120); a log file (CI): 120
@@ -487,7 +492,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for fam, results in sorted(by_family.items()):
             if fam in FIGURES:
                 figures += FIGURES[fam](results, Path(report_dir) / "figures")
-        paths = write_report(session.outcomes, Path(report_dir), figures) + figures
+        paths = write_report(session.outcomes, Path(report_dir), figures, run_provenance(session)) + figures
         terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
     record_dir = config.getoption("--record-baseline")
     if record_dir:

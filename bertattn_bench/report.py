@@ -162,13 +162,18 @@ def markdown_page(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> 
     page = ("# bertattn-bench: claims vs measured\n\n" + tabulate(rows(outcomes), headers="keys", tablefmt="github")
             + "\n\n## Details\n\n" + details + "\n")
     if figures:
-        links = [f"![{Path(f).stem}]({Path(f).relative_to(directory).as_posix()})" for f in figures]
+        # by name: the same page whether the figures come from one run or from the parts of a split one (merge)
+        links = [f"![{Path(f).stem}]({Path(f).relative_to(directory).as_posix()})"
+                 for f in sorted(figures, key=lambda f: Path(f).name)]
         page += "\n## Figures\n\n" + "\n\n".join(links) + "\n"
     return page
 
 
-def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> list[Path]:
-    """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a list, one record per claim/model/corpus)."""
+def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), provenance: dict | None = None,
+                 matrix: bool = True) -> list[Path]:
+    """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a list, one record per claim/model/corpus);
+    with ``provenance`` (:func:`run_provenance`) ``run.json``, what ``merge`` checks before joining reports; with
+    ``matrix`` the claims × models view (``matrix.md``/``.csv``/``.html``, :mod:`bertattn_bench.matrix`)."""
     directory.mkdir(parents=True, exist_ok=True)
     outcomes = in_report_order(outcomes)
     records = [o.record() | {"verdict": o.verdict} for o in outcomes]
@@ -178,4 +183,127 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> l
     pd.DataFrame.from_records(records).to_csv(csv_path, index=False)
     md_path = directory / "claims.md"
     md_path.write_text(markdown_page(outcomes, directory, figures), encoding="utf-8")
-    return [md_path, csv_path, json_path]
+    out = [md_path, csv_path, json_path]
+    if provenance is not None:
+        run_path = directory / RUN_FILE
+        run_path.write_text(json.dumps(provenance, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        out.append(run_path)
+    if matrix:
+        from . import matrix as mx
+
+        folders = sorted({Path(f).parent for f in figures})
+        out += mx.write_matrix(mx.build(json.loads(json.dumps(records)), figure_dirs=folders), directory)
+    return out
+
+
+# ---- what a claims report was measured with, and joining reports of split runs (issue 28) ------------------------
+
+RUN_FILE = "run.json"
+RUN_FORMAT = "bertattn-bench run"
+# what must be equal for two reports to be one measurement: the code, the claims catalog, the example limit
+MUST_MATCH = ("code", "references", "limit")
+
+
+def code_version() -> str:
+    """sha256 over the package's and the benchmarks' Python sources (what computes and judges every value)."""
+    from .cache import files_digest
+
+    root = Path(__file__).resolve().parent
+    files = sorted(root.rglob("*.py")) + sorted((root.parent / "benchmarks").glob("*.py"))
+    return files_digest(files)[0][:16]
+
+
+def references_version() -> str:
+    """sha256 over the claims catalog (reference_numbers/*.toml: the papers' numbers, thresholds, tolerances)."""
+    from .cache import files_digest
+    from .claims import REFERENCE_DIR
+
+    return files_digest(sorted(REFERENCE_DIR.glob("*.toml")))[0][:16]
+
+
+def run_provenance(session) -> dict:
+    """``run.json`` of a run: the versions ``merge`` must find equal (code, references, limit), the data each pass
+    read (family/corpus -> files and checksum), and, for the reader, commit, command, date, models, versions."""
+    import datetime as dt
+
+    import torch
+    import transformers
+
+    from .baselines import git_commit
+
+    config = session.config
+    return {
+        "format": RUN_FORMAT, "version": 1,
+        "code": code_version(), "references": references_version(), "limit": config.getoption("--limit"),
+        "tier": config.getoption("--tier"),
+        "data": dict(sorted({f"{p['family']}/{p['corpus']}": p.get("data_files") or p.get("data", "")
+                             for p in session.passes}.items())),
+        "models": sorted({p["model"] for p in session.passes}),
+        "commit": git_commit(), "command": "pytest " + " ".join(config.invocation_params.args),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "devices": sorted({p["device"] for p in session.passes}),
+    }
+
+
+def read_run(folder: Path) -> dict:
+    from .errors import BenchError
+
+    path = Path(folder) / RUN_FILE
+    if not path.is_file():
+        raise BenchError(f"{folder}: no {RUN_FILE} (a claims report written by this version with --claims-report "
+                         f"holds one; it says which code, catalog and data the values come from)")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if doc.get("format") != RUN_FORMAT:
+        raise BenchError(f"{path}: not a {RUN_FORMAT} record")
+    return doc
+
+
+def check_same_measurement(runs: dict[str, dict]) -> dict[str, str]:
+    """Refuse (BenchError naming the inputs) runs that differ in code, claims catalog, example limit, or in the
+    data of a family/corpus both read; else the union of their data."""
+    from .errors import BenchError
+
+    first_name, first = next(iter(runs.items()))
+    for name, run in runs.items():
+        for key in MUST_MATCH:
+            if run.get(key) != first.get(key):
+                raise BenchError(f"cannot merge {name} with {first_name}: recorded with different {key} "
+                                 f"({run.get(key)!r} vs {first.get(key)!r}; commits {run.get('commit')} and "
+                                 f"{first.get('commit')}): re-run the parts with the same checkout and options")
+    data: dict[str, tuple[str, str]] = {}
+    for name, run in runs.items():
+        for key, desc in run.get("data", {}).items():
+            if key in data and data[key][1] != desc:
+                raise BenchError(f"cannot merge {name} with {data[key][0]}: {key} read different data ({desc!r} vs "
+                                 f"{data[key][1]!r})")
+            data.setdefault(key, (name, desc))
+    return {k: v[1] for k, v in sorted(data.items())}
+
+
+def outcome_from_record(record: dict) -> ClaimOutcome:
+    from dataclasses import fields
+
+    names = {f.name for f in fields(ClaimOutcome)}
+    return ClaimOutcome(**{k: v for k, v in record.items() if k in names})
+
+
+def merge_records(sources: dict[str, list[dict]]) -> list[dict]:
+    """One list of records from several reports: a (claim, model, corpus, control) measured in two of them must
+    have the same record (else BenchError naming both)."""
+    from .errors import BenchError
+
+    seen: dict[tuple, tuple[str, dict]] = {}
+    for name, records in sources.items():
+        for r in records:
+            key = (r["claim_id"], r["model"], r["corpus"], bool(r.get("negative_control")))
+            if key in seen and seen[key][1] != r:
+                other = seen[key][0]
+                raise BenchError(f"{name} and {other} both hold {r['claim_id']} on {r['corpus']} for {r['model']} "
+                                 f"with different results (measured {r.get('measured')} vs "
+                                 f"{seen[key][1].get('measured')}): give each (model, claim) to one part only")
+            seen.setdefault(key, (name, r))
+    return [r for _, r in seen.values()]

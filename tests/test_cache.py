@@ -67,7 +67,8 @@ def test_corrupt_file_is_recomputed(tmp_path):
     path = cache.path("m", "f", "c", "k")
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a pickle")
-    assert cache.get_or_compute(path, lambda: 5) == (5, False)
+    with pytest.warns(C.CacheWarning, match="recomputing"):
+        assert cache.get_or_compute(path, lambda: 5) == (5, False)
 
 
 def test_disabled_cache_always_computes(tmp_path):
@@ -346,3 +347,215 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
         assert after[0] != before[0] and after[1] != before[1]
     finally:
         C.module_closure.cache_clear()
+
+
+# ---- storage as data: nothing in a cache entry can run code (issue 28) ------------------------------------------
+
+import json
+import pickle
+import warnings
+from collections import Counter, OrderedDict, defaultdict
+
+import numpy as np
+import torch
+
+_PLANTED = {"path": None}
+
+
+class _Payload:
+    """Unpickling this writes a marker file: what a planted pickle would do instead (runs code on load)."""
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(_PLANTED["path"]), "pwned"))
+
+
+def _surface_pass(tiny, tokenizer):
+    """A real pass result: the surface reducer on the tiny model, wrapped as the plugin stores it."""
+    from bertattn_bench.attention import run_reducers
+    from bertattn_bench.batching import Encoded, Skipped, iter_batches
+    from bertattn_bench.metrics.surface import SurfaceReducer
+    from bertattn_bench.passes import PassResult
+
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    word = tokenizer.convert_tokens_to_ids("cat")
+    ex = [Encoded(0, [cls, word, word, sep, word, sep], [0] * 6, [-1] * 6, 0),
+          Encoded(1, [cls, word, sep, sep, word, word, sep], [0] * 7, [-1] * 7, 0)]
+    red = SurfaceReducer(tiny.info.n_layers, tiny.info.n_heads, "cpu", len(tokenizer))
+    (res,) = run_reducers(tiny.model, iter_batches(ex, tokenizer, "cpu", 2), [red])
+    res.top_tokens = [("cat", 5), ("[SEP]", 3)]  # what prepare_surface's finish adds (an attribute, not a field)
+    return PassResult("surface", "wikitext2", "two hand-made segments", tiny.info, res, 2,
+                      Skipped(n=1, max_tokens=6, indices=[3]), seconds=0.25,
+                      extra={"counts": Counter(a=2), "by_layer": defaultdict(list, {1: [0.5]}),
+                             "order": OrderedDict(b=1), "heads": {(1, 2), (2, 1)}, "where": Path("x/y")})
+
+
+def _same(a, b):
+    """Deep equality that compares tensors and arrays by dtype, shape and value (NaN equal to NaN)."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and bool(
+            torch.equal(a.nan_to_num(-7.0), b.nan_to_num(-7.0)) if a.is_floating_point() else torch.equal(a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    if isinstance(a, float) and isinstance(b, float) and a != a:
+        return b != b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a) and (
+            not isinstance(a, defaultdict) or a.default_factory is b.default_factory)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if hasattr(a, "__dict__"):
+        return _same(vars(a), vars(b))
+    return a == b
+
+
+def test_a_real_pass_result_round_trips_as_data(tmp_path, tiny, tokenizer):
+    result = _surface_pass(tiny, tokenizer)
+    path = tmp_path / "r.npz"
+    C.store_result(result, path)
+    back = C.load_result(path)
+    assert _same(result, back)
+    assert back.result.top_tokens == [("cat", 5), ("[SEP]", 3)] and back.skipped.describe() == result.skipped.describe()
+    assert back.extra["by_layer"][9] == []  # still a defaultdict(list)
+    # the file is a zip of plain arrays: numpy refuses nothing, i.e. nothing in it is pickled
+    with np.load(path, allow_pickle=False) as npz:
+        assert all(npz[k].dtype != object for k in npz.files)
+
+
+def test_odd_values_round_trip(tmp_path):
+    value = {"nan": float("nan"), "inf": float("-inf"), "big": 2 ** 70, "bf16": torch.tensor([1.5, -2.25]).bfloat16(),
+             "bool_t": torch.tensor([True, False]), "i8": np.arange(3, dtype=np.int8), "strs": np.array(["a", "bc"]),
+             "scalar": np.float32(0.1), "int_keys": {1: "a", (2, 3): "b"}, "tag_lookalike": {"$t": "object"},
+             "frozen": frozenset({1}), "empty": [], "none": None, "neg0": -0.0, "nested": [[(1,)]]}
+    C.store_result(value, tmp_path / "v.npz")
+    back = C.load_result(tmp_path / "v.npz")
+    assert _same(value, back)
+    assert type(back["scalar"]) is np.float32 and back["bf16"].dtype == torch.bfloat16
+
+
+def test_a_planted_pickle_executes_nothing(tmp_path):
+    """Whoever can write to the cache plants a pickle at the path of a pass (and at the old .pkl name): reading the
+    pass computes it again with a warning, and the pickle's code never runs."""
+    _PLANTED["path"] = str(tmp_path / "marker")
+    cache = PassCache(tmp_path / "cache")
+    path = cache.path("m", "surface", "wikitext2", "k")
+    path.parent.mkdir(parents=True)
+    evil = pickle.dumps({"result": _Payload()})
+    pickle.loads(evil)  # the payload works: unpickling it writes the marker
+    assert (tmp_path / "marker").read_text() == "pwned"
+    (tmp_path / "marker").unlink()
+    path.write_bytes(evil)
+    path.with_suffix(".pkl").write_bytes(evil)
+    with pytest.warns(C.CacheWarning, match="not a bertattn-bench pass result"):
+        value, hit = cache.get_or_compute(path, lambda: {"fresh": 1})
+    assert (value, hit) == ({"fresh": 1}, False)
+    assert not (tmp_path / "marker").exists()
+    assert C.load_result(path) == {"fresh": 1}  # replaced by data
+
+
+def test_a_pickle_inside_the_npz_is_refused(tmp_path):
+    """An .npz whose arrays are pickled objects (numpy's allow_pickle route) is refused, not unpickled."""
+    _PLANTED["path"] = str(tmp_path / "marker")
+    path = tmp_path / "e.npz"
+    doc = json.dumps({"format": C.FORMAT_NAME, "version": C.FORMAT_VERSION,
+                      "value": {"$t": "ndarray", "ref": "a0"}}).encode()
+    with open(path, "wb") as f:
+        np.savez(f, __doc__=np.frombuffer(doc, dtype=np.uint8), a0=np.array([_Payload()], dtype=object))
+    with pytest.raises(C.CacheEntryError, match="not a bertattn-bench pass result"):
+        C.load_result(path)
+    assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize("cls", ["os:system", "subprocess:Popen", "bertattn_bench.cache:os.system",
+                                 "bertattn_bench.metrics.probes:torch.nn.Module", "bertattn_bench.nope:X",
+                                 "bertattn_bench..x:Y"])
+def test_a_class_outside_the_package_is_refused(tmp_path, cls):
+    path = tmp_path / "f.npz"
+    doc = json.dumps({"format": C.FORMAT_NAME, "version": C.FORMAT_VERSION,
+                      "value": {"$t": "object", "cls": cls, "state": {}}}).encode()
+    with open(path, "wb") as f:
+        np.savez(f, __doc__=np.frombuffer(doc, dtype=np.uint8))
+    with pytest.raises(C.CacheEntryError, match=r"f\.npz"):
+        C.load_result(path)
+
+
+def test_another_format_version_or_truncated_file_is_recomputed(tmp_path):
+    cache = PassCache(tmp_path)
+    path = cache.path("m", "f", "c", "k")
+    path.parent.mkdir(parents=True)
+    C.store_result({"a": 1}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.warns(C.CacheWarning, match="recomputing"):
+        assert cache.get_or_compute(path, lambda: 2) == (2, False)
+    old = json.dumps({"format": C.FORMAT_NAME, "version": C.FORMAT_VERSION + 1, "value": 3}).encode()
+    with open(path, "wb") as f:
+        np.savez(f, __doc__=np.frombuffer(old, dtype=np.uint8))
+    with pytest.warns(C.CacheWarning, match="format version"):
+        assert cache.get_or_compute(path, lambda: 4) == (4, False)
+    assert cache.get_or_compute(path, lambda: 5) == (4, True)
+    with open(path, "wb") as f:  # a plain .npy (one array, not a zip of them) under the entry's name
+        np.save(f, np.arange(3))
+    with pytest.warns(C.CacheWarning, match="not a bertattn-bench pass result"):
+        assert cache.get_or_compute(path, lambda: 6) == (6, False)
+
+
+def test_a_result_that_is_not_data_is_returned_uncached(tmp_path):
+    cache = PassCache(tmp_path)
+    path = cache.path("m", "f", "c", "k")
+    with pytest.warns(C.CacheWarning, match="not cached"):
+        value, hit = cache.get_or_compute(path, lambda: {"model": torch.nn.Linear(2, 2)})
+    assert isinstance(value["model"], torch.nn.Linear) and not hit
+    assert not path.exists() and not list(path.parent.glob(".*tmp*"))
+
+
+# ---- the fine-tuning resume state: plain tensors, read with weights_only=True ------------------------------------
+
+from tests.test_finetune import RECIPE, glue_dir  # noqa: E402,F401  (the fixture: a 48-row MRPC)
+
+
+def _train_setup(tiny, glue_dir):
+    from bertattn_bench import finetune
+    from bertattn_bench.data import glue
+
+    t = glue.task("mrpc")
+    data = finetune.encode_split(tiny.tokenizer, finetune.training_rows(glue_dir, "mrpc", RECIPE, 0), RECIPE.max_tokens)
+    return finetune, t, data, finetune.task_model(tiny, t, 0)
+
+
+def test_the_resume_state_is_plain_and_a_planted_pickle_runs_nothing(tiny, glue_dir, tmp_path):
+    finetune, t, data, model = _train_setup(tiny, glue_dir)
+    state = tmp_path / "partial-state.pt"
+    finetune.train(model, t, data, tiny.tokenizer, RECIPE, 0, state, stop_after_epoch=1)
+    # what train() wrote loads with the restricted (weights-only) unpickler, and a second train() resumes from it
+    assert torch.load(state, weights_only=True)["epoch"] == 1
+    log = finetune.train(finetune.task_model(tiny, t, 0), t, data, tiny.tokenizer, RECIPE, 0, state)
+    assert log["resumed_from_epoch"] == 1
+
+    _PLANTED["path"] = str(tmp_path / "marker")
+    torch.save({"epoch": 1, "model": _Payload(), "optimizer": {}, "scheduler": {}, "log": {}}, state)
+    with pytest.warns(UserWarning, match="not a plain-tensor state"):
+        log = finetune.train(finetune.task_model(tiny, t, 0), t, data, tiny.tokenizer, RECIPE, 0, state,
+                             stop_after_epoch=1)
+    assert log["resumed_from_epoch"] == 0 and not (tmp_path / "marker").exists()
+
+
+def test_a_resume_state_of_another_model_is_not_loaded(tiny, glue_dir, tmp_path):
+    finetune, t, data, model = _train_setup(tiny, glue_dir)
+    state = tmp_path / "partial-state.pt"
+    sd = model.state_dict()
+    wrong = {k: (v[:1] if v.dim() else v) for k, v in sd.items()}  # same names, other shapes
+    torch.save({"epoch": 1, "model": wrong, "optimizer": {}, "scheduler": {}, "log": {}}, state)
+    with pytest.warns(UserWarning, match="keys or shapes differ"):
+        log = finetune.train(model, t, data, tiny.tokenizer, RECIPE, 0, state, stop_after_epoch=1)
+    assert log["resumed_from_epoch"] == 0
+
+
+def test_a_sparse_tensor_is_not_data_and_is_returned_uncached(tmp_path):
+    cache = PassCache(tmp_path)
+    path = cache.path("m", "f", "c", "k")
+    sparse = torch.eye(3).to_sparse()
+    with pytest.warns(C.CacheWarning, match="not cached"):
+        value, hit = cache.get_or_compute(path, lambda: {"s": sparse})
+    assert value["s"] is sparse and not hit and not path.exists()

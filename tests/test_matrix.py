@@ -1,0 +1,134 @@
+"""The claims × models report on synthetic claims reports with known cells: marks, values, intervals, Δ, summaries,
+CSV columns, the HTML page and which model each figure belongs to."""
+import csv
+import io
+import json
+
+import pytest
+
+from bertattn_bench import matrix as mx
+from bertattn_bench.claims import ClaimOutcome
+from bertattn_bench.errors import BenchError
+from bertattn_bench.report import write_report
+
+A, B = "embedded:all-MiniLM-L6-v2", "/models/tiny-roberta"
+TWIN = "random-init(embedded:all-MiniLM-L6-v2)@0"
+SLUG = {A: "all-MiniLM-L6-v2", B: "tiny-roberta", TWIN: "random-all-MiniLM-L6-v2-0"}
+CLAIMS = {  # id: (paper, section, reference, comparison)
+    "clark.sep": ("Clark et al. 2019", "§3.1", "Fig. 2: ~0.5", "> 0.3"),
+    "clark.prev": ("Clark et al. 2019", "§3.1", "4 heads", ">= 1"),
+    "clark.dep": ("Clark et al. 2019", "§4.2", "Table 1", "> 0.5"),
+    "niven.cue": ("Niven & Kao 2019", "§3", "0.61", ">= 0.6"),
+}
+
+
+def outcome(claim, model, measured=None, holds=None, n=100, interval=None, head=None, skipped=None,
+            inconclusive=False, control=False, corpus="wikitext2"):
+    paper, section, reference, comparison = CLAIMS[claim]
+    return ClaimOutcome(claim_id=claim, paper=paper, section=section, statement=f"{claim} statement", model=model,
+                        model_slug=SLUG[model], data="d", corpus=corpus, measured=measured, unit="", n=n,
+                        n_unit="segments", reference=reference,
+                        comparison=f"NOT {comparison} (negative control)" if control else comparison,
+                        holds=holds, head=head, detail=f"{claim} detail", attn_implementation="eager",
+                        skipped=skipped, passed=True, interval=interval, inconclusive=inconclusive,
+                        negative_control=control, margin=0.0 if inconclusive else None)
+
+
+def outcomes_of(model):
+    if model == A:
+        return [outcome("clark.sep", A, 0.5, True, interval=[0.4, 0.6]),
+                outcome("clark.prev", A, 2.0, True, head="3-7"),
+                outcome("clark.dep", A, 0.45, False, n=80, corpus="ewt_dev"),
+                outcome("niven.cue", A, skipped="needs ARCT")]
+    if model == B:
+        return [outcome("clark.sep", B, 0.25, False, interval=[0.2, 0.3]),
+                outcome("clark.prev", B, 1.0, True, head="1-2"),
+                outcome("clark.dep", B, 0.5, True, n=80, interval=[0.45, 0.55], inconclusive=True,
+                        corpus="ewt_dev")]
+    return [outcome("clark.sep", TWIN, 0.1, False, control=True), outcome("clark.prev", TWIN, 0.0, False, control=True)]
+
+
+def records(*models):
+    out = []
+    for m in models:
+        out += [o.record() | {"verdict": o.verdict} for o in outcomes_of(m)]
+    return out
+
+
+def test_cells_rows_and_summaries_on_known_values():
+    m = mx.build(records(A, B, TWIN), reference="minilm")
+    assert [c.label for c in m.columns] == ["minilm", "tiny-roberta", "random-minilm (control)"]
+    assert [(r["paper"], r["section"], r["claim"], r["corpus"]) for r in m.rows] == [
+        ("Clark et al. 2019", "§3.1", "clark.prev", "wikitext2"), ("Clark et al. 2019", "§3.1", "clark.sep", "wikitext2"),
+        ("Clark et al. 2019", "§4.2", "clark.dep", "ewt_dev"), ("Niven & Kao 2019", "§3", "niven.cue", "wikitext2")]
+    sep = m.rows[1]
+    ref = sep["cells"][m.columns[0].key]
+    assert mx.cell_text(ref, ref) == "✓ 0.5 [0.4, 0.6] (n=100)"  # the reference's own cell has no Δ
+    assert mx.cell_text(sep["cells"][m.columns[1].key], ref) == "✗ 0.25 [0.2, 0.3] (n=100) Δ -0.25"
+    prev = m.rows[0]
+    assert mx.cell_text(prev["cells"][m.columns[1].key], prev["cells"][m.columns[0].key]) == "✓ 1 1-2 (n=100) Δ -1"
+    assert mx.cell_text(m.rows[2]["cells"][m.columns[1].key]) == "? 0.5 [0.45, 0.55] (n=80)"
+    assert mx.cell_text(m.rows[3]["cells"][m.columns[0].key]) == "–"
+    assert sep["comparison"] == "> 0.3"  # the claim's, not the control's "NOT ..." wording
+    assert [mx.claim_summary(r, m.columns) for r in m.rows] == ["2/2", "1/2", "0/2", "–"]
+    summary = {s["model"] + s["note"]: (s["holds"], s["does not hold"], s["inconclusive"], s["skipped"]) for s in mx.model_summary(m)}
+    assert summary == {"minilm": (2, 1, 0, 1), "tiny-roberta": (1, 1, 1, 0), "random-minilm (negative control: should hold 0)": (0, 2, 0, 0)}
+
+
+def test_markdown_groups_by_paper_and_section():
+    md = mx.markdown(mx.build(records(A, B, TWIN), reference=A))
+    assert md.index("## Clark et al. 2019") < md.index("### Clark et al. 2019, §3.1") < md.index(
+        "### Clark et al. 2019, §4.2") < md.index("## Niven & Kao 2019")
+    assert "| clark.sep | wikitext2 | Fig. 2: ~0.5 | > 0.3 | ✓ 0.5 [0.4, 0.6] (n=100) | ✗ 0.25 [0.2, 0.3] (n=100) " \
+           "Δ -0.25 | ✗ 0.1 (n=100) | 1/2 |" in md
+    assert "| random-minilm (negative control: should hold 0) | 0 | 2 | 0 | 0 | 2 |" in md
+    # a model that did not run a claim: an empty cell, not a mark
+    assert "| niven.cue | wikitext2 | 0.61 | >= 0.6 | – |  |  | – |" in md
+
+
+def test_csv_has_a_column_group_per_model():
+    rows = list(csv.DictReader(io.StringIO(mx.csv_text(mx.build(records(A, B), reference="all-MiniLM-L6-v2")))))
+    sep = next(r for r in rows if r["claim"] == "clark.sep")
+    assert (sep["tiny-roberta: verdict"], sep["tiny-roberta: ci_low"], sep["tiny-roberta: delta"]) == (
+        "does not hold", "0.2", "-0.25")
+    assert sep["minilm: delta"] == "" and sep["holds on"] == "1/2"
+    assert next(r for r in rows if r["claim"] == "niven.cue")["tiny-roberta: verdict"] == ""
+
+
+def test_html_is_self_contained_and_puts_each_figure_under_its_model(tmp_path):
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    png = b"\x89PNG\r\n\x1a\n fake"
+    for name in ("surface-special-all-MiniLM-L6-v2-wikitext2.png", "surface-special-random-all-MiniLM-L6-v2-0-"
+                 "wikitext2.png", "surface-entropy-tiny-roberta-wikitext2.png", "arct-shipped-runs-test.png"):
+        (figs / name).write_bytes(png)
+    m = mx.build(records(A, B, TWIN), figure_dirs=[figs])
+    by = {c.label: [p.name for p in m.figures.get(c.key, [])] for c in m.columns}
+    assert by == {"minilm": ["surface-special-all-MiniLM-L6-v2-wikitext2.png"],
+                  "tiny-roberta": ["surface-entropy-tiny-roberta-wikitext2.png"],
+                  "random-minilm (control)": ["surface-special-random-all-MiniLM-L6-v2-0-wikitext2.png"]}
+    page = mx.html_page(m)
+    assert page.count("data:image/png;base64,") == 3 and "src='figures/" not in page and "<link" not in page
+    assert "<td class='holds' title='clark.sep detail'><span class='mark'>✓</span>0.5 [0.4, 0.6] (n=100)</td>" in page
+    assert "class='not control'" in page  # the twin's "does not hold" is the good outcome, coloured as such
+
+
+def test_bad_inputs_name_the_file(tmp_path):
+    with pytest.raises(BenchError, match="no claims report here"):
+        mx.read_records(tmp_path)
+    (tmp_path / "claims.json").write_text("[{\"claim_id\": \"x\"}]")
+    with pytest.raises(BenchError, match=r"claims.json: record 1 \(x\) lacks model"):
+        mx.read_records(tmp_path)
+    with pytest.raises(BenchError, match="--reference 'nope'"):
+        mx.build(records(A), reference="nope")
+    twice = records(A) + [dict(records(A)[0], measured=0.9)]
+    with pytest.raises(BenchError, match="appears twice with different values"):
+        mx.build(twice)
+
+
+def test_a_run_report_holds_the_matrix(tmp_path):
+    paths = write_report(outcomes_of(A) + outcomes_of(TWIN), tmp_path)
+    assert {p.name for p in paths} >= {"matrix.md", "matrix.csv", "matrix.html", "claims.json"}
+    assert "| clark.sep | wikitext2 | Fig. 2: ~0.5 | > 0.3 | ✓ 0.5 [0.4, 0.6] (n=100) | ✗ 0.1 (n=100) | 1/1 |" in \
+        (tmp_path / "matrix.md").read_text()
+    assert len(json.loads((tmp_path / "claims.json").read_text())) == 6
