@@ -72,8 +72,13 @@ MATRIX: tuple[Arch, ...] = (
     Arch("ALBERT, inner_group_num 2", "albert", dict(embedding_size=16, inner_group_num=2)),
     Arch("X-MOD", "xmod"),
     Arch("MegatronBERT", "megatron-bert"),
-    Arch("DeBERTa", "deberta"),
-    Arch("DeBERTa-v2", "deberta-v2"),
+    Arch("DeBERTa", "deberta", dict(relative_attention=True, pos_att_type=["c2p", "p2c"])),
+    # DeBERTa-v3's attention: disentangled c2p/p2c scores, log-bucketed relative positions, shared key projections
+    Arch("DeBERTa-v2/v3", "deberta-v2", dict(relative_attention=True, pos_att_type=["p2c", "c2p"],
+                                             share_att_key=True, position_buckets=16, max_relative_positions=-1,
+                                             norm_rel_ebd="layer_norm")),
+    Arch("DeBERTa-v2, separate position keys", "deberta-v2", dict(relative_attention=True,
+                                                                  pos_att_type=["p2c", "c2p"], share_att_key=False)),
     Arch("MPNet", "mpnet"),
     Arch("RoFormer", "roformer"),
     Arch("ConvBERT", "convbert"),
@@ -131,11 +136,10 @@ def build(arch: Arch, tokenizer):
 
 
 def _inputs(loaded, tokenizer):
-    enc = dict(tokenizer(["the cat sat on the mat", "a dog"], ["it was tired .", "no"], padding=True,
-                         return_tensors="pt"))
-    if int(getattr(loaded.model.config, "type_vocab_size", 2) or 0) < 2:
-        enc.pop("token_type_ids", None)
-    return enc
+    from .batching import model_inputs
+
+    return model_inputs(loaded.model, tokenizer(["the cat sat on the mat", "a dog"], ["it was tired .", "no"],
+                                                padding=True, return_tensors="pt"))
 
 
 def _eager_twin(loaded):
@@ -159,57 +163,100 @@ def reading_diff(loaded, tokenizer) -> float:
     return max(float((seen[i] - theirs[i]).abs().max()) for i in range(len(theirs)))
 
 
-def _projection(mod, which: int) -> torch.nn.Linear:
-    for names in attention._PROJECTIONS:
-        if all(hasattr(mod, n) for n in names):
-            return getattr(mod, names[which])
-    raise AssertionError(f"{type(mod).__name__}: no projections")
+# Projection names of an attention block, (query, key, value); fused projections hold q, k, v in thirds.
+_QKV = (("query", "key", "value"), ("q_lin", "k_lin", "v_lin"), ("query_proj", "key_proj", "value_proj"),
+        ("q", "k", "v"))
+_FUSED = ("Wqkv",)  # [q | k | v], each head-major
+_INTERLEAVED = ("in_proj",)  # DeBERTa: per head [q_h | k_h | v_h]
+_POS_KEYS = ("pos_proj", "pos_key_proj")  # DeBERTa's relative-position keys (c2p) when not the key projection
 
 
-def _zero_head(mod, which: int, head: int, n_heads: int) -> None:
-    lin = _projection(mod, which)
-    d = lin.out_features // n_heads
+def _linear(m, name):
+    """A linear projection (nn.Linear, or I-BERT's QuantLinear: anything with a 2-D weight)."""
+    lin = getattr(m, name, None)
+    w = getattr(lin, "weight", None)
+    return lin if isinstance(lin, torch.nn.Module) and isinstance(w, torch.Tensor) and w.dim() == 2 else None
+
+
+def _block(model, mod):
+    """The attention block of ``mod`` (a module calling the interface, or an own-code model's probability module):
+    the nearest module, ``mod`` or an ancestor, that holds the projections."""
+    parents = {c: p for p in model.modules() for c in p.children()}
+    m = mod
+    while m is not None:
+        if any(all(_linear(m, n) is not None for n in names) for names in _QKV) \
+                or any(_linear(m, n) is not None for n in _FUSED + _INTERLEAVED):
+            return m
+        m = parents.get(m)
+    raise AssertionError(f"{type(mod).__name__}: no attention projections above it")
+
+
+def _zero_rows(lin, start: int, stop: int) -> None:
     with torch.no_grad():
-        lin.weight[head * d:(head + 1) * d] = 0
-        if lin.bias is not None:
-            lin.bias[head * d:(head + 1) * d] = 0
+        lin.weight[start:stop] = 0
+        if getattr(lin, "bias", None) is not None:
+            lin.bias[start:stop] = 0
 
 
-def _layers_of(loaded, tokenizer, mod) -> list[int]:
-    """The layers whose attention ``mod`` computes (one, or several for ALBERT's shared module)."""
-    layers = []
-    with torch.no_grad(), attention.attention_run(loaded.model, observe=lambda l, p: None):
-        hook = mod.register_forward_hook(lambda m, a, o: layers.append(m._bertattn_layer))
-        try:
-            loaded.model(**_inputs(loaded, tokenizer))
-        finally:
-            hook.remove()
-    return layers
+def _zero_head(model, block, which: int, head: int, n_heads: int) -> None:
+    """Zero head ``head``'s rows of the key (``which=1``) or value (``which=2``) projection of ``block``; for a
+    key, also the head's column of a relative-position bias shared by the layers (MPNet), so its scores are 0."""
+    for names in _QKV:
+        if all(_linear(block, n) is not None for n in names):
+            lin = _linear(block, names[which])
+            d = lin.weight.shape[0] // n_heads
+            _zero_rows(lin, head * d, (head + 1) * d)
+            break
+    else:
+        fused = [n for n in _FUSED if _linear(block, n) is not None]
+        if fused:
+            lin = _linear(block, fused[0])
+            third = lin.weight.shape[0] // 3
+            d = third // n_heads
+            _zero_rows(lin, which * third + head * d, which * third + (head + 1) * d)
+        else:  # interleaved per head, with DeBERTa's separate q/v biases
+            lin = next(_linear(block, n) for n in _INTERLEAVED if _linear(block, n) is not None)
+            d = lin.weight.shape[0] // 3 // n_heads
+            _zero_rows(lin, head * 3 * d + which * d, head * 3 * d + (which + 1) * d)
+            bias = getattr(block, ("q_bias", "k_bias", "v_bias")[which], None)
+            if isinstance(bias, torch.Tensor):
+                with torch.no_grad():
+                    bias.view(-1)[head * d:(head + 1) * d] = 0
+    if which == 1:
+        for n in _POS_KEYS:
+            lin = _linear(block, n)
+            if lin is not None:
+                d = lin.weight.shape[0] // n_heads
+                _zero_rows(lin, head * d, (head + 1) * d)
+        for name, emb in model.named_modules():
+            if name.endswith("relative_attention_bias") and isinstance(emb, torch.nn.Embedding) \
+                    and emb.embedding_dim == n_heads:
+                with torch.no_grad():
+                    emb.weight[:, head] = 0
 
 
 def intervention_diffs(loaded, tokenizer) -> tuple[float, float]:
-    """(uniform, gates): max |intervened - weight-edited reference| of the last hidden state, for the last head of
-    the last attention module (every layer that module computes)."""
-    mods = attention.attention_modules(loaded.model)
-    mod, n_heads = mods[-1], loaded.info.n_heads
+    """(uniform, gates): max |intervened - weight-edited reference| of the last hidden state over the real tokens,
+    for the last head of every layer. References: the head's key projection zero (scores 0 + mask: uniform over
+    the real keys; also a shared relative-position bias's column), or its value projection zero (output 0)."""
+    n_layers, n_heads = loaded.info.n_layers, loaded.info.n_heads
     head = n_heads - 1
-    layers = _layers_of(loaded, tokenizer, mod)
     enc = _inputs(loaded, tokenizer)
-    heads = [(layer, head) for layer in layers]
+    heads = [(layer, head) for layer in range(n_layers)]
     out = {}
     with torch.no_grad():
         with attention.attention_run(loaded.model, edit_probs=attention.uniform_attention(heads)):
             out["uniform"] = loaded.model(**enc).last_hidden_state
-        gates = attention.zero_heads(loaded.info.n_layers, n_heads, heads)
+        gates = attention.zero_heads(n_layers, n_heads, heads)
         with attention.attention_run(loaded.model, head_gates=gates):
             out["gates"] = loaded.model(**enc).last_hidden_state
     diffs = []
     real = enc["attention_mask"].bool()
-    for kind, which in (("uniform", (0, 1)), ("gates", (2,))):
+    for kind, which in (("uniform", 1), ("gates", 2)):
         ref = copy.deepcopy(loaded.model)
-        ref_mod = attention.attention_modules(ref)[-1]
-        for w in which:
-            _zero_head(ref_mod, w, head, n_heads)
+        blocks = list(dict.fromkeys(_block(ref, m) for m in attention.attention_modules(ref)))
+        for block in blocks:
+            _zero_head(ref, block, which, head, n_heads)
         with torch.no_grad():
             expected = ref(**enc).last_hidden_state
         diffs.append(float((out[kind] - expected)[real].abs().max()))

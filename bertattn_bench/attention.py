@@ -62,6 +62,8 @@ def _apply(frames, point: str, layer: int, x, *extra):
 
 def bertattn_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Eager attention with the reading/intervention points (same maths as transformers' eager BERT)."""
+    if _DISCOVERY is not None:
+        _DISCOVERY.append(module)
     frames = getattr(module, "_bertattn_stack", None)
     layer = getattr(module, "_bertattn_layer", -1)
     if scaling is None:
@@ -98,6 +100,7 @@ def key_mask_from(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> t
 
 
 _registered = False
+_DISCOVERY: list | None = None  # while :func:`discover` runs: the modules that called the attention function
 
 
 def register() -> None:
@@ -212,26 +215,184 @@ def _shared_layers(model: torch.nn.Module, mods: list, n_layers: int) -> None:
         m.register_forward_pre_hook(_count_call)
 
 
-def attention_modules(model: torch.nn.Module, n_layers: int | None = None) -> list[torch.nn.Module]:
-    """The self-attention modules, in layer order (BERT-like: query/key/value or DistilBERT's q_lin/k_lin/v_lin
-    projections, calling the attention interface). ALBERT's modules are shared by layers: each distinct module once,
-    the layer of each call counted (:func:`_shared_layers`). Anything else is refused with :func:`unsupported`."""
+INTERFACE, OWN_CODE = "interface", "own-code"
+
+# Architectures refused whatever their code looks like: no softmax map over the input tokens (keys: model_type).
+NO_SOFTMAX_MAP = {
+    "fnet": "Fourier mixing instead of attention (it has no attention maps)",
+    "nystromformer": "a Nystrom approximation of softmax attention (no exact attention map)",
+    "mra": "multi-resolution approximate attention (no exact attention map)",
+    "yoso": "LSH-sampled approximate attention (no exact attention map)",
+    "longformer": "sliding-window attention: its maps are over a window of keys, not over the input tokens",
+}
+
+
+@dataclass
+class Site:
+    """Where a model's attention maps are: ``INTERFACE`` (modules that call the registered attention function,
+    distinct, in layer order; ``calls`` per forward pass) or ``OWN_CODE`` (for each layer, the module whose output
+    is that layer's post-dropout probabilities ``(B, H, T, T)``, e.g. the attention dropout; found by matching the
+    model's own ``output_attentions``)."""
+
+    path: str
+    modules: list
+    calls: int
+    n_heads: int
+
+
+def _base_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers base model inside ``model`` (itself, a task model's ``base_model``, or a wrapper's)."""
+    for m in model.modules():
+        if hasattr(m, "base_model_prefix") and hasattr(m, "config"):
+            return m.base_model
+    return model
+
+
+def _site_of(model: torch.nn.Module) -> Site | None:
+    for m in model.modules():
+        site = m.__dict__.get("_bertattn_site")
+        if site is not None:
+            return site
+    return None
+
+
+class _KeyMask:
+    """The 2-D attention mask of the base model's current forward pass (own-code path: real keys for the editors)."""
+
+    mask: torch.Tensor | None = None
+
+
+def _keep_mask(base, args, kwargs):
+    holder = base.__dict__["_bertattn_keymask"]
+    mask = kwargs.get("attention_mask")
+    if mask is None and len(args) > 1:  # positional (input_ids, attention_mask, ...), as every encoder's forward
+        mask = args[1]
+    holder.mask = mask if isinstance(mask, torch.Tensor) and mask.dim() == 2 else None
+
+
+def _record_4d(store: list, module, args, out) -> None:
+    if isinstance(out, torch.Tensor) and out.dim() == 4:  # a module whose whole output is the map: it can be edited
+        store.append((module, out.data_ptr(), tuple(out.shape)))
+
+
+def _own_probs_hook(mod, args, probs):
+    """Forward hook on an own-code model's attention-probability module: the ``probs``, ``observe`` and ``head_out``
+    points (a head's output ξ·(P V) is (ξ·P) V, so gates scale its probabilities)."""
+    frames = mod.__dict__.get("_bertattn_stack")
+    if not frames or not isinstance(probs, torch.Tensor):
+        return None
+    layer = mod._bertattn_layer
+    mask = mod.__dict__["_bertattn_keymask"].mask
+    if mask is not None and mask.shape[0] == probs.shape[0] and mask.shape[-1] == probs.shape[-1]:
+        key_mask = mask.bool()[:, None, :]
+    else:
+        key_mask = torch.ones(probs.shape[0], 1, probs.shape[-1], dtype=torch.bool, device=probs.device)
+    probs = _apply(frames, "probs", layer, probs, key_mask)
+    for frame in frames:
+        for iv in frame:
+            if iv.point == "observe":
+                iv.fn(layer, probs)
+    return _apply(frames, "head_out", layer, probs)
+
+
+def discover(model: torch.nn.Module) -> Site:
+    """Find where ``model``'s attention maps are (one forward pass on 8 tokens) and keep it on the base model.
+
+    Modules that call the registered attention function take the interface path. Otherwise the model's own
+    ``output_attentions`` maps are matched to the module that outputs them (the same tensor): a forward hook there
+    reads and edits them. Refused with one line: no maps, maps not ``(B, H, T, T)`` over the input tokens, or maps
+    that leave no module."""
     from .errors import ModelLoadError
 
-    mods = [m for m in model.modules()
-            if any(all(hasattr(m, a) for a in names) for names in _PROJECTIONS)
-            and any(hasattr(m, h) for h in _HEAD_COUNTS)]
+    global _DISCOVERY
+    base = _base_model(model)
+    cfg = base.config
+    model_type = getattr(cfg, "model_type", None)
+    if model_type in NO_SOFTMAX_MAP:
+        raise ModelLoadError(unsupported(model, NO_SOFTMAX_MAP[model_type]))
+    dev = next(base.parameters()).device
+    t = 8
+    ids = (torch.arange(t, device=dev)[None] + 5) % int(getattr(cfg, "vocab_size", 100) or 100)
+    mask = torch.ones_like(ids)
+    outs: list = []
+    hooks = [m.register_forward_hook(lambda mod, a, o: _record_4d(outs, mod, a, o)) for m in base.modules()]
+    _DISCOVERY = []
+    try:
+        with torch.no_grad():
+            res = base(input_ids=ids, attention_mask=mask, output_attentions=True)
+        calls = _DISCOVERY
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        reason = OWN_ATTENTION.get(model_type, "")
+        raise ModelLoadError(unsupported(model, f"{reason + '; ' if reason else ''}a forward pass on text failed "
+                                                f"({type(exc).__name__}: {first})")) from None
+    finally:
+        _DISCOVERY = None
+        for h in hooks:
+            h.remove()
+    if calls:
+        mods = list(dict.fromkeys(calls))
+        heads = {int(getattr(res, "attentions", None)[0].shape[1])} if getattr(res, "attentions", None) else set()
+        site = Site(INTERFACE, mods, len(calls), heads.pop() if heads else int(cfg.num_attention_heads))
+    else:
+        maps = getattr(res, "attentions", None)
+        if not maps or any(a is None for a in maps):
+            raise ModelLoadError(unsupported(model, f"{OWN_ATTENTION.get(model_type, 'its own attention code')}, "
+                                                    f"and it returns no attention maps with output_attentions"))
+        mods = []
+        for i, a in enumerate(maps):
+            if not isinstance(a, torch.Tensor) or a.dim() != 4:
+                raise ModelLoadError(unsupported(model, f"layer {i + 1}'s attention is not one (batch, heads, "
+                                                        f"queries, keys) map"))
+            if a.shape[-2:] != (t, t):
+                raise ModelLoadError(unsupported(model, f"layer {i + 1}'s map is {a.shape[-2]}x{a.shape[-1]} for "
+                                                        f"{t} input tokens, not a softmax map over its input tokens"))
+            hit = next((m for m, ptr, shape in outs if ptr == a.data_ptr() and shape == tuple(a.shape)), None)
+            if hit is None:
+                raise ModelLoadError(unsupported(model, f"{OWN_ATTENTION.get(model_type, 'its own attention code')}"
+                                                        f": layer {i + 1}'s probabilities leave no module, so they "
+                                                        f"cannot be read or edited at a module boundary"))
+            mods.append(hit)
+        heads = {int(a.shape[1]) for a in maps}
+        if len(heads) != 1 or len(set(map(id, mods))) != len(mods):
+            raise ModelLoadError(unsupported(model, f"its layers have different head counts {sorted(heads)} or "
+                                                    f"share an attention module"))
+        holder = _KeyMask()
+        base.__dict__["_bertattn_keymask"] = holder
+        base.register_forward_pre_hook(_keep_mask, with_kwargs=True)
+        for layer, m in enumerate(mods):
+            m.__dict__["_bertattn_keymask"] = holder
+            m._bertattn_layer = layer
+            m.register_forward_hook(_own_probs_hook)
+        site = Site(OWN_CODE, mods, len(mods), heads.pop())
+    base.__dict__["_bertattn_site"] = site
+    return site
+
+
+def site(model: torch.nn.Module) -> Site:
+    """The model's :class:`Site` (found once by :func:`discover`, then kept with the model and its deep copies)."""
+    return _site_of(model) or discover(model)
+
+
+def attention_modules(model: torch.nn.Module, n_layers: int | None = None) -> list[torch.nn.Module]:
+    """The modules where each layer's attention is read and edited, in layer order (:func:`site`): modules that
+    call the attention interface, or own-code models' probability modules. ALBERT's interface modules are shared
+    by layers: each distinct module once, the layer of each call counted (:func:`_shared_layers`). A model whose
+    maps cannot be found is refused with :func:`unsupported`."""
+    from .errors import ModelLoadError
+
+    s = site(model)
+    mods = s.modules
     model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if not mods:
-        raise ModelLoadError(unsupported(model))
-    if model_type == "albert":
+    if s.path == INTERFACE and s.calls != len(mods):
+        if model_type != "albert":
+            raise ModelLoadError(unsupported(model, f"{len(mods)} attention modules are called {s.calls} times "
+                                                    f"per forward pass (shared layers)"))
         layers = n_layers if n_layers is not None else int(model.config.num_hidden_layers)
         _shared_layers(model, mods, layers)
     elif n_layers is not None and len(mods) != n_layers:
-        if model_type in OWN_ATTENTION:
-            raise ModelLoadError(unsupported(model))
-        raise ModelLoadError(unsupported(model, f"found {len(mods)} self-attention modules for {n_layers} layers"))
-    if getattr(model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
+        raise ModelLoadError(unsupported(model, f"found {len(mods)} attention maps for {n_layers} layers"))
+    if s.path == INTERFACE and getattr(model.config, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
         raise ModelLoadError(
             f"{type(model).__name__} uses attention implementation {model.config._attn_implementation!r}; "
             f"load it with bertattn_bench.model.load_model (attn_implementation={ATTN_IMPLEMENTATION!r})"
@@ -261,6 +422,9 @@ def attention_run(
         frame.append(Intervention("observe", observe))
     if head_gates is not None:
         frame.append(gate_heads(head_gates))
+    if site(model).path == OWN_CODE and any(iv.point == "scores" for iv in frame):
+        raise ValueError(f"{type(model).__name__}: its attention is its own code; the 'scores' point is not "
+                         f"reachable there (probs, observe and head_out are)")
     for layer, mod in enumerate(mods):
         if "_bertattn_stack" not in mod.__dict__:
             mod._bertattn_stack = []
@@ -454,7 +618,7 @@ def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], e
         for batch in batches:
             for r in reducers:
                 r.start_batch(batch)
-            out = model(**batch.model_inputs(), output_hidden_states=hidden)
+            out = model(**batch.model_inputs(model), output_hidden_states=hidden)
             for r in reducers:
                 if hasattr(r, "end_batch"):
                     r.end_batch(out.hidden_states if hidden else None)

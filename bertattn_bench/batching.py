@@ -123,8 +123,43 @@ class Batch:
     def token_mask(self) -> torch.Tensor:
         return self.attention_mask.bool()
 
-    def model_inputs(self) -> dict:
-        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "attention_mask": self.attention_mask}
+    def model_inputs(self, model=None) -> dict:
+        """The batch as keyword arguments for ``model`` (:func:`model_inputs`); all three fields without a model."""
+        if model is None:
+            return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids,
+                    "attention_mask": self.attention_mask}
+        return model_inputs(model, self.input_ids, self.attention_mask, self.token_type_ids)
+
+
+def takes_token_types(model) -> bool:
+    """Whether ``model`` has token types to give: its config's ``type_vocab_size`` is at least 2 (0, 1 or absent:
+    MPNet, DeBERTa-v2/v3, ModernBERT, XLM-R XL... have none, and a B segment's 1 would not fit) and its forward
+    takes ``token_type_ids``."""
+    import inspect
+
+    config = getattr(model, "config", None)
+    if int(getattr(config, "type_vocab_size", 0) or 0) < 2:
+        return False
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    return "token_type_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> dict:
+    """The one model-input builder: ``input_ids`` and ``attention_mask``, and ``token_type_ids`` only where the
+    model takes them (:func:`takes_token_types`). ``input_ids`` may also be a tokenizer's encoding (a mapping)."""
+    if not isinstance(input_ids, torch.Tensor) and hasattr(input_ids, "keys"):
+        enc = input_ids
+        input_ids, attention_mask = enc["input_ids"], enc.get("attention_mask", attention_mask)
+        token_type_ids = enc.get("token_type_ids", token_type_ids)
+    out = {"input_ids": input_ids}
+    if attention_mask is not None:
+        out["attention_mask"] = attention_mask
+    if token_type_ids is not None and takes_token_types(model):
+        out["token_type_ids"] = token_type_ids
+    return out
 
 
 def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from . import attention
-from .batching import Encoded, make_batch
+from .batching import Encoded, make_batch, model_inputs
 from .data import glue
 from .errors import DataError
 
@@ -80,10 +80,7 @@ class TaskModel(torch.nn.Module):
         self.num_labels = num_labels
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None and getattr(self.config, "type_vocab_size", 0) > 1:
-            kwargs["token_type_ids"] = token_type_ids
-        hidden = self.encoder(**kwargs).last_hidden_state[:, 0]
+        hidden = self.encoder(**model_inputs(self.encoder, input_ids, attention_mask, token_type_ids)).last_hidden_state[:, 0]
         logits = self.head(hidden)
         return logits[:, 0] if self.num_labels == 1 else logits
 

@@ -183,7 +183,7 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         name=name,
         slug=slug,
         n_layers=int(cfg.num_hidden_layers),
-        n_heads=int(cfg.num_attention_heads),
+        n_heads=attention.site(model).n_heads,  # the softmax heads (ConvBERT: its self-attention heads only)
         max_positions=_max_positions(model, tok),
         has_mlm_head=has_mlm,
         attn_implementation=f"{attention.ATTN_IMPLEMENTATION} (eager softmax(QK^T/sqrt(d)+mask))",
@@ -250,8 +250,8 @@ def _finish(model, tok, name, slug, source, dev, seed) -> LoadedModel:
 
     transformers.logging.set_verbosity_error()  # e.g. "sequence longer than max length" while counting pieces
     model.eval().to(dev)
+    attention.attention_modules(model, int(model.config.num_hidden_layers))  # refuses unsupported models early
     info = _info(model, tok, name, slug, source, dev, seed)
-    attention.attention_modules(model, info.n_layers)  # fails early if the architecture is not supported
     verify_attention_observed(model, tok, info)
     return LoadedModel(model=model, tokenizer=tok, info=info)
 
@@ -260,9 +260,9 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
     """One forward pass on a short pair: every layer's attention must reach the observer (a model whose attention
     is computed in its own code never calls the registered function, and its statistics would silently stay 0),
     and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
-    enc = tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device)
-    if int(getattr(model.config, "type_vocab_size", 2) or 0) < 2:  # e.g. XLM-R XL: one token type, B's would not fit
-        enc.pop("token_type_ids", None)
+    from .batching import model_inputs
+
+    enc = model_inputs(model, tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device))
     seen: dict[int, torch.Tensor] = {}
     arch = type(model).__name__
     try:

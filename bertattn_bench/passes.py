@@ -93,7 +93,7 @@ class PreparedPass:
             return
         batch = next(iter_batches(self.encoded[:2], self.loaded.tokenizer, device, 2, False))
         with torch.inference_mode():
-            self.loaded.model(**batch.model_inputs())
+            self.loaded.model(**batch.model_inputs(self.loaded.model))
 
 
 @family("surface", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")

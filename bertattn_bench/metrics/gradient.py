@@ -122,10 +122,10 @@ def mlm_loss(model, batch, labels: torch.Tensor) -> torch.Tensor:
     sel = labels >= 0
     head = _head_module(model)
     if head is not None:
-        hidden = model.base_model(**batch.model_inputs()).last_hidden_state
+        hidden = model.base_model(**batch.model_inputs(model)).last_hidden_state
         logits = head(hidden[sel])
     else:  # an architecture whose head is several modules: the full forward
-        logits = model(**batch.model_inputs()).logits[sel]
+        logits = model(**batch.model_inputs(model)).logits[sel]
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half precision → float32
     ce = torch.nn.functional.cross_entropy(logits, labels[sel], reduction="none")
     rows = sel.nonzero()[:, 0]
