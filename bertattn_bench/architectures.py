@@ -70,7 +70,17 @@ MATRIX: tuple[Arch, ...] = (
     Arch("ALBERT", "albert", dict(embedding_size=16)),
     Arch("ALBERT, 3 layers in 2 groups", "albert", dict(embedding_size=16, num_hidden_layers=3, num_hidden_groups=2)),
     Arch("ALBERT, inner_group_num 2", "albert", dict(embedding_size=16, inner_group_num=2)),
-    Arch("X-MOD", "xmod"),
+    Arch("X-MOD", "xmod", dict(default_language="en_XX")),
+    # ModernBERT: layer 1 global attention, layer 2 local (sliding window, here wider than the toy inputs)
+    Arch("ModernBERT", "modernbert", dict(global_attn_every_n_layers=2)),
+    Arch("ModernBERT, local window of 5 tokens", "modernbert", dict(global_attn_every_n_layers=2, local_attention=4)),
+    Arch("EuroBERT", "eurobert"),
+    Arch("GTE", "gte"),
+    Arch("NomicBERT", "nomic_bert"),
+    Arch("Jina embeddings v3", "jina_embeddings_v3"),
+    Arch("UltraBERT", "ultrabert"),
+    Arch("RoCBERT", "roc_bert"),
+    Arch("BertGeneration (encoder)", "bert-generation"),
     Arch("MegatronBERT", "megatron-bert"),
     Arch("DeBERTa", "deberta", dict(relative_attention=True, pos_att_type=["c2p", "p2c"])),
     # DeBERTa-v3's attention: disentangled c2p/p2c scores, log-bucketed relative positions, shared key projections
@@ -84,7 +94,8 @@ MATRIX: tuple[Arch, ...] = (
     Arch("ConvBERT", "convbert"),
     Arch("RemBERT", "rembert", dict(input_embedding_size=16, output_embedding_size=16)),
     Arch("Nystromformer", "nystromformer"),
-    Arch("BigBird", "big_bird"),
+    Arch("BigBird, full attention", "big_bird", dict(attention_type="original_full")),
+    Arch("BigBird, block-sparse", "big_bird"),
     Arch("LUKE", "luke"),
     Arch("I-BERT", "ibert"),
     Arch("Longformer", "longformer", dict(attention_window=4)),
@@ -131,7 +142,14 @@ def build(arch: Arch, tokenizer):
     """The tiny model of ``arch`` (seed 0, CPU) through the project's loader: a LoadedModel or a ModelLoadError."""
     from .model import model_from_config
 
-    return model_from_config(arch.config(tokenizer.vocab_size), tokenizer, f"tiny-{arch.model_type}",
+    config = arch.config(tokenizer.vocab_size)
+    # special-token ids of a config made for another vocabulary (ModernBERT's 50283): the tokenizer's, by role
+    for attr, role in (("pad_token_id", "pad"), ("bos_token_id", "cls"), ("eos_token_id", "sep"),
+                       ("cls_token_id", "cls"), ("sep_token_id", "sep")):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value >= tokenizer.vocab_size:
+            setattr(config, attr, getattr(tokenizer, f"{role}_token_id"))
+    return model_from_config(config, tokenizer, f"tiny-{arch.model_type}",
                              f"tiny-{arch.model_type}", seed=0, device="cpu")
 
 
@@ -165,7 +183,7 @@ def reading_diff(loaded, tokenizer) -> float:
 
 # Projection names of an attention block, (query, key, value); fused projections hold q, k, v in thirds.
 _QKV = (("query", "key", "value"), ("q_lin", "k_lin", "v_lin"), ("query_proj", "key_proj", "value_proj"),
-        ("q", "k", "v"))
+        ("q", "k", "v"), ("q_proj", "k_proj", "v_proj"))
 _FUSED = ("Wqkv",)  # [q | k | v], each head-major
 _INTERLEAVED = ("in_proj",)  # DeBERTa: per head [q_h | k_h | v_h]
 _POS_KEYS = ("pos_proj", "pos_key_proj")  # DeBERTa's relative-position keys (c2p) when not the key projection
