@@ -202,11 +202,16 @@ def _block(model, mod):
     parents = {c: p for p in model.modules() for c in p.children()}
     m = mod
     while m is not None:
-        if any(all(_linear(m, n) is not None for n in names) for names in _QKV) \
+        if _per_head_params(m) or any(all(_linear(m, n) is not None for n in names) for names in _QKV) \
                 or any(_linear(m, n) is not None for n in _FUSED + _INTERLEAVED):
             return m
         m = parents.get(m)
     raise AssertionError(f"{type(mod).__name__}: no attention projections above it")
+
+
+def _per_head_params(m) -> bool:
+    """XLNet's projections: parameters q, k, v, r of shape (d_model, heads, d_head)."""
+    return all(isinstance(getattr(m, n, None), torch.nn.Parameter) and getattr(m, n).dim() == 3 for n in "qkvr")
 
 
 def _zero_rows(lin, start: int, stop: int) -> None:
@@ -219,6 +224,11 @@ def _zero_rows(lin, start: int, stop: int) -> None:
 def _zero_head(model, block, which: int, head: int, n_heads: int) -> None:
     """Zero head ``head``'s rows of the key (``which=1``) or value (``which=2``) projection of ``block``; for a
     key, also the head's column of a relative-position bias shared by the layers (MPNet), so its scores are 0."""
+    if _per_head_params(block):  # XLNet: scores (q + u)·k + (q + v)·r (no segment term without token types)
+        with torch.no_grad():
+            for n in ("kr" if which == 1 else "v"):
+                getattr(block, n)[:, head] = 0
+        return
     for names in _QKV:
         if all(_linear(block, n) is not None for n in names):
             lin = _linear(block, names[which])

@@ -279,7 +279,7 @@ def _own_probs_hook(mod, args, probs):
     """Forward hook on an own-code model's attention-probability module: the ``probs``, ``observe`` and ``head_out``
     points (a head's output ξ·(P V) is (ξ·P) V, so gates scale its probabilities)."""
     frames = mod.__dict__.get("_bertattn_stack")
-    if not frames or not isinstance(probs, torch.Tensor):
+    if not frames or not isinstance(probs, torch.Tensor) or probs.dim() != 4:  # e.g. XLNet's dropout, reused later
         return None
     layer = mod._bertattn_layer
     mask = mod.__dict__["_bertattn_keymask"].mask
