@@ -152,9 +152,10 @@ OWN_ATTENTION = {
     "lilt": "its own attention code over coupled text and layout streams",
     "bros": "its own attention code with bounding-box relative positions",
 }
-SUPPORTED = ("BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT, ERNIE, Data2Vec-text, MobileBERT, LayoutLM, MarkupLM, Splinter, "
-             "RoBERTa-PreLN, DistilBERT, ALBERT (one attention layer per hidden layer): encoders whose "
-             "self-attention calls transformers' attention interface")
+SUPPORTED = ("encoders whose self-attention calls transformers' attention interface (BERT, RoBERTa, DistilBERT, "
+             "ALBERT with one attention layer per hidden layer, ModernBERT, ...) or computes a (batch, heads, tokens, "
+             "tokens) softmax map that its own code passes through a module (DeBERTa, DeBERTa-v2/v3, MPNet, "
+             "MegatronBERT, RoFormer, XLNet, ...); docs/architectures.md lists them")
 
 
 def own_attention_reason(model: torch.nn.Module) -> str:
@@ -310,6 +311,10 @@ def discover(model: torch.nn.Module) -> Site:
     model_type = getattr(cfg, "model_type", None)
     if model_type in NO_SOFTMAX_MAP:
         raise ModelLoadError(unsupported(model, NO_SOFTMAX_MAP[model_type]))
+    if getattr(cfg, "_attn_implementation", None) != ATTN_IMPLEMENTATION:
+        raise ModelLoadError(
+            f"{type(model).__name__} uses attention implementation {cfg._attn_implementation!r}; load it with "
+            f"bertattn_bench.model.load_model (attn_implementation={ATTN_IMPLEMENTATION!r})")
     dev = next(base.parameters()).device
     t = 8
     ids = (torch.arange(t, device=dev)[None] + 5) % int(getattr(cfg, "vocab_size", 100) or 100)
