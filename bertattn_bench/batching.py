@@ -79,17 +79,46 @@ def encode_pair(tokenizer, index: int, first: str, second: str, token_types: str
     return Encoded(index, list(enc["input_ids"]), types, [-1] * n, 0)
 
 
+def pair_template(tokenizer) -> tuple[list, list]:
+    """How ``tokenizer`` lays out a pair, learnt from the tokenizer itself: ``(ids, types)`` of ``tokenizer("a",
+    "b")`` with the A piece replaced by ``"A"`` and the B piece by ``"B"`` (BERT: ``[CLS] A [SEP] B [SEP]``;
+    RoBERTa/MPNet: ``<s> A </s></s> B </s>``). Types are the tokenizer's own (0s where it gives none)."""
+    cached = getattr(tokenizer, "_bertattn_pair_template", None)
+    if cached is not None:
+        return cached
+    pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in ("a", "b")]
+    if any(len(p) != 1 for p in pieces) or pieces[0] == pieces[1]:
+        raise ValueError(f"{type(tokenizer).__name__}: 'a' and 'b' are not two single pieces; cannot learn its "
+                         f"pair layout")
+    enc = tokenizer("a", "b", add_special_tokens=True)
+    ids = list(enc["input_ids"])
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    if ids.count(pieces[0][0]) != 1 or ids.count(pieces[1][0]) != 1:
+        raise ValueError(f"{type(tokenizer).__name__}: cannot find the two segments in its pair encoding {ids}")
+    slots = {pieces[0][0]: "A", pieces[1][0]: "B"}
+    template = ([slots.get(i, i) for i in ids], types)
+    try:
+        tokenizer._bertattn_pair_template = template
+    except AttributeError:  # pragma: no cover - a tokenizer that takes no attributes
+        pass
+    return template
+
+
 def encode_piece_pair(tokenizer, index: int, a: Sequence[int], b: Sequence[int], token_types: str = "zeros") -> Encoded:
-    """``[CLS] a [SEP] b [SEP]`` from word-piece ids, the layout of Clark's preprocess_unlabeled.py l.51-60 with
-    the tokenizer's own [CLS]/[SEP] tokens. ``token_types``: "zeros" (extract_attention.py l.30) or "ab"."""
+    """A pair from word-piece ids, laid out as the tokenizer lays out pairs (:func:`pair_template`: BERT's
+    ``[CLS] a [SEP] b [SEP]`` is the layout of Clark's preprocess_unlabeled.py l.51-60; RoBERTa-like tokenizers give
+    ``<s> a </s></s> b </s>``). ``token_types``: "zeros" (extract_attention.py l.30) or "ab" (the tokenizer's)."""
     _check_token_types(token_types)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    if cls is None or sep is None:
-        raise ValueError(f"{type(tokenizer).__name__} has no cls/sep token: cannot build [CLS] A [SEP] B [SEP]")
     if not a or not b:
         raise ValueError(f"segment {index}: A and B must both hold word pieces (got {len(a)} and {len(b)})")
-    ids = [cls, *a, sep, *b, sep]
-    types = [0] * len(ids) if token_types == "zeros" else [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    slots, slot_types = pair_template(tokenizer)
+    ids, types = [], []
+    for piece, typ in zip(slots, slot_types):
+        seg = a if piece == "A" else b if piece == "B" else [piece]
+        ids += list(seg)
+        types += [typ] * len(seg)
+    if token_types == "zeros":
+        types = [0] * len(ids)
     return Encoded(index, ids, types, [-1] * len(ids), 0)
 
 
