@@ -57,7 +57,12 @@ def _projections(model: torch.nn.Module, mod: torch.nn.Module) -> tuple[tuple[to
 
 def head_counts(model: torch.nn.Module) -> list[int]:
     """Heads per layer as the model now has them (after pruning, layers may differ)."""
-    return [int(next(getattr(m, a) for a in _HEAD_COUNTS if hasattr(m, a))) for m in attention.attention_modules(model)]
+    mods = attention.attention_modules(model)
+    if not all(any(hasattr(m, a) for a in _HEAD_COUNTS) for m in mods):  # own-code models, ModernBERT's fused qkv
+        raise ModelLoadError(f"{type(model).__name__} ({getattr(model.config, 'model_type', '?')}): its heads cannot "
+                             f"be removed from the weights here (head pruning knows BERT-like query/key/value "
+                             f"modules); its attention is read and its heads masked by gates")
+    return [int(next(getattr(m, a) for a in _HEAD_COUNTS if hasattr(m, a))) for m in mods]
 
 
 def prune_heads(model: torch.nn.Module, heads: Iterable[tuple[int, int]]) -> dict:
