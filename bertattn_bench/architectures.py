@@ -125,6 +125,9 @@ class Probe:
     reading_diff: float | None = None  # max |observed - eager output_attentions|; None: not loaded
     uniform_diff: float | None = None  # max |intervened - weight-edited reference| of the last hidden state
     gates_diff: float | None = None
+    path: str = ""  # attention.INTERFACE or attention.OWN_CODE
+    train_loss: float | None = None  # fine-tuning on the toy pairs (finetune_and_sweep)
+    sweep_diff: float | None = None  # max |swept - alone| over configurations, uniform and mask
     families: dict = field(default_factory=dict)  # family -> (measured claims, skipped claims, first skip reason)
 
     EXACT = 1e-5
@@ -291,6 +294,43 @@ def intervention_diffs(loaded, tokenizer) -> tuple[float, float]:
     return diffs[0], diffs[1]
 
 
+_PAIRS = [("the cat sat on the mat", "a cat sat on a mat"), ("dogs bark", "the market fell"),
+          ("she reads old books", "old books are read by her"), ("it rained", "the sun shone all day"),
+          ("he plays chess", "chess is played by him"), ("a red car", "blue skies"),
+          ("birds sing at dawn", "at dawn birds sing"), ("prices rose", "the team won")]
+
+
+def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
+    """Fine-tuning (1 epoch, 8 toy MRPC-style pairs, batch 4) and the batched disabling/masking sweep on it
+    (none, every head, every layer; each batch row its own configuration): returns (last epoch's training loss,
+    max |swept logits - the same configuration run alone|) over the configurations and both kinds."""
+    import math
+
+    from . import finetune
+    from .data import glue
+
+    t = glue.task("mrpc")
+    rows = [glue.Example(a, b, float(i % 2), f"toy:{i + 1}") for i, (a, b) in enumerate(_PAIRS)]
+    data = finetune.encode_split(tokenizer, rows, min(64, loaded.info.max_positions))
+    model = finetune.task_model(loaded, t, seed=0)
+    log = finetune.train(model, t, data, tokenizer, finetune.Recipe(epochs=1, batch_size=4, bf16_autocast=False),
+                         seed=0)
+    model.eval()
+    n_l, n_h = attention.layers_heads(model)
+    configs = [[]] + [[(l, h)] for l in range(n_l) for h in range(n_h)] + [[(l, h) for h in range(n_h)]
+                                                                          for l in range(n_l)]
+    worst = 0.0
+    for kind in ("uniform", "mask"):
+        swept = finetune.sweep(model, data, tokenizer, configs, kind=kind, rows_per_pass=12, examples_per_batch=4)
+        for c, heads in enumerate(configs):
+            iv = (attention.Intervention("probs", attention.uniform_attention(heads)) if kind == "uniform"
+                  else attention.gate_heads(attention.zero_heads(n_l, n_h, heads)))
+            alone = finetune.predict(model, data, tokenizer, batch_size=4, interventions=[iv])
+            worst = max(worst, float(abs(swept[c] - alone).max()))
+    loss = float(log["loss_per_epoch"][-1])
+    return (loss if math.isfinite(loss) else float("nan")), worst
+
+
 # ---- the toy data folder: two or three examples per corpus --------------------------------------------------------
 
 _SENTS = [
@@ -373,25 +413,32 @@ def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
     p.n_layers, p.n_heads = loaded.info.n_layers, loaded.info.n_heads
     p.reading_diff = reading_diff(loaded, tokenizer)
     p.uniform_diff, p.gates_diff = intervention_diffs(loaded, tokenizer)
+    p.path = attention.site(loaded.model).path
     if data_dir is not None:
         p.families = run_families(loaded, data_dir)
+        p.train_loss, p.sweep_diff = finetune_and_sweep(loaded, tokenizer)
     return p
 
 
 def markdown(probes: list[Probe]) -> str:
-    """The README's table of supported architectures."""
-    rows = ["| architecture (`model_type`) | tiny shape | reading (= eager `output_attentions`) | uniform attention "
-            "| head masking / gates | families (claims measured / skipped with a reason) |",
-            "|---|---|---|---|---|---|"]
+    """The table of architectures (docs/architectures.md)."""
+    rows = ["| architecture (`model_type`) | path | tiny shape | reading (= eager `output_attentions`) "
+            "| uniform attention | head masking / gates | fine-tune + sweep (loss; sweep = alone) "
+            "| families (claims measured / skipped with a reason) |",
+            "|---|---|---|---|---|---|---|---|"]
     for p in probes:
         name = f"{p.arch.label} (`{p.arch.model_type}`)"
         if p.refused:
             why = p.refused.split(" is not supported: ", 1)[-1].split(", so its attention maps")[0]
-            rows.append(f"| {name} | | **refused**: {why} | — | — | — |")
+            rows.append(f"| {name} | | | **refused**: {why} | — | — | — | — |")
             continue
         fams = ", ".join(f"{f} {m}/{s}" for f, (m, s, _) in p.families.items()) or "not run"
         read = f"yes (max diff {p.reading_diff:.0e})" if p.reading_diff is not None and p.reading_diff < 1e-5 \
             else f"**differs** ({p.reading_diff:.2g})"
-        rows.append(f"| {name} | {p.n_layers}x{p.n_heads} | {read} | {'exact' if p.uniform_exact else 'NOT exact'} "
-                    f"| {'exact' if p.gates_exact else 'NOT exact'} | {fams} |")
+        ft = "not run" if p.sweep_diff is None else (
+            f"loss {p.train_loss:.3f}; {'exact' if p.sweep_diff < Probe.EXACT else '**differs**'} "
+            f"(max diff {p.sweep_diff:.0e})")
+        rows.append(f"| {name} | {p.path} | {p.n_layers}x{p.n_heads} | {read} "
+                    f"| {'exact' if p.uniform_exact else 'NOT exact'} | {'exact' if p.gates_exact else 'NOT exact'} "
+                    f"| {ft} | {fams} |")
     return "\n".join(rows) + "\n"

@@ -379,6 +379,12 @@ def site(model: torch.nn.Module) -> Site:
     return _site_of(model) or discover(model)
 
 
+def layers_heads(model: torch.nn.Module) -> tuple[int, int]:
+    """(layers, heads) of the attention maps: heads are the softmax heads the maps have (ConvBERT: its
+    self-attention heads, not the config's total with the convolution heads)."""
+    return int(model.config.num_hidden_layers), site(model).n_heads
+
+
 def attention_modules(model: torch.nn.Module, n_layers: int | None = None) -> list[torch.nn.Module]:
     """The modules where each layer's attention is read and edited, in layer order (:func:`site`): modules that
     call the attention interface, or own-code models' probability modules. ALBERT's interface modules are shared

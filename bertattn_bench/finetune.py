@@ -270,7 +270,7 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     The sweep thus costs about ``C`` plain passes over the data, never a Python loop of dev passes.
     """
     device = next(model.parameters()).device
-    n_l, n_h = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    n_l, n_h = attention.layers_heads(model)
     masks = torch.zeros(len(configs), n_l, n_h, dtype=torch.bool)
     for c, heads in enumerate(configs):
         for layer, head in heads:

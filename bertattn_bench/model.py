@@ -169,7 +169,9 @@ def _max_positions(model, tok) -> int:
     """Longest input the position embeddings take: RoBERTa-style embeddings number positions from padding_idx + 1
     (roberta-base: 514 embeddings, 512 positions), so ``max_position_embeddings`` alone overstates it."""
     cfg = model.config
-    n = int(getattr(cfg, "max_position_embeddings", 0) or tok.model_max_length)
+    n = int(getattr(cfg, "max_position_embeddings", 0) or 0)
+    if n <= 0:  # relative positions only (XLNet says -1): the tokenizer's limit
+        n = int(tok.model_max_length)
     for name, mod in model.named_modules():
         if name.endswith("position_embeddings") and isinstance(mod, torch.nn.Embedding) and mod.padding_idx is not None:
             n = min(n, mod.num_embeddings - mod.padding_idx - 1)

@@ -49,6 +49,9 @@ def test_architecture_is_read_exactly_or_refused_in_one_line(arch, tokenizer, to
     assert p.reading_diff is not None and p.reading_diff < 1e-5, f"observed maps differ from eager by {p.reading_diff}"
     assert p.uniform_exact, f"uniform attention differs from the zero-query/key reference by {p.uniform_diff}"
     assert p.gates_exact, f"head masking differs from the zero-value reference by {p.gates_diff}"
+    assert p.path in (A.attention.INTERFACE, A.attention.OWN_CODE)
+    assert p.train_loss is not None and p.train_loss == p.train_loss, "fine-tuning gave no finite loss"
+    assert p.sweep_diff is not None and p.sweep_diff < 1e-5, f"the batched sweep differs from one-by-one by {p.sweep_diff}"
     assert set(p.families) == set(A.FAMILIES)
     for family, (measured, skipped, reason) in p.families.items():
         assert measured + skipped > 0
