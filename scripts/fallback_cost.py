@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from bertattn_bench.model import embedded_model_path, model_from_config
 
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
-    print(f"| model type | size | path | own-code path s/pass (min, median) | eager output_attentions s/pass "
+    print(f"| model type | size | path | fallback path s/pass (min, median) | eager output_attentions s/pass "
           f"(min, median) | ratio of medians |\n|---|---|---|---|---|---|")
     for model_type in args.types:
         for size, shape in SIZES.items():
