@@ -117,3 +117,17 @@ def test_roberta_positions_leave_room_for_the_padding_offset(tokenizer):
     loaded = A.build(next(a for a in A.MATRIX if a.label == "RoBERTa"), tokenizer)
     assert loaded.info.max_positions == 64 - 1 - 1
     assert A.build(next(a for a in A.MATRIX if a.label == "BERT"), tokenizer).info.max_positions == 64
+
+
+@pytest.mark.parametrize("label, prunable", [("BERT", True), ("DistilBERT", True), ("MPNet", False),
+                                             ("ModernBERT", False), ("XLM", False), ("ALBERT", False)])
+def test_head_pruning_says_where_it_cannot_remove_heads(tokenizer, label, prunable):
+    """Removing heads from the weights (Michel §4's speed-up) knows BERT-like modules; elsewhere the speedup family
+    skips with this reason (gates still mask heads)."""
+    from bertattn_bench import head_pruning
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
+    reason = head_pruning.cannot_prune(loaded.model)
+    assert (reason is None) == prunable, reason
+    if not prunable:
+        assert "cannot be removed" in reason and "\n" not in reason
