@@ -65,7 +65,8 @@ def main(argv=None) -> int:
         f"- **{len(types)} model types read** ({len(read)} rows): {', '.join(types)}",
         f"- refused: {len(probes) - len(read)} rows",
         "- columns: *path* `interface` (the module calls transformers' attention interface) or `own-code` (a "
-        "forward hook on the module that outputs the layer's probabilities); *reading*: max |observed - the eager "
+        "forward hook on the module that outputs the layer's probabilities) or `seam` (each head's context at the output "
+        "projection's input; maps from the module's returned weights); *reading*: max |observed - the eager "
         "model's own `output_attentions`| on a padded pair batch; *uniform attention* / *head masking*: the last head "
         "of every layer, intervened vs a weight-edited reference (its key rows zeroed: scores 0 + mask; its value "
         "rows zeroed: output 0), exact below 1e-5 on the real tokens' final states; *fine-tune + sweep*: 1 epoch on "
