@@ -131,3 +131,18 @@ def test_head_pruning_says_where_it_cannot_remove_heads(tokenizer, label, prunab
     assert (reason is None) == prunable, reason
     if not prunable:
         assert "cannot be removed" in reason and "\n" not in reason
+
+
+@pytest.mark.parametrize("label, types", [("BERT", True), ("MPNet", False), ("DeBERTa-v2/v3", False),
+                                          ("ModernBERT", False), ("XLM-R XL", False), ("XLNet", False)])
+def test_one_input_builder_gives_token_types_only_where_the_model_has_them(tokenizer, label, types):
+    """batching.model_inputs: token types only where type_vocab_size >= 2 and the forward takes them; a task model
+    wrapping the encoder asks the same question of its encoder."""
+    from bertattn_bench.batching import model_inputs
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
+    enc = tokenizer(["a b"], ["c"], return_tensors="pt")
+    got = model_inputs(loaded.model, enc)
+    assert ("token_type_ids" in got) == types
+    assert set(got) >= {"input_ids", "attention_mask"}
+    loaded.model(**got)  # the model takes what it is given
