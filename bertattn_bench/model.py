@@ -173,8 +173,11 @@ def _max_positions(model, tok) -> int:
     if n <= 0:  # relative positions only (XLNet says -1): the tokenizer's limit
         n = int(tok.model_max_length)
     for name, mod in model.named_modules():
-        if name.endswith("position_embeddings") and isinstance(mod, torch.nn.Embedding) and mod.padding_idx is not None:
-            n = min(n, mod.num_embeddings - mod.padding_idx - 1)
+        weight, pad = getattr(mod, "weight", None), getattr(mod, "padding_idx", None)
+        # nn.Embedding, or I-BERT's QuantEmbedding: a (positions, dim) table with a padding index
+        if name.endswith("position_embeddings") and isinstance(weight, torch.Tensor) and weight.dim() == 2 \
+                and isinstance(pad, int):
+            n = min(n, int(weight.shape[0]) - pad - 1)
     return n
 
 
