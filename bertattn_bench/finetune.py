@@ -368,7 +368,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     model = task_model(loaded, t, seed)
     if cache_dir is None:
         rows = training_rows(data_dir, task_name, recipe, seed)
-        data = encode_split(loaded.tokenizer, rows, recipe.max_tokens)
+        data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, None, progress, f"fine-tune {task_name}/{seed}")
         return FineTuned(model, _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, None), False)
@@ -385,7 +385,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         if force and state.is_file():
             state.unlink()
         rows = training_rows(data_dir, task_name, recipe, seed)
-        data = encode_split(loaded.tokenizer, rows, recipe.max_tokens)
+        data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, state, progress, f"fine-tune {task_name}/{seed}")
         meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory)
