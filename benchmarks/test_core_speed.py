@@ -37,7 +37,7 @@ def test_speed_floor_bare_forward(benchmark, bench, dep_target):
         start = time.perf_counter()
         with torch.inference_mode():
             for batch in iter_batches(prepared.encoded, tok, dev, prepared.batch_size, with_words=False):
-                model(**batch.model_inputs(), output_attentions=True)
+                model(**batch.model_inputs(model), output_attentions=True)
         _sync(dev)
         return time.perf_counter() - start
 

@@ -70,16 +70,32 @@ MATRIX: tuple[Arch, ...] = (
     Arch("ALBERT", "albert", dict(embedding_size=16)),
     Arch("ALBERT, 3 layers in 2 groups", "albert", dict(embedding_size=16, num_hidden_layers=3, num_hidden_groups=2)),
     Arch("ALBERT, inner_group_num 2", "albert", dict(embedding_size=16, inner_group_num=2)),
-    Arch("X-MOD", "xmod"),
+    Arch("X-MOD", "xmod", dict(default_language="en_XX")),
+    # ModernBERT: layer 1 global attention, layer 2 local (sliding window, here wider than the toy inputs)
+    Arch("ModernBERT", "modernbert", dict(global_attn_every_n_layers=2)),
+    Arch("ModernBERT, local window of 5 tokens", "modernbert", dict(global_attn_every_n_layers=2, local_attention=4)),
+    Arch("EuroBERT", "eurobert"),
+    Arch("GTE", "gte"),
+    Arch("NomicBERT", "nomic_bert"),
+    Arch("Jina embeddings v3", "jina_embeddings_v3"),
+    Arch("UltraBERT", "ultrabert"),
+    Arch("RoCBERT", "roc_bert"),
+    Arch("BertGeneration (encoder)", "bert-generation"),
     Arch("MegatronBERT", "megatron-bert"),
-    Arch("DeBERTa", "deberta"),
-    Arch("DeBERTa-v2", "deberta-v2"),
+    Arch("DeBERTa", "deberta", dict(relative_attention=True, pos_att_type=["c2p", "p2c"])),
+    # DeBERTa-v3's attention: disentangled c2p/p2c scores, log-bucketed relative positions, shared key projections
+    Arch("DeBERTa-v2/v3", "deberta-v2", dict(relative_attention=True, pos_att_type=["p2c", "c2p"],
+                                             share_att_key=True, position_buckets=16, max_relative_positions=-1,
+                                             norm_rel_ebd="layer_norm")),
+    Arch("DeBERTa-v2, separate position keys", "deberta-v2", dict(relative_attention=True,
+                                                                  pos_att_type=["p2c", "c2p"], share_att_key=False)),
     Arch("MPNet", "mpnet"),
     Arch("RoFormer", "roformer"),
     Arch("ConvBERT", "convbert"),
     Arch("RemBERT", "rembert", dict(input_embedding_size=16, output_embedding_size=16)),
     Arch("Nystromformer", "nystromformer"),
-    Arch("BigBird", "big_bird"),
+    Arch("BigBird, full attention", "big_bird", dict(attention_type="original_full")),
+    Arch("BigBird, block-sparse", "big_bird"),
     Arch("LUKE", "luke"),
     Arch("I-BERT", "ibert"),
     Arch("Longformer", "longformer", dict(attention_window=4)),
@@ -109,6 +125,9 @@ class Probe:
     reading_diff: float | None = None  # max |observed - eager output_attentions|; None: not loaded
     uniform_diff: float | None = None  # max |intervened - weight-edited reference| of the last hidden state
     gates_diff: float | None = None
+    path: str = ""  # attention.INTERFACE or attention.OWN_CODE
+    train_loss: float | None = None  # fine-tuning on the toy pairs (finetune_and_sweep)
+    sweep_diff: float | None = None  # max |swept - alone| over configurations, uniform and mask
     families: dict = field(default_factory=dict)  # family -> (measured claims, skipped claims, first skip reason)
 
     EXACT = 1e-5
@@ -126,16 +145,22 @@ def build(arch: Arch, tokenizer):
     """The tiny model of ``arch`` (seed 0, CPU) through the project's loader: a LoadedModel or a ModelLoadError."""
     from .model import model_from_config
 
-    return model_from_config(arch.config(tokenizer.vocab_size), tokenizer, f"tiny-{arch.model_type}",
+    config = arch.config(tokenizer.vocab_size)
+    # special-token ids of a config made for another vocabulary (ModernBERT's 50283): the tokenizer's, by role
+    for attr, role in (("pad_token_id", "pad"), ("bos_token_id", "cls"), ("eos_token_id", "sep"),
+                       ("cls_token_id", "cls"), ("sep_token_id", "sep")):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value >= tokenizer.vocab_size:
+            setattr(config, attr, getattr(tokenizer, f"{role}_token_id"))
+    return model_from_config(config, tokenizer, f"tiny-{arch.model_type}",
                              f"tiny-{arch.model_type}", seed=0, device="cpu")
 
 
 def _inputs(loaded, tokenizer):
-    enc = dict(tokenizer(["the cat sat on the mat", "a dog"], ["it was tired .", "no"], padding=True,
-                         return_tensors="pt"))
-    if int(getattr(loaded.model.config, "type_vocab_size", 2) or 0) < 2:
-        enc.pop("token_type_ids", None)
-    return enc
+    from .batching import model_inputs
+
+    return model_inputs(loaded.model, tokenizer(["the cat sat on the mat", "a dog"], ["it was tired .", "no"],
+                                                padding=True, return_tensors="pt"))
 
 
 def _eager_twin(loaded):
@@ -159,61 +184,151 @@ def reading_diff(loaded, tokenizer) -> float:
     return max(float((seen[i] - theirs[i]).abs().max()) for i in range(len(theirs)))
 
 
-def _projection(mod, which: int) -> torch.nn.Linear:
-    for names in attention._PROJECTIONS:
-        if all(hasattr(mod, n) for n in names):
-            return getattr(mod, names[which])
-    raise AssertionError(f"{type(mod).__name__}: no projections")
+# Projection names of an attention block, (query, key, value); fused projections hold q, k, v in thirds.
+_QKV = (("query", "key", "value"), ("q_lin", "k_lin", "v_lin"), ("query_proj", "key_proj", "value_proj"),
+        ("q", "k", "v"), ("q_proj", "k_proj", "v_proj"))
+_FUSED = ("Wqkv",)  # [q | k | v], each head-major
+_INTERLEAVED = ("in_proj",)  # DeBERTa: per head [q_h | k_h | v_h]
+_POS_KEYS = ("pos_proj", "pos_key_proj")  # DeBERTa's relative-position keys (c2p) when not the key projection
 
 
-def _zero_head(mod, which: int, head: int, n_heads: int) -> None:
-    lin = _projection(mod, which)
-    d = lin.out_features // n_heads
+def _linear(m, name):
+    """A linear projection (nn.Linear, or I-BERT's QuantLinear: anything with a 2-D weight)."""
+    lin = getattr(m, name, None)
+    w = getattr(lin, "weight", None)
+    return lin if isinstance(lin, torch.nn.Module) and isinstance(w, torch.Tensor) and w.dim() == 2 else None
+
+
+def _block(model, mod):
+    """The attention block of ``mod`` (a module calling the interface, or an own-code model's probability module):
+    the nearest module, ``mod`` or an ancestor, that holds the projections."""
+    parents = {c: p for p in model.modules() for c in p.children()}
+    m = mod
+    while m is not None:
+        if _per_head_params(m) or any(all(_linear(m, n) is not None for n in names) for names in _QKV) \
+                or any(_linear(m, n) is not None for n in _FUSED + _INTERLEAVED):
+            return m
+        m = parents.get(m)
+    raise AssertionError(f"{type(mod).__name__}: no attention projections above it")
+
+
+def _per_head_params(m) -> bool:
+    """XLNet's projections: parameters q, k, v, r of shape (d_model, heads, d_head)."""
+    return all(isinstance(getattr(m, n, None), torch.nn.Parameter) and getattr(m, n).dim() == 3 for n in "qkvr")
+
+
+def _zero_rows(lin, start: int, stop: int) -> None:
     with torch.no_grad():
-        lin.weight[head * d:(head + 1) * d] = 0
-        if lin.bias is not None:
-            lin.bias[head * d:(head + 1) * d] = 0
+        lin.weight[start:stop] = 0
+        if getattr(lin, "bias", None) is not None:
+            lin.bias[start:stop] = 0
 
 
-def _layers_of(loaded, tokenizer, mod) -> list[int]:
-    """The layers whose attention ``mod`` computes (one, or several for ALBERT's shared module)."""
-    layers = []
-    with torch.no_grad(), attention.attention_run(loaded.model, observe=lambda l, p: None):
-        hook = mod.register_forward_hook(lambda m, a, o: layers.append(m._bertattn_layer))
-        try:
-            loaded.model(**_inputs(loaded, tokenizer))
-        finally:
-            hook.remove()
-    return layers
+def _zero_head(model, block, which: int, head: int, n_heads: int) -> None:
+    """Zero head ``head``'s rows of the key (``which=1``) or value (``which=2``) projection of ``block``; for a
+    key, also the head's column of a relative-position bias shared by the layers (MPNet), so its scores are 0."""
+    if _per_head_params(block):  # XLNet: scores (q + u)·k + (q + v)·r (no segment term without token types)
+        with torch.no_grad():
+            for n in ("kr" if which == 1 else "v"):
+                getattr(block, n)[:, head] = 0
+        return
+    for names in _QKV:
+        if all(_linear(block, n) is not None for n in names):
+            lin = _linear(block, names[which])
+            d = lin.weight.shape[0] // n_heads
+            _zero_rows(lin, head * d, (head + 1) * d)
+            break
+    else:
+        fused = [n for n in _FUSED if _linear(block, n) is not None]
+        if fused:
+            lin = _linear(block, fused[0])
+            third = lin.weight.shape[0] // 3
+            d = third // n_heads
+            _zero_rows(lin, which * third + head * d, which * third + (head + 1) * d)
+        else:  # interleaved per head, with DeBERTa's separate q/v biases
+            lin = next(_linear(block, n) for n in _INTERLEAVED if _linear(block, n) is not None)
+            d = lin.weight.shape[0] // 3 // n_heads
+            _zero_rows(lin, head * 3 * d + which * d, head * 3 * d + (which + 1) * d)
+            bias = getattr(block, ("q_bias", "k_bias", "v_bias")[which], None)
+            if isinstance(bias, torch.Tensor):
+                with torch.no_grad():
+                    bias.view(-1)[head * d:(head + 1) * d] = 0
+    if which == 1:
+        for n in _POS_KEYS:
+            lin = _linear(block, n)
+            if lin is not None:
+                d = lin.weight.shape[0] // n_heads
+                _zero_rows(lin, head * d, (head + 1) * d)
+        for name, emb in model.named_modules():
+            if name.endswith("relative_attention_bias") and isinstance(emb, torch.nn.Embedding) \
+                    and emb.embedding_dim == n_heads:
+                with torch.no_grad():
+                    emb.weight[:, head] = 0
 
 
 def intervention_diffs(loaded, tokenizer) -> tuple[float, float]:
-    """(uniform, gates): max |intervened - weight-edited reference| of the last hidden state, for the last head of
-    the last attention module (every layer that module computes)."""
-    mods = attention.attention_modules(loaded.model)
-    mod, n_heads = mods[-1], loaded.info.n_heads
+    """(uniform, gates): max |intervened - weight-edited reference| of the last hidden state over the real tokens,
+    for the last head of every layer. References: the head's key projection zero (scores 0 + mask: uniform over
+    the real keys; also a shared relative-position bias's column), or its value projection zero (output 0)."""
+    n_layers, n_heads = loaded.info.n_layers, loaded.info.n_heads
     head = n_heads - 1
-    layers = _layers_of(loaded, tokenizer, mod)
     enc = _inputs(loaded, tokenizer)
-    heads = [(layer, head) for layer in layers]
+    heads = [(layer, head) for layer in range(n_layers)]
     out = {}
     with torch.no_grad():
         with attention.attention_run(loaded.model, edit_probs=attention.uniform_attention(heads)):
             out["uniform"] = loaded.model(**enc).last_hidden_state
-        gates = attention.zero_heads(loaded.info.n_layers, n_heads, heads)
+        gates = attention.zero_heads(n_layers, n_heads, heads)
         with attention.attention_run(loaded.model, head_gates=gates):
             out["gates"] = loaded.model(**enc).last_hidden_state
     diffs = []
     real = enc["attention_mask"].bool()
-    for kind, which in (("uniform", (0, 1)), ("gates", (2,))):
+    for kind, which in (("uniform", 1), ("gates", 2)):
         ref = copy.deepcopy(loaded.model)
-        ref_mod = attention.attention_modules(ref)[-1]
-        for w in which:
-            _zero_head(ref_mod, w, head, n_heads)
+        blocks = list(dict.fromkeys(_block(ref, m) for m in attention.attention_modules(ref)))
+        for block in blocks:
+            _zero_head(ref, block, which, head, n_heads)
         with torch.no_grad():
             expected = ref(**enc).last_hidden_state
         diffs.append(float((out[kind] - expected)[real].abs().max()))
     return diffs[0], diffs[1]
+
+
+_PAIRS = [("the cat sat on the mat", "a cat sat on a mat"), ("dogs bark", "the market fell"),
+          ("she reads old books", "old books are read by her"), ("it rained", "the sun shone all day"),
+          ("he plays chess", "chess is played by him"), ("a red car", "blue skies"),
+          ("birds sing at dawn", "at dawn birds sing"), ("prices rose", "the team won")]
+
+
+def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
+    """Fine-tuning (1 epoch, 8 toy MRPC-style pairs, batch 4) and the batched disabling/masking sweep on it
+    (none, every head, every layer; each batch row its own configuration): returns (last epoch's training loss,
+    max |swept logits - the same configuration run alone|) over the configurations and both kinds."""
+    import math
+
+    from . import finetune
+    from .data import glue
+
+    t = glue.task("mrpc")
+    rows = [glue.Example(a, b, float(i % 2), f"toy:{i + 1}") for i, (a, b) in enumerate(_PAIRS)]
+    data = finetune.encode_split(tokenizer, rows, min(64, loaded.info.max_positions))
+    model = finetune.task_model(loaded, t, seed=0)
+    log = finetune.train(model, t, data, tokenizer, finetune.Recipe(epochs=1, batch_size=4, bf16_autocast=False),
+                         seed=0)
+    model.eval()
+    n_l, n_h = attention.layers_heads(model)
+    configs = [[]] + [[(l, h)] for l in range(n_l) for h in range(n_h)] + [[(l, h) for h in range(n_h)]
+                                                                          for l in range(n_l)]
+    worst = 0.0
+    for kind in ("uniform", "mask"):
+        swept = finetune.sweep(model, data, tokenizer, configs, kind=kind, rows_per_pass=12, examples_per_batch=4)
+        for c, heads in enumerate(configs):
+            iv = (attention.Intervention("probs", attention.uniform_attention(heads)) if kind == "uniform"
+                  else attention.gate_heads(attention.zero_heads(n_l, n_h, heads)))
+            alone = finetune.predict(model, data, tokenizer, batch_size=4, interventions=[iv])
+            worst = max(worst, float(abs(swept[c] - alone).max()))
+    loss = float(log["loss_per_epoch"][-1])
+    return (loss if math.isfinite(loss) else float("nan")), worst
 
 
 # ---- the toy data folder: two or three examples per corpus --------------------------------------------------------
@@ -298,25 +413,32 @@ def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
     p.n_layers, p.n_heads = loaded.info.n_layers, loaded.info.n_heads
     p.reading_diff = reading_diff(loaded, tokenizer)
     p.uniform_diff, p.gates_diff = intervention_diffs(loaded, tokenizer)
+    p.path = attention.site(loaded.model).path
     if data_dir is not None:
         p.families = run_families(loaded, data_dir)
+        p.train_loss, p.sweep_diff = finetune_and_sweep(loaded, tokenizer)
     return p
 
 
 def markdown(probes: list[Probe]) -> str:
-    """The README's table of supported architectures."""
-    rows = ["| architecture (`model_type`) | tiny shape | reading (= eager `output_attentions`) | uniform attention "
-            "| head masking / gates | families (claims measured / skipped with a reason) |",
-            "|---|---|---|---|---|---|"]
+    """The table of architectures (docs/architectures.md)."""
+    rows = ["| architecture (`model_type`) | path | tiny shape | reading (= eager `output_attentions`) "
+            "| uniform attention | head masking / gates | fine-tune + sweep (loss; sweep = alone) "
+            "| families (claims measured / skipped with a reason) |",
+            "|---|---|---|---|---|---|---|---|"]
     for p in probes:
         name = f"{p.arch.label} (`{p.arch.model_type}`)"
         if p.refused:
             why = p.refused.split(" is not supported: ", 1)[-1].split(", so its attention maps")[0]
-            rows.append(f"| {name} | | **refused**: {why} | — | — | — |")
+            rows.append(f"| {name} | | | **refused**: {why} | — | — | — | — |")
             continue
         fams = ", ".join(f"{f} {m}/{s}" for f, (m, s, _) in p.families.items()) or "not run"
         read = f"yes (max diff {p.reading_diff:.0e})" if p.reading_diff is not None and p.reading_diff < 1e-5 \
             else f"**differs** ({p.reading_diff:.2g})"
-        rows.append(f"| {name} | {p.n_layers}x{p.n_heads} | {read} | {'exact' if p.uniform_exact else 'NOT exact'} "
-                    f"| {'exact' if p.gates_exact else 'NOT exact'} | {fams} |")
+        ft = "not run" if p.sweep_diff is None else (
+            f"loss {p.train_loss:.3f}; {'exact' if p.sweep_diff < Probe.EXACT else '**differs**'} "
+            f"(max diff {p.sweep_diff:.0e})")
+        rows.append(f"| {name} | {p.path} | {p.n_layers}x{p.n_heads} | {read} "
+                    f"| {'exact' if p.uniform_exact else 'NOT exact'} | {'exact' if p.gates_exact else 'NOT exact'} "
+                    f"| {ft} | {fams} |")
     return "\n".join(rows) + "\n"

@@ -79,17 +79,46 @@ def encode_pair(tokenizer, index: int, first: str, second: str, token_types: str
     return Encoded(index, list(enc["input_ids"]), types, [-1] * n, 0)
 
 
+def pair_template(tokenizer) -> tuple[list, list]:
+    """How ``tokenizer`` lays out a pair, learnt from the tokenizer itself: ``(ids, types)`` of ``tokenizer("a",
+    "b")`` with the A piece replaced by ``"A"`` and the B piece by ``"B"`` (BERT: ``[CLS] A [SEP] B [SEP]``;
+    RoBERTa/MPNet: ``<s> A </s></s> B </s>``). Types are the tokenizer's own (0s where it gives none)."""
+    cached = getattr(tokenizer, "_bertattn_pair_template", None)
+    if cached is not None:
+        return cached
+    pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in ("a", "b")]
+    if any(len(p) != 1 for p in pieces) or pieces[0] == pieces[1]:
+        raise ValueError(f"{type(tokenizer).__name__}: 'a' and 'b' are not two single pieces; cannot learn its "
+                         f"pair layout")
+    enc = tokenizer("a", "b", add_special_tokens=True)
+    ids = list(enc["input_ids"])
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    if ids.count(pieces[0][0]) != 1 or ids.count(pieces[1][0]) != 1:
+        raise ValueError(f"{type(tokenizer).__name__}: cannot find the two segments in its pair encoding {ids}")
+    slots = {pieces[0][0]: "A", pieces[1][0]: "B"}
+    template = ([slots.get(i, i) for i in ids], types)
+    try:
+        tokenizer._bertattn_pair_template = template
+    except AttributeError:  # pragma: no cover - a tokenizer that takes no attributes
+        pass
+    return template
+
+
 def encode_piece_pair(tokenizer, index: int, a: Sequence[int], b: Sequence[int], token_types: str = "zeros") -> Encoded:
-    """``[CLS] a [SEP] b [SEP]`` from word-piece ids, the layout of Clark's preprocess_unlabeled.py l.51-60 with
-    the tokenizer's own [CLS]/[SEP] tokens. ``token_types``: "zeros" (extract_attention.py l.30) or "ab"."""
+    """A pair from word-piece ids, laid out as the tokenizer lays out pairs (:func:`pair_template`: BERT's
+    ``[CLS] a [SEP] b [SEP]`` is the layout of Clark's preprocess_unlabeled.py l.51-60; RoBERTa-like tokenizers give
+    ``<s> a </s></s> b </s>``). ``token_types``: "zeros" (extract_attention.py l.30) or "ab" (the tokenizer's)."""
     _check_token_types(token_types)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    if cls is None or sep is None:
-        raise ValueError(f"{type(tokenizer).__name__} has no cls/sep token: cannot build [CLS] A [SEP] B [SEP]")
     if not a or not b:
         raise ValueError(f"segment {index}: A and B must both hold word pieces (got {len(a)} and {len(b)})")
-    ids = [cls, *a, sep, *b, sep]
-    types = [0] * len(ids) if token_types == "zeros" else [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    slots, slot_types = pair_template(tokenizer)
+    ids, types = [], []
+    for piece, typ in zip(slots, slot_types):
+        seg = a if piece == "A" else b if piece == "B" else [piece]
+        ids += list(seg)
+        types += [typ] * len(seg)
+    if token_types == "zeros":
+        types = [0] * len(ids)
     return Encoded(index, ids, types, [-1] * len(ids), 0)
 
 
@@ -123,8 +152,43 @@ class Batch:
     def token_mask(self) -> torch.Tensor:
         return self.attention_mask.bool()
 
-    def model_inputs(self) -> dict:
-        return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids, "attention_mask": self.attention_mask}
+    def model_inputs(self, model=None) -> dict:
+        """The batch as keyword arguments for ``model`` (:func:`model_inputs`); all three fields without a model."""
+        if model is None:
+            return {"input_ids": self.input_ids, "token_type_ids": self.token_type_ids,
+                    "attention_mask": self.attention_mask}
+        return model_inputs(model, self.input_ids, self.attention_mask, self.token_type_ids)
+
+
+def takes_token_types(model) -> bool:
+    """Whether ``model`` has token types to give: its config's ``type_vocab_size`` is at least 2 (0, 1 or absent:
+    MPNet, DeBERTa-v2/v3, ModernBERT, XLM-R XL... have none, and a B segment's 1 would not fit) and its forward
+    takes ``token_type_ids``."""
+    import inspect
+
+    config = getattr(model, "config", None)
+    if int(getattr(config, "type_vocab_size", 0) or 0) < 2:
+        return False
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    return "token_type_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> dict:
+    """The one model-input builder: ``input_ids`` and ``attention_mask``, and ``token_type_ids`` only where the
+    model takes them (:func:`takes_token_types`). ``input_ids`` may also be a tokenizer's encoding (a mapping)."""
+    if not isinstance(input_ids, torch.Tensor) and hasattr(input_ids, "keys"):
+        enc = input_ids
+        input_ids, attention_mask = enc["input_ids"], enc.get("attention_mask", attention_mask)
+        token_type_ids = enc.get("token_type_ids", token_type_ids)
+    out = {"input_ids": input_ids}
+    if attention_mask is not None:
+        out["attention_mask"] = attention_mask
+    if token_type_ids is not None and takes_token_types(model):
+        out["token_type_ids"] = token_type_ids
+    return out
 
 
 def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:

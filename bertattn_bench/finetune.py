@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from . import attention
-from .batching import Encoded, make_batch
+from .batching import Encoded, make_batch, model_inputs
 from .data import glue
 from .errors import DataError
 
@@ -80,10 +80,7 @@ class TaskModel(torch.nn.Module):
         self.num_labels = num_labels
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None and getattr(self.config, "type_vocab_size", 0) > 1:
-            kwargs["token_type_ids"] = token_type_ids
-        hidden = self.encoder(**kwargs).last_hidden_state[:, 0]
+        hidden = self.encoder(**model_inputs(self.encoder, input_ids, attention_mask, token_type_ids)).last_hidden_state[:, 0]
         logits = self.head(hidden)
         return logits[:, 0] if self.num_labels == 1 else logits
 
@@ -298,7 +295,7 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     The sweep thus costs about ``C`` plain passes over the data, never a Python loop of dev passes.
     """
     device = next(model.parameters()).device
-    n_l, n_h = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    n_l, n_h = attention.layers_heads(model)
     masks = torch.zeros(len(configs), n_l, n_h, dtype=torch.bool)
     for c, heads in enumerate(configs):
         for layer, head in heads:
@@ -396,7 +393,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     model = task_model(loaded, t, seed)
     if cache_dir is None:
         rows = training_rows(data_dir, task_name, recipe, seed)
-        data = encode_split(loaded.tokenizer, rows, recipe.max_tokens)
+        data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, None, progress, f"fine-tune {task_name}/{seed}")
         return FineTuned(model, _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, None), False)
@@ -413,7 +410,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         if force and state.is_file():
             state.unlink()
         rows = training_rows(data_dir, task_name, recipe, seed)
-        data = encode_split(loaded.tokenizer, rows, recipe.max_tokens)
+        data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, state, progress, f"fine-tune {task_name}/{seed}")
         meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory)

@@ -55,9 +55,29 @@ def _projections(model: torch.nn.Module, mod: torch.nn.Module) -> tuple[tuple[to
     raise ModelLoadError(attention.unsupported(model, "no output projection found beside its self-attention"))
 
 
+def cannot_prune(model: torch.nn.Module) -> str | None:
+    """Why :func:`prune_heads` cannot remove ``model``'s heads (a family's skip reason), or None."""
+    try:
+        mods = attention.attention_modules(model)
+        if getattr(getattr(model, "config", None), "model_type", None) == "albert":
+            return "ALBERT shares one attention module across layers: its heads cannot be removed per layer"
+        head_counts(model)
+        for mod in mods:
+            _projections(model, mod)
+    except ModelLoadError as exc:
+        return str(exc)
+    return None
+
+
 def head_counts(model: torch.nn.Module) -> list[int]:
     """Heads per layer as the model now has them (after pruning, layers may differ)."""
-    return [int(next(getattr(m, a) for a in _HEAD_COUNTS if hasattr(m, a))) for m in attention.attention_modules(model)]
+    mods = attention.attention_modules(model)
+    if attention.site(model).path != attention.INTERFACE or not all(  # own-code/seam models, ModernBERT's qkv
+            any(hasattr(m, a) for a in _HEAD_COUNTS) and hasattr(m, "attention_head_size") for m in mods):
+        raise ModelLoadError(f"{type(model).__name__} ({getattr(model.config, 'model_type', '?')}): its heads cannot "
+                             f"be removed from the weights here (head pruning knows BERT-like query/key/value "
+                             f"modules); its attention is read and its heads masked by gates")
+    return [int(next(getattr(m, a) for a in _HEAD_COUNTS if hasattr(m, a))) for m in mods]
 
 
 def prune_heads(model: torch.nn.Module, heads: Iterable[tuple[int, int]]) -> dict:

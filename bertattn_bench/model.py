@@ -169,10 +169,15 @@ def _max_positions(model, tok) -> int:
     """Longest input the position embeddings take: RoBERTa-style embeddings number positions from padding_idx + 1
     (roberta-base: 514 embeddings, 512 positions), so ``max_position_embeddings`` alone overstates it."""
     cfg = model.config
-    n = int(getattr(cfg, "max_position_embeddings", 0) or tok.model_max_length)
+    n = int(getattr(cfg, "max_position_embeddings", 0) or 0)
+    if n <= 0:  # relative positions only (XLNet says -1): the tokenizer's limit
+        n = int(tok.model_max_length)
     for name, mod in model.named_modules():
-        if name.endswith("position_embeddings") and isinstance(mod, torch.nn.Embedding) and mod.padding_idx is not None:
-            n = min(n, mod.num_embeddings - mod.padding_idx - 1)
+        weight, pad = getattr(mod, "weight", None), getattr(mod, "padding_idx", None)
+        # nn.Embedding, or I-BERT's QuantEmbedding: a (positions, dim) table with a padding index
+        if name.endswith("position_embeddings") and isinstance(weight, torch.Tensor) and weight.dim() == 2 \
+                and isinstance(pad, int):
+            n = min(n, int(weight.shape[0]) - pad - 1)
     return n
 
 
@@ -183,7 +188,7 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
         name=name,
         slug=slug,
         n_layers=int(cfg.num_hidden_layers),
-        n_heads=int(cfg.num_attention_heads),
+        n_heads=attention.site(model).n_heads,  # the softmax heads (ConvBERT: its self-attention heads only)
         max_positions=_max_positions(model, tok),
         has_mlm_head=has_mlm,
         attn_implementation=f"{attention.ATTN_IMPLEMENTATION} (eager softmax(QK^T/sqrt(d)+mask))",
@@ -250,8 +255,8 @@ def _finish(model, tok, name, slug, source, dev, seed) -> LoadedModel:
 
     transformers.logging.set_verbosity_error()  # e.g. "sequence longer than max length" while counting pieces
     model.eval().to(dev)
+    attention.attention_modules(model, int(model.config.num_hidden_layers))  # refuses unsupported models early
     info = _info(model, tok, name, slug, source, dev, seed)
-    attention.attention_modules(model, info.n_layers)  # fails early if the architecture is not supported
     verify_attention_observed(model, tok, info)
     return LoadedModel(model=model, tokenizer=tok, info=info)
 
@@ -260,9 +265,9 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
     """One forward pass on a short pair: every layer's attention must reach the observer (a model whose attention
     is computed in its own code never calls the registered function, and its statistics would silently stay 0),
     and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
-    enc = tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device)
-    if int(getattr(model.config, "type_vocab_size", 2) or 0) < 2:  # e.g. XLM-R XL: one token type, B's would not fit
-        enc.pop("token_type_ids", None)
+    from .batching import model_inputs
+
+    enc = model_inputs(model, tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device))
     seen: dict[int, torch.Tensor] = {}
     arch = type(model).__name__
     try:

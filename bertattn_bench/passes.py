@@ -89,4 +89,4 @@ class PreparedPass:
             return
         batch = next(iter_batches(self.encoded[:2], self.loaded.tokenizer, device, 2, False))
         with torch.inference_mode():
-            self.loaded.model(**batch.model_inputs())
+            self.loaded.model(**batch.model_inputs(self.loaded.model))

@@ -39,7 +39,7 @@ def main() -> None:
         start = time.perf_counter()
         with torch.inference_mode():
             for batch in iter_batches(prep.encoded, loaded.tokenizer, dev, args.batch_size, with_words=False):
-                loaded.model(**batch.model_inputs(), output_attentions=True)
+                loaded.model(**batch.model_inputs(loaded.model), output_attentions=True)
         sync()
         return time.perf_counter() - start
 

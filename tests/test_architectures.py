@@ -8,9 +8,13 @@ import pytest
 
 from bertattn_bench import architectures as A
 
-READ = {"BERT", "BERT, 1 layer x 1 head", "BERT, 3 layers x 5 heads", "RoBERTa", "XLM-R", "XLM-R XL",
-        "RoBERTa-PreLayerNorm", "CamemBERT", "ELECTRA", "ERNIE", "Data2Vec-text", "MobileBERT", "LayoutLM", "MarkupLM",
-        "Splinter", "DistilBERT", "ALBERT", "ALBERT, 3 layers in 2 groups"}
+# refused: no softmax map over the input tokens that a module boundary carries (issue 25); everything else is read
+REFUSED = {"ALBERT, inner_group_num 2", "Nystromformer", "BigBird, block-sparse", "Longformer", "FNet", "SqueezeBERT",
+           "Funnel", "CANINE", "MRA", "YOSO", "LiLT", "BROS"}
+READ = {a.label for a in A.MATRIX} - REFUSED
+# issue 25: at least 30 model types read, these among them
+MUST_READ = {"deberta-v2", "mpnet", "modernbert", "deberta", "megatron-bert", "roformer", "rembert", "luke", "ibert",
+             "convbert", "xlnet", "big_bird", "bert", "roberta", "distilbert", "albert", "xlm", "flaubert"}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +30,9 @@ def toy_data(tmp_path_factory):
 def test_matrix_labels_are_unique_and_every_supported_one_is_listed():
     labels = [a.label for a in A.MATRIX]
     assert len(labels) == len(set(labels))
-    assert READ <= set(labels)
+    assert REFUSED <= set(labels)
+    read_types = {a.model_type for a in A.MATRIX if a.label in READ}
+    assert len(read_types) >= 30 and MUST_READ <= read_types, sorted(read_types)
 
 
 @pytest.mark.parametrize("arch", A.MATRIX, ids=[a.label for a in A.MATRIX])
@@ -43,6 +49,9 @@ def test_architecture_is_read_exactly_or_refused_in_one_line(arch, tokenizer, to
     assert p.reading_diff is not None and p.reading_diff < 1e-5, f"observed maps differ from eager by {p.reading_diff}"
     assert p.uniform_exact, f"uniform attention differs from the zero-query/key reference by {p.uniform_diff}"
     assert p.gates_exact, f"head masking differs from the zero-value reference by {p.gates_diff}"
+    assert p.path in (A.attention.INTERFACE, A.attention.OWN_CODE, A.attention.SEAM)
+    assert p.train_loss is not None and p.train_loss == p.train_loss, "fine-tuning gave no finite loss"
+    assert p.sweep_diff is not None and p.sweep_diff < 1e-5, f"the batched sweep differs from one-by-one by {p.sweep_diff}"
     assert set(p.families) == set(A.FAMILIES)
     for family, (measured, skipped, reason) in p.families.items():
         assert measured + skipped > 0
@@ -50,16 +59,44 @@ def test_architecture_is_read_exactly_or_refused_in_one_line(arch, tokenizer, to
     assert sum(m for m, _, _ in p.families.values()) > 0
 
 
-@pytest.mark.parametrize("model_type, why", [("megatron-bert", "observed in 0 of 2 layers"),
-                                             ("deberta-v2", "disentangled attention"),
-                                             ("mpnet", "relative-position bias")])
-def test_refusals_name_architecture_reason_and_what_is_supported(tokenizer, model_type, why):
+@pytest.mark.parametrize("label, why", [("FNet", "Fourier mixing"), ("Longformer", "window of keys"),
+                                         ("SqueezeBERT", "leave no module"),
+                                         ("Funnel", "map is 4x8 for 8 input tokens"),
+                                         ("BigBird, block-sparse", "returns no attention maps")])
+def test_refusals_name_architecture_reason_and_what_is_supported(tokenizer, label, why):
     from bertattn_bench.errors import ModelLoadError
 
-    arch = next(a for a in A.MATRIX if a.model_type == model_type)
+    arch = next(a for a in A.MATRIX if a.label == label)
     with pytest.raises(ModelLoadError, match=why) as exc:
         A.build(arch, tokenizer)
-    assert "DistilBERT" in str(exc.value) and "ALBERT" in str(exc.value)
+    assert "DistilBERT" in str(exc.value) and "MPNet" in str(exc.value)
+
+
+@pytest.mark.parametrize("label", ["DeBERTa-v2/v3", "MPNet", "XLNet", "ConvBERT"])
+def test_own_code_models_take_the_module_path_and_bert_keeps_the_interface(tokenizer, label):
+    """Own-code attention is read at the module that outputs the probabilities; BERT-like models keep the attention
+    interface (the fallback must not make them slower)."""
+    own = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
+    assert A.attention.site(own.model).path == A.attention.OWN_CODE
+    bert = A.build(next(a for a in A.MATRIX if a.label == "BERT"), tokenizer)
+    assert A.attention.site(bert.model).path == A.attention.INTERFACE
+
+
+def test_modernbert_local_layer_is_read_with_its_window(tokenizer):
+    """ModernBERT's second layer attends within a sliding window: the observed map is 0 outside it, as the eager
+    model's own output_attentions (reading_diff compares them), and rows still sum to 1."""
+    import torch
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == "ModernBERT, local window of 5 tokens"), tokenizer)
+    enc = tokenizer(["one two three four five six seven eight nine ten"], return_tensors="pt")
+    seen = {}
+    with torch.no_grad(), A.attention.attention_run(loaded.model, observe=lambda l, p: seen.__setitem__(l, p)):
+        loaded.model(**enc)
+    t = enc["input_ids"].shape[1]
+    far = (torch.arange(t)[:, None] - torch.arange(t)[None, :]).abs() > 2
+    assert float(seen[1][0][:, far].abs().max()) == 0.0
+    assert float(seen[0][0][:, far].min()) > 0.0  # the global layer attends everywhere
+    assert A.reading_diff(loaded, tokenizer) < 1e-6
 
 
 def test_albert_layers_are_counted_per_call(tokenizer):
@@ -80,3 +117,32 @@ def test_roberta_positions_leave_room_for_the_padding_offset(tokenizer):
     loaded = A.build(next(a for a in A.MATRIX if a.label == "RoBERTa"), tokenizer)
     assert loaded.info.max_positions == 64 - 1 - 1
     assert A.build(next(a for a in A.MATRIX if a.label == "BERT"), tokenizer).info.max_positions == 64
+
+
+@pytest.mark.parametrize("label, prunable", [("BERT", True), ("DistilBERT", True), ("MPNet", False),
+                                             ("ModernBERT", False), ("XLM", False), ("ALBERT", False)])
+def test_head_pruning_says_where_it_cannot_remove_heads(tokenizer, label, prunable):
+    """Removing heads from the weights (Michel §4's speed-up) knows BERT-like modules; elsewhere the speedup family
+    skips with this reason (gates still mask heads)."""
+    from bertattn_bench import head_pruning
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
+    reason = head_pruning.cannot_prune(loaded.model)
+    assert (reason is None) == prunable, reason
+    if not prunable:
+        assert "cannot be removed" in reason and "\n" not in reason
+
+
+@pytest.mark.parametrize("label, types", [("BERT", True), ("MPNet", False), ("DeBERTa-v2/v3", False),
+                                          ("ModernBERT", False), ("XLM-R XL", False), ("XLNet", False)])
+def test_one_input_builder_gives_token_types_only_where_the_model_has_them(tokenizer, label, types):
+    """batching.model_inputs: token types only where type_vocab_size >= 2 and the forward takes them; a task model
+    wrapping the encoder asks the same question of its encoder."""
+    from bertattn_bench.batching import model_inputs
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
+    enc = tokenizer(["a b"], ["c"], return_tensors="pt")
+    got = model_inputs(loaded.model, enc)
+    assert ("token_type_ids" in got) == types
+    assert set(got) >= {"input_ids", "attention_mask"}
+    loaded.model(**got)  # the model takes what it is given

@@ -114,10 +114,13 @@ def test_head_names_are_one_based():
 
 
 @pytest.mark.parametrize("model_type, ok", [("bert", True), ("roberta", True), ("electra", True),
-                                            ("megatron-bert", False), ("roformer", False)])
+                                            ("megatron-bert", True), ("roformer", True), ("mpnet", True),
+                                            ("fnet", False), ("nystromformer", False)])
 def test_attention_is_observed_or_the_model_is_refused(tokenizer, model_type, ok):
-    """MegatronBERT/RoFormer compute attention in their own code: the registered function is never called, so their
-    statistics would silently stay 0. Loading verifies every layer is observed and refuses such a model."""
+    """MegatronBERT/RoFormer/MPNet compute attention in their own code: the registered function is never called, so
+    they are read at the module that outputs their probabilities (issue 25), every layer observed at load. FNet has
+    no attention, Nystromformer no exact map: refused."""
+    import torch
     from transformers import AutoConfig
 
     from bertattn_bench.errors import ModelLoadError
@@ -126,7 +129,34 @@ def test_attention_is_observed_or_the_model_is_refused(tokenizer, model_type, ok
     cfg = AutoConfig.for_model(model_type, vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
     if ok:
-        assert model_from_config(cfg, tokenizer, model_type, model_type, device="cpu").info.n_layers == 2
+        loaded = model_from_config(cfg, tokenizer, model_type, model_type, device="cpu")
+        assert loaded.info.n_layers == 2
+        seen = []
+        with torch.no_grad(), attention.attention_run(loaded.model, observe=lambda l, p: seen.append(l)):
+            loaded.model(input_ids=torch.tensor([[5, 6, 7]]))
+        assert seen == [0, 1]
     else:
-        with pytest.raises(ModelLoadError, match="observed in 0 of 2 layers"):
+        with pytest.raises(ModelLoadError, match="Fourier|Nystrom"):
             model_from_config(cfg, tokenizer, model_type, model_type, device="cpu")
+
+
+def test_own_code_maps_equal_output_attentions_and_never_pile_up(tokenizer):
+    """MPNet (own code): the observed maps equal its own output_attentions on a padded batch, and a run keeps no
+    maps (the model is not asked for output_attentions)."""
+    import torch
+
+    from bertattn_bench import architectures as A
+    from bertattn_bench.batching import model_inputs
+
+    loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
+    enc = model_inputs(loaded.model, _inputs(tokenizer, ["the cat sat on the mat", "a dog"]))
+    seen = {}
+    with torch.no_grad(), attention.attention_run(loaded.model, observe=lambda l, p: seen.__setitem__(l, p.clone())):
+        out = loaded.model(**enc)
+    assert out.attentions is None
+    with torch.no_grad():
+        theirs = loaded.model(**enc, output_attentions=True).attentions
+    assert sorted(seen) == [0, 1]
+    for layer in (0, 1):
+        torch.testing.assert_close(seen[layer], theirs[layer], rtol=0, atol=1e-6)
+    assert float(seen[1][1, :, :, enc["attention_mask"][1] == 0].abs().max()) < 1e-6  # padding masked

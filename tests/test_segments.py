@@ -263,3 +263,30 @@ def test_named_options_reach_the_recipe(wiki_dir, tokenizer):
     with pytest.raises(DataError, match="unknown segment corpus 'wikitext3'.*wikitext2_pairs"):
         S.load_segment_set(wiki_dir, "wikitext3", tokenizer)
     assert set(S.CORPORA) == {f"{s}{x}" for s in S.SOURCES for x in ("", "_types01", "_pairs", "_pairs_types0")}
+
+
+def _roberta_like_tokenizer():
+    """A RoBERTa/MPNet-style fast tokenizer built offline: pairs are ``<s> A </s></s> B </s>``, no token types."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5, "cat": 6, "dog": 7}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                   cls_token="<s>", pad_token="<pad>", unk_token="<unk>")
+
+
+def test_piece_pairs_are_laid_out_as_the_tokenizer_lays_out_pairs(tokenizer):
+    """Issue 25: pairs come from the tokenizer, never a hard-coded [CLS] A [SEP] B [SEP]: RoBERTa-like tokenizers
+    give <s> A </s></s> B </s>, BERT's [CLS] A [SEP] B [SEP] with types 0/1 as its own pair encoding."""
+    rob = _roberta_like_tokenizer()
+    e = encode_piece_pair(rob, 0, [6, 7], [4], "ab")
+    assert e.input_ids == [0, 6, 7, 2, 2, 4, 2]
+    assert e.input_ids == rob("cat dog", "a")["input_ids"]
+    assert e.token_type_ids == [0] * 7
+    words = tokenizer("cat dog", "sat", add_special_tokens=False)["input_ids"]  # 3 single pieces
+    bert = encode_piece_pair(tokenizer, 0, words[:2], words[2:], "ab")
+    ref = tokenizer("cat dog", "sat")
+    assert bert.input_ids == list(ref["input_ids"]) and bert.token_type_ids == list(ref["token_type_ids"])

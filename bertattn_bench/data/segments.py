@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..batching import Encoded, Skipped, encode_pair, encode_piece_pair
+from ..batching import Encoded, Skipped, encode_pair, encode_piece_pair, pair_template
 from ..errors import DataError
 
 SOURCES = {
@@ -236,9 +236,12 @@ class SegmentSet:
 def authors_segments(documents: list[Document], tokenizer, max_tokens: int = 128, n_segments: int = N_SEGMENTS,
                      seed: int = SEED, token_types: str = "zeros", path: Path | None = None) -> SegmentSet:
     """The authors' procedure over ``documents`` in order: the first ``n_segments`` segments, shuffled."""
-    budget = max_tokens - 3  # l.15: [CLS], [SEP], [SEP]
+    # l.15: [CLS], [SEP], [SEP] for BERT; the tokenizer's own special tokens of a pair (RoBERTa-like: 4)
+    n_special = sum(1 for p in pair_template(tokenizer)[0] if p not in ("A", "B"))
+    budget = max_tokens - n_special
     if budget < 2:
-        raise DataError(f"max_tokens={max_tokens}: segments need room for [CLS] A [SEP] B [SEP]")
+        raise DataError(f"max_tokens={max_tokens}: segments need room for A, B and the {n_special} special tokens "
+                        f"of a pair")
     rng = random.Random(seed)
     chosen: list[PackedSegment] = []
     dropped = ended_early = available = empty = 0

@@ -131,10 +131,7 @@ def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_,
             batch = make_batch(examples[s:s + batch_size], loaded.tokenizer, info.device, False)
             m = batch.token_mask
             red.valid = (m[:, None, :, None] & m[:, None, None, :]).to(torch.float32)
-            inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
-                      "token_type_ids": batch.token_type_ids}
-            if getattr(loaded.model.config, "type_vocab_size", 0) <= 1:
-                inputs.pop("token_type_ids")
+            inputs = batch.model_inputs(loaded.model)
             with attention.attention_run(loaded.model, observe=red.keep):
                 loaded.model(**inputs)
             with attention.attention_run(tuned.encoder, observe=red.compare):

@@ -26,7 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attention import attention_run
+from ..attention import SEAM, attention_run, seam_reason
+from ..attention import site as attention_site
+
+EDITS = "the attention-gradient pass edits the attention probabilities:"
 from ..batching import Encoded, Skipped, iter_batches
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..plotting import pyplot, save_figure
@@ -122,10 +125,10 @@ def mlm_loss(model, batch, labels: torch.Tensor) -> torch.Tensor:
     sel = labels >= 0
     head = _head_module(model)
     if head is not None:
-        hidden = model.base_model(**batch.model_inputs()).last_hidden_state
+        hidden = model.base_model(**batch.model_inputs(model)).last_hidden_state
         logits = head(hidden[sel])
     else:  # an architecture whose head is several modules: the full forward
-        logits = model(**batch.model_inputs()).logits[sel]
+        logits = model(**batch.model_inputs(model)).logits[sel]
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half precision → float32
     ce = torch.nn.functional.cross_entropy(logits, labels[sel], reduction="none")
     rows = sel.nonzero()[:, 0]
@@ -374,6 +377,8 @@ def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_toke
 
         problem = None if type(loaded.model.config) in MODEL_FOR_MASKED_LM_MAPPING else (
             f"{loaded.info.name}: transformers has no masked-LM class for {loaded.model.config.model_type}")
+    if problem is None and attention_site(loaded.model).path == SEAM:
+        problem = f"{EDITS} {seam_reason(loaded.model)}"
     if problem:
         return GradientPass("gradient", corpus, f"{SEGMENT_CORPORA[corpus]} (§3 segments, {masking})", loaded,
                             {}, Skipped(), bs, no_head=problem, data_paths=paths)
@@ -389,7 +394,8 @@ def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_toke
 
 def _result(pr) -> GradientResult:
     if isinstance(pr.result, NoMLMHead):
-        raise NotApplicable(f"needs a masked-LM head; {pr.result.reason}")
+        reason = pr.result.reason
+        raise NotApplicable(reason if reason.startswith(EDITS) else f"needs a masked-LM head; {reason}")
     return pr.result
 
 

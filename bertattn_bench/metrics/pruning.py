@@ -76,7 +76,7 @@ def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.Enco
                     masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH) -> tuple[np.ndarray, int]:
     """Raw I_h = mean over ``data`` of |∂L(x)/∂ξ_h| (L, H), the loss per example, ξ = 1 except the ``masked``
     heads (0: their importance is 0). Returns (scores, n examples)."""
-    n_l, n_h = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    n_l, n_h = attention.layers_heads(model)
     device = next(model.parameters()).device
     mask = attention.zero_heads(n_l, n_h, list(masked), device=device) if masked else None
 

@@ -147,6 +147,7 @@ def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
                     options: dict | None = None) -> SpeedPass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("speedup", loaded, data_dir, corpus, limit,
                                                                       options)
+    reason = reason or head_pruning.cannot_prune(loaded.model)
     cfg = TIERS[tier]
     n = cfg["examples"]
     if n is not None and len(dev.examples) > n:  # only these are timed: the pass reads no others
