@@ -381,3 +381,49 @@ def test_ling_vs_special_needs_a_significant_rise():
     r.finetuned.ud.per_sentence = risen
     m = P.ling_vs_special(pr)
     assert m.value == pytest.approx(0.1) and "1 head-features: noun 2-3 +0.0" in m.detail
+
+
+def test_word_match_score_on_planted_maps(tokenizer):
+    """[CLS] the cat sat [SEP] a cat ran [SEP]: "cat" occurs in both sentences (the only match; "the"/"a" differ).
+    Head 0: every token puts 0.8 on the other sentence's "cat" when it is a "cat" itself, else uniform; head 1:
+    uniform. Uniform gives a match 1/n (n = 9): head 1's score is 1, head 0's 0.8 / (1/9) = 7.2."""
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]", "the", "cat", "sat", "[SEP]", "a", "cat", "ran", "[SEP]"])
+    enc = [Encoded(0, ids, [0] * 5 + [1] * 4, [-1] * 9, 0)]
+    batch = make_batch(enc, tokenizer, "cpu", False)
+
+    def to_other_cat(i, q, s):
+        if q in (2, 6):
+            row = np.full(s.n, 0.2 / (s.n - 1))
+            row[8 - q] = 0.8  # 2 -> 6, 6 -> 2
+            return row
+        return np.ones(s.n)
+
+    probs = torch.cat([_rows(batch, to_other_cat), _rows(batch, uniform)], 1)
+    res = _reduce(batch, [probs])
+    assert res.n_match_queries == 2
+    assert res.word_match[0].tolist() == pytest.approx([0.8 * 9, 1.0], rel=1e-5)
+
+
+def _sweep(task, harmful):
+    """A disable sweep whose most harmful heads (most negative Δ) are ``harmful`` (flat indices, 2 x 4 heads)."""
+    delta = np.zeros((1, 2, 4))
+    for k, i in enumerate(harmful):
+        delta.reshape(1, -1)[0, i] = -5.0 + k
+    return SimpleNamespace(result=SimpleNamespace(task=task, head_delta=delta, n_heads=4, n_layers=2))
+
+
+def test_shared_heads_word_match_metric():
+    pr = _result([0.2] * 5, task="sts-b")
+    wm = np.ones((2, 4))
+    wm[1, 2] = 6.0  # the shared head attends to matching words (6x uniform)
+    wm[0, 0] = 3.0
+    pr.result.pretrained.glue.word_match, pr.result.pretrained.glue.n_match_queries = wm, 50
+    sweeps = [_sweep("sts-b", [6, 0, 1]), _sweep("rte", [6, 3, 4])]  # shared: flat 6 = head 2-3
+    m = P.shared_heads_word_match(pr, sweeps, top=3)
+    # bar = max(75th percentile (1.5), 2x uniform) = 2 -> 6 / 2
+    assert m.value == pytest.approx(3.0) and m.head == "2-3" and m.n == 50
+    # a near-uniform model (every head ~1x uniform, e.g. random weights): the shared head is below the 2x bar
+    pr.result.pretrained.glue.word_match = np.full((2, 4), 1.0) + np.arange(8).reshape(2, 4) * 0.01
+    assert P.shared_heads_word_match(pr, sweeps, top=3).value < 1
+    # no head shared by the two sweeps: 0
+    assert P.shared_heads_word_match(pr, [_sweep("sts-b", [0, 1, 2]), _sweep("rte", [5, 6, 7])], top=3).value == 0

@@ -92,6 +92,7 @@ class MapMasks:
     chance: torch.Tensor  # (B, T): own sentence's share of the ordinary tokens
     block_queries: torch.Tensor  # (B, T) float: ordinary queries with another sentence beside them
     n_real: torch.Tensor  # (B,)
+    seg: torch.Tensor | None = None  # (B, T) long: the sentence of each token (how many [SEP]s come before it)
 
 
 def map_masks(batch) -> MapMasks:
@@ -106,7 +107,7 @@ def map_masks(batch) -> MapMasks:
     chance = own.sum(-1) / n_ord
     block_q = ordinary & (chance < 1 - 1e-9)
     return MapMasks(real.float(), special.float(), ordinary.float(), own.float(), chance.float(), block_q.float(),
-                    real.sum(-1).float())
+                    real.sum(-1).float(), seg)
 
 
 def neighbour_mass(probs: torch.Tensor, m: MapMasks) -> torch.Tensor:
@@ -179,6 +180,9 @@ class PatternReducer(Reducer):
         # the §4.4 score made length-free: attention received x input length (1 under uniform attention)
         self.special_free = z(n_layers, n_heads, len(SPECIAL))
         self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
+        # §5 word match: attention from a token to the identical tokens of the other sentence, and what uniform
+        # attention would give them (matches / input length), over the queries that have a match
+        self.match_mass, self.match_expected, self.match_queries = z(n_layers, n_heads), z(1), 0
         self.n = 0
         self.keep_examples, self.max_len = keep_examples, max_len_example
         self.best: dict[str, dict] = {}
@@ -195,6 +199,13 @@ class PatternReducer(Reducer):
         other = real & ~batch.is_cls & ~batch.is_sep & ~batch.is_punct
         self.cls_keys = torch.stack([self.tok["[CLS]"], self.tok["[SEP]"], self.tok["punct"], other], -1).float()
         self.cls_count = self.cls_keys.sum(1)  # (B, 4) tokens of each class
+        ords = self.m.ordinary.bool() & ~batch.is_punct
+        ids = batch.input_ids
+        self.match = ((ids[:, :, None] == ids[:, None, :]) & ords[:, :, None] & ords[:, None, :]
+                      & (self.m.seg[:, :, None] != self.m.seg[:, None, :])).float()  # (B, Tq, Tk)
+        n_match = self.match.sum(-1)  # (B, T)
+        self.match_expected += (n_match / self.m.n_real.clamp(min=1)[:, None]).sum().double()
+        self.match_queries += int((n_match > 0).sum())
         self.cls_has += (self.cls_count > 0).sum(0).double()
         self.short = real.sum(-1) <= self.max_len
 
@@ -217,6 +228,7 @@ class PatternReducer(Reducer):
         self.to_special[layer] += torch.stack([(to_cls * m.real[:, None]).sum(-1) / nq,
                                                (to_sep * m.real[:, None]).sum(-1) / nq], -1).sum(0).double()
         rows = p[torch.arange(p.shape[0], device=p.device), :, self.cls_pos]  # (B, H, T)
+        self.match_mass[layer] += torch.einsum("bhqk,bqk->h", p, self.match).double()
         mass = torch.einsum("bhk,bkc->bhc", rows, self.cls_keys)  # (B, H, 4)
         self.cls_row[layer] += mass.sum(0).double()
         self.cls_row_tok[layer] += (mass / self.cls_count.clamp(min=1)[:, None, :]).sum(0).double()
@@ -255,7 +267,9 @@ class PatternReducer(Reducer):
             n_cls_class=self.cls_has.long().cpu().numpy(),
             special_free=(self.special_free / has).cpu().numpy(),
             sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).mean(0).numpy()
-                               if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)))
+                               if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
+            word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
+            if self.match_queries else None, n_match_queries=self.match_queries)
 
 
 class FeatureReducer(Reducer):
@@ -338,6 +352,8 @@ class PatternStats:
     n_cls_class: np.ndarray | None = None  # (4,) examples with each class
     special_free: np.ndarray | None = None  # (L, H, 3) the §4.4 score x input length (1 = uniform attention)
     sep_free_examples: np.ndarray | None = None  # (N,) per example: the length-free [SEP] score, mean over heads
+    word_match: np.ndarray | None = None  # (L, H) attention to identical tokens of the other sentence / uniform's
+    n_match_queries: int = 0  # tokens with an identical token in the other sentence
 
     @property
     def n_maps(self) -> int:
@@ -718,6 +734,47 @@ def pattern_share_task_margin(pr, passes: list, types: list, model: str = "finet
     return Measurement(mine - others[low], ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
                        standard_error=se, detail=f"{' + '.join(types)}: {r.task} {mine:.1%}; " + ", ".join(
                            f"{k} {v:.1%}" for k, v in others.items()) + (f"; left out: {'; '.join(left)}" if left else ""))
+
+
+WORD_MATCH_MIN = 2.0  # x uniform: the least a head must put on matching words to "attend to" them
+
+
+@metric("shared_heads_word_match")
+def shared_heads_word_match(pr, passes: list, top: int = 5, model: str = "pretrained") -> Measurement:
+    """Kovaleva §5: the heads that both STS-B and RTE rely on (the ``top`` most harmful to disable in each
+    ``disable`` sweep of ``passes``, as kov.sts_rte_shared_heads) put high weight on tokens that occur in both
+    sentences. Per head, the word-match score (this pass's sentence pairs): attention from a token to the identical
+    tokens of the other sentence over what uniform attention gives them. Value: min over the shared heads of
+    score / max(75th percentile over all heads, :data:`WORD_MATCH_MIN`): >= 1 when every shared head is in the top
+    quartile AND puts at least twice the uniform weight on matching tokens (near-uniform heads, e.g. random weights,
+    score ~1). No shared head: 0."""
+    from .finetuned import result_of as sweep_of
+
+    r, ms = _stats(pr, model)
+    wm = ms.glue.word_match
+    if wm is None:
+        raise NotApplicable(f"{r.task}: no token occurs in both sentences of any pair (or single sentences)")
+    sweeps = [sweep_of(p) for p in passes]
+    if len(sweeps) < 2:
+        raise NotApplicable("needs the STS-B and RTE disable sweeps")
+
+    def harmful(res) -> set[tuple[int, int]]:
+        d = res.head_delta.mean(0).reshape(-1)
+        return {divmod(int(i), res.n_heads) for i in np.argsort(d, kind="stable")[:top]}
+
+    shared = sorted(set.intersection(*(harmful(x) for x in sweeps)))
+    q75 = float(np.quantile(wm, 0.75))
+    bar = max(q75, WORD_MATCH_MIN)
+    rank = lambda l, h: float((wm < wm[l, h]).mean())  # noqa: E731
+    parts = [f"{head_name(l, h)} {wm[l, h]:.2f}x (above {rank(l, h):.0%} of heads)" for l, h in shared]
+    best = np.argsort(-wm, axis=None)[:3]
+    value = min((float(wm[l, h]) / bar for l, h in shared), default=0.0)
+    return Measurement(value, ms.glue.n_match_queries, "tokens with a match in the other sentence",
+                       unit="x bar", head=head_name(*shared[0]) if shared else None,
+                       detail=f"{r.task}, {ms.label}: heads among the {top} most harmful on "
+                              f"{' and '.join(x.task for x in sweeps)}: {'; '.join(parts) or 'none'}; bar = max(75th "
+                              f"percentile {q75:.2f}x, {WORD_MATCH_MIN:g}x uniform); strongest word-match heads: "
+                              + ", ".join(f"{head_name(*divmod(int(i), r.n_heads))} {wm.flat[i]:.2f}x" for i in best))
 
 
 @metric("cls_final_target_margin")
