@@ -261,9 +261,9 @@ def _result(score, control, diff_sd=0.05, n=400):
     rows = np.full(score.shape + (5,), 0.1)
     return M.FrameResult(score=stack(score), control=stack(control), diff_mean=stack(score - control),
                          diff_sd=stack(np.full(score.shape, diff_sd)), n_sentences=n, n_pairs=2 * n, n_fallback=0,
-                         draws=10, example={"annoset_id": 1502691, "words": words, "target": 3, "lu": "agitated.a",
-                                            "frame": "Emotion_directed", "fe_words": [0], "fe_names": ["Experiencer"],
-                                            "rows": rows})
+                         draws=10, example={"annoset_id": 1502691, "labels": words, "row": 3, "lu": "agitated.a",
+                                            "frame": "Emotion_directed", "hits": [0], "exclude": [3],
+                                            "fe_names": ["Experiencer"], "what": "the row of 'agitated'", "rows": rows})
 
 
 def test_frame_heads_need_the_control_percentile_and_the_paired_test():
@@ -297,7 +297,7 @@ def test_example_argmax_counts_frame_heads_only():
     r = _result(score, control)
     r.example["rows"][1, 2] = [0.5, 0.1, 0.1, 0.9, 0.1]  # self (agitated) highest, then "He"
     m = M.framenet_example_argmax(_PR(r), top=2)
-    assert m.value == 1 and "'He'" in m.detail and "self 0.90" in m.detail
+    assert m.value == 1 and "argmax 'He' 0.50" in m.detail
     r.example["rows"][1, 2] = [0.1, 0.5, 0.1, 0.9, 0.1]  # "was"
     assert M.framenet_example_argmax(_PR(r), top=2).value == 0
     # no frame-semantic head: 0 even where the strongest raw head looks at "He"
@@ -306,26 +306,152 @@ def test_example_argmax_counts_frame_heads_only():
     assert M.framenet_example_argmax(_PR(flat), top=2).value == 0
 
 
-def test_disable_margin_reads_the_frame_heads_delta():
+def _sweep(delta, p, flips=None, seeds=(0,)):
     from bertattn_bench.metrics.disabling import DisableResult
 
+    s = len(seeds)
+    return DisableResult(task="mrpc", metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=seeds, tier="quick",
+                         base=np.full(s, 80.0), head_delta=delta, layer_delta=np.zeros((s, 2)), head_p=p,
+                         layer_p=np.ones((s, 2)), head_flips=np.zeros((s, 2, 4, 2), int) if flips is None else flips,
+                         layer_flips=np.zeros((s, 2, 2)), step=0.25)
+
+
+def test_disable_p_is_the_paired_test_of_the_frame_heads():
     score = np.full((2, 4), 0.10)
     control = np.full((2, 4), 0.10)
     score[1, 2], control[1, 2] = 0.30, 0.12
     r = _result(score, control)
     delta = np.zeros((1, 2, 4))
-    delta[0, 1, 2] = -2.0
-    delta[0, 0, 0] = -10.0  # another head: irrelevant
-    dr = DisableResult(task="mrpc", metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=(0,), tier="quick",
-                       base=np.array([80.0]), head_delta=delta, layer_delta=np.zeros((1, 2)),
-                       head_p=np.full((1, 2, 4), 0.5), layer_p=np.ones((1, 2)), head_flips=np.zeros((1, 2, 4, 2)),
-                       layer_flips=np.zeros((1, 2, 2)), step=0.25)
-    m = M.framenet_heads_disable_margin(_PR(r), passes=[_PR(dr)], seed_sd={"mrpc": 1.5})
-    assert m.value == pytest.approx(-2.0 + 1.5) and m.head == "2-3" and m.n == 400
-    m = M.framenet_heads_disable_margin(_PR(r), passes=[_PR(dr)])
-    assert m.value == pytest.approx(-2.0 + 0.25)  # no seed sd: the bar is one example's step
+    p = np.full((1, 2, 4), 0.5)
+    delta[0, 1, 2], p[0, 1, 2] = -2.0, 0.004  # the frame head: a significant drop
+    delta[0, 0, 0], p[0, 0, 0] = -10.0, 1e-9  # another head: irrelevant
+    m = M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(delta, p))])
+    assert m.value == pytest.approx(0.004) and m.head == "2-3" and m.n == 400 and "2-3 -2.00" in m.detail
+    # two seeds: Bonferroni x2
+    m2 = M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(np.concatenate([delta, delta]),
+                                                                np.concatenate([p, p]), seeds=(0, 1)))])
+    assert m2.value == pytest.approx(0.008)
+    # the same p with a gain is no drop: 1; a drop the paired test cannot tell from nothing: its p
+    delta[0, 1, 2] = +2.0
+    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(delta, p))]).value == 1.0
+    delta[0, 1, 2], p[0, 1, 2] = -2.0, 0.6
+    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(delta, p))]).value == pytest.approx(0.6)
     with pytest.raises(NotApplicable, match="no frame-semantic head"):
-        M.framenet_heads_disable_margin(_PR(_result(np.full((2, 4), .1), np.full((2, 4), .1))), passes=[_PR(dr)])
+        M.framenet_heads_disable_p(_PR(_result(np.full((2, 4), .1), np.full((2, 4), .1))),
+                                   passes=[_PR(_sweep(delta, p))])
+
+
+# ---- the notebook's pipeline (visualize_attention.ipynb, "7. BaseBERT study") -------------------------------------
+
+@pytest.mark.parametrize("text, expected", [  # NLTK 3.10.4 word_tokenize(text, preserve_line=True), run on each
+    ('Three or four articles in the library . " ', ["Three", "or", "four", "articles", "in", "the", "library", ".",
+                                                     "``"]),
+    ("` Lookin' fer the Post Office , dear ? \" said the old lady .",
+     ["`", "Lookin", "'", "fer", "the", "Post", "Office", ",", "dear", "?", "``", "said", "the", "old", "lady", "."]),
+    ("'' Waffenruhe '' translates as truce .", ["''", "Waffenruhe", "``", "translates", "as", "truce", "."]),
+    ("guests at the $300-a-night hotels . ", ["guests", "at", "the", "$", "300-a-night", "hotels", "."]),
+    ('She said "hi" to me.', ["She", "said", "``", "hi", "''", "to", "me", "."]),
+    ("He can't go, I cannot stay: 3,000 left...", ["He", "ca", "n't", "go", ",", "I", "can", "not", "stay", ":",
+                                                   "3,000", "left", "..."]),
+    ("Mr. Smith 's dog (a pug) barks.", ["Mr.", "Smith", "'s", "dog", "(", "a", "pug", ")", "barks", "."]),
+])
+def test_treebank_tokens_as_nltk(text, expected):
+    assert F.treebank_tokens(text) == expected
+
+
+def _rec(text, target_word, fes, frame="Commerce_sell", k=0):
+    """A record from words: ``fes`` = [(name, type, first word, last word)], spans on the space-separated text."""
+    words = text.split()
+    starts = [sum(len(w) + 1 for w in words[:i]) for i in range(len(words))]
+    span = lambda a, b: (starts[a], starts[b] + len(words[b]))  # noqa: E731
+    fe_objs = [{"name": n, "type": t, "start": span(a, b)[0], "end": span(a, b)[1]} for n, t, a, b in fes]
+    return F._record(f"toy:{k}", text, [span(target_word, target_word)], fe_objs, annoset_id=k, sent_id=k, lu_id=k,
+                     lu="x.v", frame=frame)
+
+
+def test_notebook_is_close_compares_strings_in_a_window():
+    far = _rec("He was becoming agitated .", 3, [("Experiencer", "Core", 0, 0)])
+    assert not F.notebook_is_close(far.text, far.target_spans[0], far.fes)
+    # the FE is far, but a token 1 to the left equals one of its tokens as a string: dropped (the notebook's rule)
+    same = _rec("x y the sold a b c the w", 3, [("Goods", "Core", 7, 8)])
+    assert F.notebook_is_close(same.text, same.target_spans[0], same.fes)
+    # exactly 2 tokens away is still close (window target-2 .. target+2); 3 away is not
+    two = _rec("w1 w2 w3 sold w5 w6 w7", 3, [("Goods", "Core", 5, 5)])
+    three = _rec("w1 w2 w3 sold w5 w6 w7", 3, [("Goods", "Core", 6, 6)])
+    assert F.notebook_is_close(two.text, two.target_spans[0], two.fes)
+    assert not F.notebook_is_close(three.text, three.target_spans[0], three.fes)
+    # the target is not a token of the sentence (part of a word): dropped
+    assert F.notebook_is_close("He was unagitated .", (9, 17), far.fes)
+
+
+def test_notebook_filters_order_and_core_sets():
+    core = {"Commerce_sell": frozenset({"Buyer", "Goods"}), "Topic": frozenset()}
+    recs = [
+        _rec("w0 sold w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12", 1, [("Buyer", "Core", 10, 10)], k=1),  # 13 tokens
+        _rec("Kim sold w2 w3 w4 the cheap old car", 1, [("Goods", "Core", 5, 8)], k=2),  # an FE of 4 tokens
+        _rec("Kim sold w2 w3 w4 cars .", 1, [("Seller", "Core", 0, 0), ("Goods", "Core", 5, 5)], k=3),  # Kim close
+        _rec("w0 sold w2 w3 w4 Lee .", 1, [("Seller", "Core", 5, 5)], k=4),  # Seller: Core type, not in a core set
+        _rec("w0 sold w2 w3 cars to Lee", 1, [("Goods", "Core", 4, 4), ("Buyer", "Core", 5, 6)], k=5),  # kept
+        _rec("w0 addressed w2 w3 w4 it", 1, [("Topic", "Core", 5, 5)], frame="Topic", k=6),  # frame without sets
+        _rec("w0 sold w2 w3 w4 cars", 1, [("Place", "Peripheral", 4, 4), ("Goods", "Core", 5, 5)], k=7),  # kept
+    ]
+    two_targets = _rec("w0 sold w2 w3 w4 Lee", 1, [("Buyer", "Core", 5, 5)], k=8)
+    two_targets.target_spans = two_targets.target_spans * 2
+    kept, steps = F.notebook_filters(recs + [two_targets], core)
+    assert [s.n_records for s in steps] == [8, 7, 6, 5, 4, 2]
+    assert [r.annoset_id for r in kept] == [5, 7]
+    assert [fe.name for fe in kept[0].links] == ["Goods", "Buyer"] and [fe.name for fe in kept[1].links] == ["Goods"]
+    assert recs[4].links == []  # the input records are not changed (the project's filters share them)
+    with pytest.raises(DataError, match="toy:9: frame 'Nope' has no frame XML"):
+        F.notebook_filters([_rec("w0 sold w2 w3 w4 Lee", 1, [("Buyer", "Core", 5, 5)], frame="Nope", k=9)], core)
+
+
+def test_core_sets_from_frame_xml(tmp_path):
+    sets = F.read_core_sets(FIX / "frame")
+    assert sets["Emotion_directed"] == {"Stimulus", "Topic", "State", "Expressor", "Experiencer"}
+    assert sets["Commerce_sell"] == {"Buyer", "Goods"} and sets["Topic"] == frozenset()
+    with pytest.raises(DataError, match="no frame XML files"):
+        F.read_core_sets(tmp_path)
+    (tmp_path / "Bad.xml").write_text("<frame", encoding="utf-8")
+    with pytest.raises(DataError, match="Bad.xml: not well-formed XML"):
+        F.read_core_sets(tmp_path)
+
+
+def test_notebook_pairs_zip_first_occurrence_and_cut(tokenizer):
+    he = _rec("He was becoming agitated .", 3, [("Experiencer", "Core", 0, 0)])
+    pieces, pairs = M.notebook_pairs(tokenizer, he.text, he.target_spans[0], he.fes)
+    assert pieces == ["[CLS]", "he", "was", "becoming", "agitated", ".", "[SEP]"] and pairs == [(4, 1)]
+    # a 3-word FE and a one-piece target: zip keeps the FE's first piece only; "the" is found at its FIRST
+    # occurrence (position 1), as bert_tokens.index does, not inside the FE
+    r = _rec("the man sold the old car", 2, [("Goods", "Core", 3, 5)])
+    pieces, pairs = M.notebook_pairs(tokenizer, r.text, r.target_spans[0], r.fes)
+    assert pieces[3] == "sold" and pairs == [(3, 1)]
+    # the input is cut at 17 sentence pieces: a target beyond the cut is not found
+    long = _rec(" ".join(f"w{i}" for i in range(9)) + " sold", 9, [("Goods", "Core", 0, 0)])
+    pieces, pairs = M.notebook_pairs(tokenizer, long.text, long.target_spans[0], long.fes)
+    assert len(pieces) == 19 and pairs is None
+
+
+def test_piece_level_reducer_known_answer(tokenizer):
+    """The notebook's score on planted maps: attn[FE piece, target piece] (f2t), max over the zipped pairs."""
+    from bertattn_bench.batching import Encoded
+
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]", "he", "was", "becoming", "agitated", ".", "[SEP]"])
+    enc = [Encoded(0, ids, [0] * 7, [-1] * 7, 0)]
+    red = M.FrameReducer([[(4, 1)]], [5], 1, 2, CPU, draws=10, level="piece", offset=1)
+    batch = make_batch(enc, tokenizer, CPU, with_words=False)
+    probs = _plant(batch, [lambda ex, q: 4, lambda ex, q: None])  # head 0: everything -> "agitated"
+    red.start_batch(batch)
+    red.update(0, probs)
+    r = red.finalize()
+    assert r.level == "piece" and r.direction(None) == "f2t"
+    f2t, t2f = r.d("f2t"), r.d("t2f")
+    assert r.score[f2t, 0, 0] == pytest.approx(1.0)  # he -> agitated
+    assert r.score[t2f, 0, 0] == pytest.approx(0.0)  # agitated -> he (agitated attends to itself)
+    assert r.score[f2t, 0, 1] == pytest.approx(1 / 7)  # uniform over the 7 pieces, [CLS]/[SEP] included
+    # control pairs stay inside the sentence's pieces (1..5) at the same distance (-3), never the link
+    c = red.ctrl[0][:, :2]
+    assert ((c >= 1) & (c <= 5)).all() and {tuple(x) for x in c[:10]} <= {(5, 2)}
 
 
 # ---- a tiny model end to end -------------------------------------------------------------------------------------
@@ -335,6 +461,7 @@ def _toy_data(tmp_path) -> Path:
     (data / F.XML_DIR).mkdir(parents=True)
     shutil.copy(JSONL, data / F.JSONL)
     shutil.copy(XML, data / F.XML_DIR / "lu8776.xml")
+    shutil.copytree(FIX / "frame", data / F.FRAME_DIR)
     return data
 
 
@@ -346,9 +473,27 @@ def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
     assert a.score.shape == (3, tiny.info.n_layers, tiny.info.n_heads)
     for field in ("score", "control", "diff_mean"):
         np.testing.assert_allclose(getattr(a, field), getattr(b, field), rtol=1e-5, atol=1e-6)
-    assert a.example["words"] == ["He", "was", "becoming", "agitated", "."]
+    assert a.example["labels"] == ["He", "was", "becoming", "agitated", "."]
     assert a.example["rows"].shape == (tiny.info.n_layers, tiny.info.n_heads, 5)
     assert "8,467" not in a.description and "-> ... >= 2 tokens from the target 2" in a.description
+
+
+def test_tiny_model_notebook_pass(tmp_path, tiny):
+    """The default corpus: the notebook's filters on the toy file keep only "He was becoming agitated" (annoset 201;
+    the others are too long, have a long FE, or an FE token next to the target), + the paper's example from the
+    XML; batched = one by one; the example's row is that of "he"."""
+    data = _toy_data(tmp_path)
+    a = M.prepare_framenet(tiny, data, batch_size=8).run().result
+    b = M.prepare_framenet(tiny, data, batch_size=1).run().result
+    assert a.level == "piece" and a.n_sentences == 2 and a.n_pairs == 2
+    assert "7 -> sentence <= 12 word_tokenize tokens 6 -> one target span 6 -> every FE <= 3 tokens 4 -> no FE " \
+           "token within 2 of the target 1 -> a core-set FE (frame XML FEcoreSets) 1" in a.description
+    assert "the paper: 473" in a.description
+    for field in ("score", "control", "diff_mean"):
+        np.testing.assert_allclose(getattr(a, field), getattr(b, field), rtol=1e-5, atol=1e-6)
+    ex = a.example
+    assert ex["labels"][ex["row"]] == "he" and [ex["labels"][i] for i in ex["hits"]] == ["agitated"]
+    assert ex["rows"].shape == (tiny.info.n_layers, tiny.info.n_heads, 7)
 
 
 def test_unknown_corpus(tmp_path, tiny):

@@ -183,6 +183,15 @@ def test_pattern_reducer_counts_scores_and_cls_row(pair_batch):
     assert res.cls_row[0, 0].tolist() == pytest.approx([1, 0, 0, 0])
     assert res.cls_row[0, 1].tolist() == pytest.approx([np.mean([1 / 19, 1 / 13]), np.mean([2 / 19, 2 / 13]), 0,
                                                         np.mean([16 / 19, 10 / 13])])
+    # per token: uniform gives every token 1/n whatever its class (a class total gives "other" (n-3)/n)
+    assert res.cls_row_token[0, 0].tolist() == pytest.approx([1, 0, 0, 0])
+    u = np.mean([1 / 19, 1 / 13])
+    assert res.cls_row_token[0, 1].tolist() == pytest.approx([u, u, 0, u])
+    assert res.n_cls_class.tolist() == [2, 2, 0, 2]
+    # the length-free §4.4 score: 1 for every token under uniform attention; n for a token that receives everything
+    assert res.special_free[0, 1, :2].tolist() == pytest.approx([1.0, 1.0])
+    assert res.special_free[0, 0, 0] == pytest.approx((19 + 13) / 2)
+    assert res.sep_free_examples.shape == (2,)
     assert set(res.examples) == {"vertical", "diagonal", "heterogeneous"}
     assert res.examples["vertical"]["map"].shape[0] in (19, 13)
 
@@ -242,14 +251,37 @@ def test_feature_reducer_paper_score_and_subject_attention(tokenizer):
     assert sc["[CLS]"] == pytest.approx((0 + 1 / n2) / 2)
     assert res.nsubj[0, 0] == pytest.approx(1.0) and res.n_arcs == 1
     assert n1 >= 7
+    # per sentence (by example index): noun score 1 in sentence 0, none (nan) in sentence 1
+    assert res.per_sentence.shape == (2, 1, 1, len(P.RISE))
+    assert res.per_sentence[0, 0, 0, 0] == pytest.approx(1.0) and np.isnan(res.per_sentence[1, 0, 0, 0])
 
 
-def _result(shares_pt, shares_ft=None, task="mrpc", diag=None, nsubj=None, cls_row=None, sink="[CLS]"):
+def test_feature_score_of_a_many_piece_word_is_its_best_piece(tokenizer):
+    """Uniform attention: a noun of k pieces scores 1/n (the max over its pieces, as the notebook's token ids), not
+    k/n (a sum over pieces would favour long nouns under any diffuse head)."""
+    words = ["the", "tokenization", "was", "slow"]
+    enc = [encode_words(tokenizer, 0, words)]
+    k = sum(1 for w in enc[0].word_index if w == 1)
+    assert k > 1
+    f = np.zeros((4, len(P.LING)), bool)
+    f[1, P.LING.index("noun")] = True
+    batch = make_batch(enc, tokenizer, "cpu", with_words=True)
+    red = P.FeatureReducer({0: f}, {}, 1, 1, "cpu")
+    red.start_batch(batch)
+    red.update(0, _rows(batch, lambda i, q, s: np.ones(s.n)))
+    n = len(enc[0].input_ids)
+    assert dict(zip(P.UD_FEATURES, red.finalize().scores[0, 0]))["noun"] == pytest.approx(1 / n)
+
+
+def _result(shares_pt, shares_ft=None, task="mrpc", diag=None, nsubj=None, cls_row=None, sink="[CLS]",
+            cls_row_token=None):
     def stats(shares, label):
         counts = np.zeros((2, 4, 5))
         counts[0, 0] = np.array(shares) * 100
         g = P.PatternStats(counts, np.zeros((2, 4, 3)), np.zeros((2, 4, 3)), np.zeros(3), np.zeros((2, 4, 2)),
-                           np.zeros((2, 4, 4)) if cls_row is None else cls_row, 100)
+                           np.zeros((2, 4, 4)) if cls_row is None else cls_row, 100,
+                           cls_row_token=np.zeros((2, 4, 4)) if cls_row_token is None else cls_row_token,
+                           n_cls_class=np.array([100, 100, 100, 100]))
         u = P.FeatureStats(np.zeros((2, 4, len(P.UD_FEATURES))), np.zeros(len(P.UD_FEATURES)),
                            np.zeros((2, 4)) if nsubj is None else nsubj, 10,
                            np.zeros((2, 4)) if diag is None else diag, 5)
@@ -290,9 +322,108 @@ def test_tok2tok_and_cls_target_metrics():
     assert "1-2" in m.detail and "2-3" in m.detail
     cls_row = np.zeros((2, 4, 4))
     cls_row[-1, :, :] = [0.5, 0.1, 0.3, 0.1]  # final layer: most on [CLS]
-    pr = _result([0.2] * 5, [0.2] * 5, cls_row=cls_row, sink="[CLS]")
+    pr = _result([0.2] * 5, [0.2] * 5, cls_row_token=cls_row, sink="[CLS]")
     assert P.cls_final_target_margin(pr, {"mrpc": "sink"}).value == pytest.approx(0.2)
     pr.result.sink = "[SEP]"  # the same row judged against a [SEP] sink
     assert P.cls_final_target_margin(pr, {"mrpc": "sink"}).value == pytest.approx(0.1 - 0.5)
     pr.result.task = "rte"
     assert P.cls_final_target_margin(pr, {"rte": "punct"}).value == pytest.approx(0.3 - 0.5)
+
+
+def test_cls_target_compares_tokens_not_class_totals():
+    """MRPC-like: [CLS] 0.16 of the row on one token, "other" 0.80 over 45 tokens (0.018 each): per token [CLS]
+    wins by 0.16 - 0.018; the class totals (in the detail) would have "other" win."""
+    total = np.zeros((2, 4, 4))
+    total[-1] = [0.16, 0.02, 0.02, 0.80]
+    tok = np.zeros((2, 4, 4))
+    tok[-1] = [0.16, 0.01, 0.005, 0.80 / 45]
+    m = P.cls_final_target_margin(_result([0.2] * 5, [0.2] * 5, cls_row=total, cls_row_token=tok),
+                                  {"mrpc": "sink"})
+    assert m.value == pytest.approx(0.16 - 0.80 / 45) and "class totals [CLS] 0.160" in m.detail
+
+
+def _with_sep(pr, free, per_example):
+    for ms in (pr.result.pretrained,):
+        ms.glue.special_free = np.zeros((2, 4, 3))
+        ms.glue.special_free[..., 1] = free
+        ms.glue.sep_free_examples = np.asarray(per_example, float)
+    return pr
+
+
+def test_sep_margin_is_length_free_with_its_se():
+    me = _with_sep(_result([0.2] * 5, task="sst-2"), 1.5, [1.4, 1.6, 1.5, 1.5])
+    other = _with_sep(_result([0.2] * 5, task="mrpc"), 1.2, [1.1, 1.3, 1.2, 1.2])
+    m = P.sep_score_task_margin(me, [other])
+    assert m.value == pytest.approx(0.3) and m.unit == "x uniform"
+    se1 = np.std([1.4, 1.6, 1.5, 1.5], ddof=1) / 2
+    assert m.standard_error == pytest.approx(np.hypot(se1, se1))
+    # uniform attention everywhere (a random model): every task 1, margin 0
+    flat = [_with_sep(_result([0.2] * 5, task=t), 1.0, [1.0, 1.0]) for t in ("sst-2", "mrpc")]
+    assert P.sep_score_task_margin(flat[0], flat[1:]).value == pytest.approx(0.0)
+
+
+def test_ling_vs_special_needs_a_significant_rise():
+    """The first half of §4.4's sentence: a head whose noun score rises in every sentence is found; with no rise
+    the value is inf (does not hold) whatever the ratio."""
+    rng = np.random.default_rng(0)
+    pr = _result([0.2] * 5, [0.2] * 5)
+    r = pr.result
+    for ms in (r.pretrained, r.finetuned):
+        ms.ud.scores[..., P.UD_FEATURES.index("[CLS]")] = 0.5
+        ms.ud.scores[..., P.UD_FEATURES.index("noun")] = 0.05
+    base = rng.uniform(0.01, 0.05, size=(40, 2, 4, len(P.RISE))).astype(np.float32)
+    r.pretrained.ud.per_sentence = base
+    r.finetuned.ud.per_sentence = base + rng.normal(0, 0.001, size=base.shape).astype(np.float32)
+    m = P.ling_vs_special(pr)
+    assert m.value == float("inf") and "no rise" in m.detail
+    risen = r.finetuned.ud.per_sentence.copy()
+    risen[:, 1, 2, 0] += 0.02  # head 2-3's noun score up in every sentence
+    r.finetuned.ud.per_sentence = risen
+    m = P.ling_vs_special(pr)
+    assert m.value == pytest.approx(0.1) and "1 head-features: noun 2-3 +0.0" in m.detail
+
+
+def test_word_match_score_on_planted_maps(tokenizer):
+    """[CLS] the cat sat [SEP] a cat ran [SEP]: "cat" occurs in both sentences (the only match; "the"/"a" differ).
+    Head 0: every token puts 0.8 on the other sentence's "cat" when it is a "cat" itself, else uniform; head 1:
+    uniform. Uniform gives a match 1/n (n = 9): head 1's score is 1, head 0's 0.8 / (1/9) = 7.2."""
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]", "the", "cat", "sat", "[SEP]", "a", "cat", "ran", "[SEP]"])
+    enc = [Encoded(0, ids, [0] * 5 + [1] * 4, [-1] * 9, 0)]
+    batch = make_batch(enc, tokenizer, "cpu", False)
+
+    def to_other_cat(i, q, s):
+        if q in (2, 6):
+            row = np.full(s.n, 0.2 / (s.n - 1))
+            row[8 - q] = 0.8  # 2 -> 6, 6 -> 2
+            return row
+        return np.ones(s.n)
+
+    probs = torch.cat([_rows(batch, to_other_cat), _rows(batch, uniform)], 1)
+    res = _reduce(batch, [probs])
+    assert res.n_match_queries == 2
+    assert res.word_match[0].tolist() == pytest.approx([0.8 * 9, 1.0], rel=1e-5)
+
+
+def _sweep(task, harmful):
+    """A disable sweep whose most harmful heads (most negative Δ) are ``harmful`` (flat indices, 2 x 4 heads)."""
+    delta = np.zeros((1, 2, 4))
+    for k, i in enumerate(harmful):
+        delta.reshape(1, -1)[0, i] = -5.0 + k
+    return SimpleNamespace(result=SimpleNamespace(task=task, head_delta=delta, n_heads=4, n_layers=2))
+
+
+def test_shared_heads_word_match_metric():
+    pr = _result([0.2] * 5, task="sts-b")
+    wm = np.ones((2, 4))
+    wm[1, 2] = 6.0  # the shared head attends to matching words (6x uniform)
+    wm[0, 0] = 3.0
+    pr.result.pretrained.glue.word_match, pr.result.pretrained.glue.n_match_queries = wm, 50
+    sweeps = [_sweep("sts-b", [6, 0, 1]), _sweep("rte", [6, 3, 4])]  # shared: flat 6 = head 2-3
+    m = P.shared_heads_word_match(pr, sweeps, top=3)
+    # bar = max(75th percentile (1.5), 2x uniform) = 2 -> 6 / 2
+    assert m.value == pytest.approx(3.0) and m.head == "2-3" and m.n == 50
+    # a near-uniform model (every head ~1x uniform, e.g. random weights): the shared head is below the 2x bar
+    pr.result.pretrained.glue.word_match = np.full((2, 4), 1.0) + np.arange(8).reshape(2, 4) * 0.01
+    assert P.shared_heads_word_match(pr, sweeps, top=3).value < 1
+    # no head shared by the two sweeps: 0
+    assert P.shared_heads_word_match(pr, [_sweep("sts-b", [0, 1, 2]), _sweep("rte", [5, 6, 7])], top=3).value == 0

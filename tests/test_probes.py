@@ -333,6 +333,17 @@ def test_margin_metrics():
         P.probe_uas(empty, "attn")
 
 
+def test_reduced_budget_is_labelled_in_every_detail():
+    """The quick tier's sampled training is a reduced budget whose verdict can differ from the full tier's: every
+    probe claim's detail says so; the full tier's does not."""
+    pr = result(attn=60.0, attn_words=72.0, dist_words=65.0, random_init=25.0)
+    details = [P.probe_margin_over(pr, "attn", {"right_branching": 20}).detail, P.probe_uas(pr, "attn").detail,
+               P.probe_margin_under(pr, "random_init", {"right_branching": 10}).detail]
+    assert pr.result.tier == "quick" and all("REDUCED BUDGET" in d and "--tier full" in d for d in details)
+    pr.result.tier = "full"
+    assert "REDUCED BUDGET" not in P.probe_uas(pr, "attn").detail
+
+
 # ---- the pass on the tiny model -------------------------------------------------------------------------------
 
 def test_pass_on_tiny_model(tmp_path, tiny):

@@ -18,14 +18,30 @@ The paper's filters (§4.2, "Relation-specific heads in BERT"), applied in this 
 Filters 2-4 select frame elements; a record is kept when at least one core FE passes all three, and only those
 FEs are linked to the target (the paper does not say whether a sentence with one too-close FE is dropped whole).
 On FrameNet 1.5 this leaves 8,467 records (3,388 lexical units); the paper's 473 (FrameNet 1.7) must come from a
-sample, so the default corpus takes one seeded record per lexical unit ("sample sentences for every lexical unit").
+sample, so this corpus takes one seeded record per lexical unit ("sample sentences for every lexical unit").
+
+**The default corpus, "notebook", is the authors' own pipeline** (text-machine-lab/dark-secrets-of-BERT,
+``visualize_attention.ipynb``, section "7. BaseBERT study": ``exceeds_token_limit``, ``is_close`` and the annotation
+loop), which differs from the reading above. Per annotation set, in the notebook's order:
+
+1. the sentence has at most 12 ``word_tokenize`` tokens (Penn-Treebank tokens, :func:`treebank_tokens`);
+2. the LU's target is a single span ("if target word appears many times");
+3. **every** frame element span (any type) has at most 3 tokens, else the whole sentence goes;
+4. the whole sentence goes if the target string is not a token of the sentence, or if any token within two
+   positions of the target's first occurrence (the target included) equals, as a string, a token of any FE span;
+5. the linked FEs are those named in the frame's ``FEcoreSets`` (frame XML; only 282 of 1,019 FrameNet 1.5 frames
+   have core sets, the others give no example); a sentence with none goes. No sampling.
+
+On the shipped FrameNet 1.5 exemplars this gives 21,355 -> 21,136 -> 15,598 -> 835 -> 439 sentences of 334 LUs
+(the paper: 473 on FrameNet 1.7). The scoring on word pieces is in ``metrics/framenet.py``.
 """
 from __future__ import annotations
 
 import json
 import random
+import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -44,7 +60,9 @@ SAMPLE_SEED = 0
 # The paper's example (§4.2, Fig. 3): "He was becoming agitated" (agitated.a, Emotion_directed), read from the
 # raw LU XML (lu8776.xml) and always part of the pass, so the claim about it never depends on the sample.
 EXAMPLE = {"annoset_id": 1502691, "file": "lu8776.xml"}
+FRAME_DIR = f"{FOLDER}/frame"
 CORPORA = {
+    "notebook": "the authors' notebook filters (visualize_attention.ipynb, BaseBERT study), every passing sentence",
     "one_per_lu": "one seeded record per lexical unit among those passing the filters",
     "all": "every record passing the filters",
 }
@@ -74,6 +92,7 @@ class FrameRecord:
     fes: list[FrameElement]
     source: str = ""  # "file:line" (JSONL) or "file, sentence ID" (XML)
     links: list[FrameElement] = field(default_factory=list)  # the core FEs that pass the filters
+    target_spans: tuple[tuple[int, int], ...] = ()  # characters, end exclusive
 
     def link_pairs(self) -> list[tuple[int, int]]:
         """(target word, FE word) for every linked FE word; each pair once."""
@@ -114,7 +133,7 @@ def _record(where: str, text: str, target: list, fes: list, **ids) -> FrameRecor
     elements = [FrameElement(fe["name"], fe["type"], fe["start"], fe["end"],
                              check(fe["start"], fe["end"], f"frame element {fe['name']!r}")) for fe in fes]
     return FrameRecord(text=text, words=[text[a:b] for a, b in spans], target_words=target_words, fes=elements,
-                       source=where, **ids)
+                       source=where, target_spans=tuple((int(s), int(e)) for s, e in target), **ids)
 
 
 JSON_KEYS = ("lu_id", "lu", "frame", "sent_id", "annoset_id", "text", "target", "fes")
@@ -197,6 +216,117 @@ def read_lu_xml(path: Path) -> list[FrameRecord]:
     return out
 
 
+# ---- Penn-Treebank word tokens (what the notebook's ``nltk.word_tokenize`` gives) ----------------------------------
+# NLTK is not a dependency of the project; this reproduces its ``word_tokenize(text, preserve_line=True)`` on
+# FrameNet's space-separated text (same token lists for all 79,224 distinct sentence and span strings of the
+# exemplar file, checked against NLTK 3.10.4 on 2026-11-24). ``preserve_line=True`` skips the Punkt sentence
+# splitter (its model cannot be downloaded here); on one exemplar sentence it only differs where a sentence-final
+# period sits inside the text.
+_TB_ALWAYS = re.compile(r"(\.{2,}|--|`+|[«“‘„»”’;@#$%&?!*\[\](){}<>\u2012-\u2015])")
+_TB_COLON_COMMA = re.compile(r"([:,])(?=[^\d]|$)")
+_TB_LEAD_APOS = re.compile(r"(?i)^(')(?!(?:re|ve|ll|m|t|s|d|n)\b)(?=\w)")
+_TB_CLITIC = re.compile(r"(?i)^(.*[^' ])('s|'m|'d|'ll|'re|'ve|n't|')$")
+_TB_FUSED = re.compile(r"(?i)^(?:(can)(not)|(d)('ye)|(gim)(me)|(gon)(na)|(got)(ta)|(lem)(me)|(more)('n)|(wan)(na)"
+                       r"|(')(tis)|(')(twas))$")
+_TB_FINAL_PERIOD = re.compile(r"^(.*[^.])(\.)([\])}>\"'»”’]*)$")
+
+
+def treebank_tokens(text: str) -> list[str]:
+    """Treebank tokens of one sentence or span: opening quotes become ``, closing ones '', clitics ('s, n't, 'll
+    ...) and punctuation split off, the text's final period split off."""
+    raw = text.split()
+    out: list[str] = []
+    for k, word in enumerate(raw):
+        w = re.sub(r"^(\"|'')" if k else r'^"', " `` ", word)  # '' opens a quote only after a space
+        w = w.replace('"', " '' ")
+        w = _TB_ALWAYS.sub(r" \1 ", w)
+        w = _TB_COLON_COMMA.sub(r" \1 ", w)
+        if k == len(raw) - 1:
+            m = _TB_FINAL_PERIOD.match(w.rstrip())
+            if m:
+                w = f"{m.group(1)} {m.group(2)} {m.group(3)}"
+        for piece in w.split():
+            out.extend(_tb_apostrophes(piece))
+    return out
+
+
+def _tb_apostrophes(p: str) -> list[str]:
+    if p in ("``", "''"):
+        return [p]
+    if _TB_LEAD_APOS.match(p):
+        return ["'"] + _tb_apostrophes(p[1:])
+    m = _TB_CLITIC.match(p)
+    if m:
+        return _tb_apostrophes(m.group(1)) + [m.group(2)]
+    m = _TB_FUSED.match(p)
+    if m:
+        return [g for g in m.groups() if g]
+    return [p]
+
+
+def read_core_sets(frame_dir: Path) -> dict[str, frozenset[str]]:
+    """{frame name: the FE names listed in its ``<FEcoreSet>``s} from FrameNet's frame XML (the notebook's
+    ``lu['frame']['FEcoreSets']``); a frame without core sets maps to an empty set."""
+    frame_dir = Path(frame_dir)
+    files = sorted(frame_dir.glob("*.xml"))
+    if not files:
+        raise DataError(f"{frame_dir}: no frame XML files (FrameNet's frame/*.xml; see framenet_v15/SOURCE.md)")
+    out = {}
+    for path in files:
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as exc:
+            raise DataError(f"{path}: not well-formed XML ({exc})") from exc
+        if root.tag != f"{NS}frame" or "name" not in root.attrib:
+            raise DataError(f"{path}: expected a FrameNet <frame name=...> document, got <{root.tag}>")
+        out[root.attrib["name"]] = frozenset(m.attrib.get("name") for cs in root.findall(f"{NS}FEcoreSet")
+                                             for m in cs.findall(f"{NS}memberFE"))
+    return out
+
+
+def notebook_is_close(text: str, target: tuple[int, int], fes: list[FrameElement]) -> bool:
+    """The notebook's ``is_close``: True (drop the sentence) when the target string is not a token of the sentence,
+    or when a token within two positions of its first occurrence (itself included) is, as a string, a token of
+    any FE span."""
+    toks = treebank_tokens(text)
+    try:
+        i = toks.index(text[target[0]:target[1]])
+    except ValueError:
+        return True
+    fe_tokens = {t for fe in fes for t in treebank_tokens(text[fe.start:fe.end])}
+    return any(t in fe_tokens for t in toks[max(0, i - 2):i + 3])
+
+
+def notebook_filters(records: list[FrameRecord], core_sets: dict[str, frozenset[str]], max_words: int = MAX_WORDS,
+                     max_fe_words: int = MAX_FE_WORDS) -> tuple[list[FrameRecord], list[FilterStep]]:
+    """The notebook's annotation loop (module docstring, "notebook"); each kept record's ``links`` are its FEs
+    named in the frame's core sets, in span order. A frame missing from ``core_sets`` is an error."""
+    steps = []
+
+    def step(text, recs):
+        steps.append(FilterStep(text, len(recs), len({r.lu_id for r in recs})))
+        return recs
+
+    recs = step("annotation sets read", records)
+    recs = step(f"sentence <= {max_words} word_tokenize tokens",
+                [r for r in recs if len(treebank_tokens(r.text)) <= max_words])
+    recs = step("one target span", [r for r in recs if len(r.target_spans) == 1])
+    recs = step(f"every FE <= {max_fe_words} tokens",
+                [r for r in recs if all(len(treebank_tokens(r.text[fe.start:fe.end])) <= max_fe_words
+                                        for fe in r.fes)])
+    recs = step("no FE token within 2 of the target",
+                [r for r in recs if not notebook_is_close(r.text, r.target_spans[0], r.fes)])
+    kept = []
+    for r in recs:
+        if r.frame not in core_sets:
+            raise DataError(f"{r.source}: frame {r.frame!r} has no frame XML file (needed for its FEcoreSets)")
+        links = [fe for fe in r.fes if fe.name in core_sets[r.frame]]
+        if links:
+            kept.append(replace(r, links=links))  # a copy: the project's filters set links on the same records
+    step("a core-set FE (frame XML FEcoreSets)", kept)
+    return kept, steps
+
+
 @dataclass
 class FilterStep:
     description: str
@@ -247,15 +377,17 @@ class FrameNetSet:
     example: FrameRecord | None = None
 
 
-def load_example(data_dir: Path) -> FrameRecord:
-    """The paper's "He was becoming agitated" from the raw LU XML, with the filters' links."""
+def load_example(data_dir: Path, notebook: bool = False) -> FrameRecord:
+    """The paper's "He was becoming agitated" from the raw LU XML, with the filters' links (the notebook's when
+    ``notebook``)."""
     path = data_file(Path(data_dir), f"{XML_DIR}/{EXAMPLE['file']}")
     found = [r for r in read_lu_xml(path) if r.annoset_id == EXAMPLE["annoset_id"]]
     if not found:
         raise DataError(f"{path}: annotation set {EXAMPLE['annoset_id']} (the paper's example) not found")
-    kept, _ = apply_filters(found)
+    kept, _ = notebook_filters(found, core_sets(data_dir)) if notebook else apply_filters(found)
     if not kept:
-        raise DataError(f"{path}: annotation set {EXAMPLE['annoset_id']} does not pass the paper's filters")
+        raise DataError(f"{path}: annotation set {EXAMPLE['annoset_id']} does not pass the "
+                        f"{'notebook' if notebook else 'paper'}'s filters")
     return kept[0]
 
 
@@ -270,11 +402,33 @@ def _filtered(path: Path, *stamp) -> tuple[list[FrameRecord], list[FilterStep]]:
     return apply_filters(read_jsonl(path))
 
 
-def load_corpus(data_dir: Path, corpus: str = "one_per_lu", limit: int | None = None) -> FrameNetSet:
+@lru_cache(maxsize=2)
+def _core_sets(frame_dir: Path) -> dict[str, frozenset[str]]:
+    return read_core_sets(frame_dir)
+
+
+def core_sets(data_dir: Path) -> dict[str, frozenset[str]]:
+    return _core_sets(data_file(Path(data_dir), FRAME_DIR))
+
+
+@lru_cache(maxsize=2)
+def _notebook(path: Path, frame_dir: Path, *stamp) -> tuple[list[FrameRecord], list[FilterStep]]:
+    return notebook_filters(read_jsonl(path), _core_sets(frame_dir))
+
+
+PAPER_N = "the paper: 473 sentences on FrameNet 1.7"
+
+
+def load_corpus(data_dir: Path, corpus: str = "notebook", limit: int | None = None) -> FrameNetSet:
     if corpus not in CORPORA:
         raise DataError(f"unknown FrameNet corpus {corpus!r} (known: {', '.join(CORPORA)})")
     path = data_file(Path(data_dir), JSONL)
-    kept, steps = _filtered(path, *_stamp(path))
+    notebook = corpus == "notebook"
+    if notebook:
+        frame_dir = data_file(Path(data_dir), FRAME_DIR)
+        kept, steps = _notebook(path, frame_dir, *_stamp(path))
+    else:
+        kept, steps = _filtered(path, *_stamp(path))
     steps = list(steps)
     chosen = one_per_lu(kept) if corpus == "one_per_lu" else kept
     if corpus == "one_per_lu":
@@ -282,10 +436,15 @@ def load_corpus(data_dir: Path, corpus: str = "one_per_lu", limit: int | None = 
     if limit:
         chosen = chosen[:limit]
         steps.append(FilterStep(f"--limit {limit}", len(chosen), len({r.lu_id for r in chosen})))
-    example = load_example(data_dir)
+    example = load_example(data_dir, notebook)
     if example.annoset_id not in {r.annoset_id for r in chosen}:
         chosen = chosen + [example]
-    desc = (f"FrameNet 1.5 exemplars ({JSONL}), {CORPORA[corpus]}: "
-            + " -> ".join(f"{s.description} {s.n_records:,}" for s in steps)
-            + f"; + the paper's example (annoset {example.annoset_id}, {EXAMPLE['file']}) = {len(chosen):,} sentences")
-    return FrameNetSet(chosen, steps, desc, [path, path.parent / "raw_xml_samples" / "lu" / EXAMPLE["file"]], example)
+    chain = " -> ".join(f"{s.description} {s.n_records:,}" for s in steps)
+    lus = len({r.lu_id for r in chosen})
+    desc = (f"FrameNet 1.5 exemplars ({JSONL}), {CORPORA[corpus]}: {chain}"
+            + f"; + the paper's example (annoset {example.annoset_id}, {EXAMPLE['file']}) = {len(chosen):,} "
+              f"sentences of {lus:,} LUs" + (f" ({PAPER_N})" if notebook else ""))
+    paths = [path, path.parent / "raw_xml_samples" / "lu" / EXAMPLE["file"]]
+    if notebook:
+        paths.append(frame_dir)
+    return FrameNetSet(chosen, steps, desc, paths, example)

@@ -4,27 +4,35 @@ The paper: for every head, "the maximum absolute attention weight among those to
 annotated semantic link" in a sentence, averaged over the sentences; heads above the 99th percentile of the
 distribution of values for all heads are the frame-semantic heads (2 of 144, 0.201 and 0.209).
 
-Here, on the sentences of :mod:`bertattn_bench.data.framenet`:
+**Default (corpus "notebook"): the authors' code** (text-machine-lab/dark-secrets-of-BERT, ``visualize_attention.ipynb``,
+"7. BaseBERT study", ``analyze_sem_links`` and ``get_max_source_target_weight``), on the sentences of
+:mod:`bertattn_bench.data.framenet`'s notebook filters: the input is ``[CLS] sentence [SEP]`` with the sentence cut
+to ``NOTEBOOK_MAX_LEN - 3`` = 17 word pieces (``convert_to_bert_tokens(..., max_len=20)``); the target's pieces and the
+linked FEs' pieces (concatenated in FE order) are located by the *first* occurrence of the piece string in the input
+(``bert_tokens.index``); the pairs are ``zip(FE pieces, target pieces)`` (so a one-piece target pairs only with
+the first FE piece) and the score is the max over those pairs of ``attn[FE piece, target piece]`` (from the FE, to
+the target: direction ``f2t``); the head's value is the mean over sentences. An example whose target or FE piece is
+not in the cut input (the notebook would raise) is left out and counted. ``t2f``/``both`` are the same zipped pairs
+in the other / both directions.
 
-* **Word-level attention** as the project does it (``batching.py``, ``metrics/syntax.py``): attention *from* a word
-  averages over its pieces, attention *to* a word sums over its pieces, [CLS]/[SEP] are not words. The paper works
-  on word pieces; it does not say which direction its token pairs take, so both are measured: ``t2f`` (from a
-  target word to a core-FE word; the paper's example reads "agitated" -> "He"), ``f2t`` (FE -> target) and ``both``
-  (the max over the pairs of both directions: the claims' default, as the catalogue's reading).
-* **Score** per head and sentence: the max over the linked (target word, FE word) pairs; the head's value is the
-  mean over sentences.
+**The project's variants** (corpora "one_per_lu", "all"): word-level attention as ``batching.py`` builds it but with
+attention *to* a word the **mean** over its pieces (the paper's scale: one piece pair; a sum favours many-piece
+words under any diffuse head), [CLS]/[SEP] not words; every (target word, linked FE word) pair, max over pairs, in
+``t2f`` (from the target), ``f2t`` (to the target) or ``both`` (their max: those corpora's default).
+
 * **Control** (ours): each linked pair (t, t + d) is replaced by a random pair (t', t' + d) of the same sentence at
-  the same signed word distance d that is not itself a linked pair, ``DRAWS`` seeded draws per sentence (seed =
-  (0, sentence index): independent of batching), scored the same way. Where a sentence has no other pair at that
-  distance the linked pair itself is used (conservative: it raises the control; counted in ``n_fallback``).
+  the same signed distance d (pieces of the sentence for the notebook corpus, words otherwise) that is not itself a
+  linked pair, ``DRAWS`` seeded draws per sentence (seed = (0, sentence index): independent of batching), scored
+  the same way. Where a sentence has no other pair at that distance the linked pair itself is used (conservative:
+  it raises the control; counted in ``n_fallback``).
 * **A frame-semantic head** must (a) score above the 99th percentile over all heads of the control's values (the
   paper's threshold taken on the null distribution: over the heads' own scores the 99th percentile is passed by
   1% of the heads by construction, e.g. 2 of 144 or 1 of 72, whatever the heads do), and (b) beat its own control:
   the per-sentence difference (score - mean of the draws) is > 0 by a one-sided paired t-test, Bonferroni over
   the L x H heads at alpha = 0.01.
 
-Everything is reduced batch by batch on the model's device (sums, sums of squares, one attention row per head for
-the paper's example sentence); padded positions never enter (the word pooling matrices are zero there).
+Everything is reduced batch by batch on the model's device (sums, sums of squares, the paper's example sentence's
+maps); padded positions never enter.
 """
 from __future__ import annotations
 
@@ -40,6 +48,8 @@ from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 
 DIRECTIONS = ("t2f", "f2t", "both")
+NOTEBOOK_MAX_LEN = 20  # analyze_sem_links: convert_to_bert_tokens(sentence, "", max_len=20)
+DEFAULT_DIRECTION = {"piece": "f2t", "word": "both"}
 DRAWS = 10  # random matched-distance pair sets per sentence
 CONTROL_SEED = 0
 PERCENTILE = 99.0  # Kovaleva §4.2
@@ -77,11 +87,20 @@ class FrameResult:
     n_pairs: int
     n_fallback: int  # control draws that had to reuse the linked pair (no other pair at that distance)
     draws: int
-    example: dict = field(default_factory=dict)  # the paper's sentence: words, target, FE words, rows (L, H, W)
+    example: dict = field(default_factory=dict)  # the paper's sentence: labels, the plotted row, rows (L, H, T)
     description: str = ""
+    level: str = "word"  # "piece" (the notebook's scoring) or "word" (the project's variants)
 
-    def d(self, direction: str) -> int:
-        return DIRECTIONS.index(direction)
+    def d(self, direction: str | None) -> int:
+        return DIRECTIONS.index(self.direction(direction))
+
+    def direction(self, direction: str | None) -> str:
+        """``None``: the corpus' own direction (the notebook: FE -> target; the project's variants: both)."""
+        if direction is None:
+            return DEFAULT_DIRECTION[self.level]
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction={direction!r}: expected one of {', '.join(DIRECTIONS)}")
+        return direction
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -93,17 +112,23 @@ class FrameReducer(Reducer):
 
     def __init__(self, pairs_per_example: list[list[tuple[int, int]]], n_words: list[int], n_layers: int,
                  n_heads: int, device, draws: int = DRAWS, seed: int = CONTROL_SEED, example_index: int | None = None,
-                 pooling: str = "mean"):
+                 pooling: str = "mean", level: str = "word", offset: int = 0):
+        """``level`` "word": pairs are word indices (word-level maps); "piece": positions in the input, with
+        ``n_words[i]`` the sentence's pieces starting at ``offset`` (1: after [CLS]) for the control's draws."""
         if pooling not in ("mean", "sum"):
             raise ValueError(f"pooling={pooling!r}: expected 'mean' or 'sum'")
-        self.pooling = pooling
+        if level not in DEFAULT_DIRECTION:
+            raise ValueError(f"level={level!r}: expected one of {', '.join(DEFAULT_DIRECTION)}")
+        self.pooling, self.level = pooling, level
         # per example, built once: rows [from word, to word, group] for both directions; the group of a pair is
         # its direction (0: target -> FE, 1: FE -> target) for the linked pairs, direction * draws + draw for the
         # control's; a batch adds 2 * (row in batch) (x draws) to them
         self.real, self.ctrl, self.n_pairs_of, self.n_fallback = [], [], [], 0
         for i, pairs in enumerate(pairs_per_example):
             p = np.array(pairs, dtype=np.int64).reshape(-1, 2)
-            c, fb = control_pairs(pairs, n_words[i], draws, np.random.default_rng([seed, i]))
+            c, fb = control_pairs([(t - offset, f - offset) for t, f in pairs], n_words[i], draws,
+                                  np.random.default_rng([seed, i]))
+            c = c + offset
             self.n_fallback += fb
             n = len(p)
             self.real.append(np.concatenate([np.stack([p[:, 0], p[:, 1], np.zeros(n, np.int64)], 1),
@@ -135,8 +160,9 @@ class FrameReducer(Reducer):
         self.batch = batch
         # attention to a word: the mean over its pieces (the paper's scale: one piece pair), not Clark's sum (see
         # the module docstring: a sum favours the many-piece content words of the links under any diffuse head)
-        self.to_word = batch.word_to / batch.word_to.sum(1, keepdim=True).clamp_min(1) if self.pooling == "mean" \
-            else batch.word_to
+        if self.level == "word":
+            self.to_word = batch.word_to / batch.word_to.sum(1, keepdim=True).clamp_min(1) \
+                if self.pooling == "mean" else batch.word_to
         self.n_sentences += len(batch.examples)
         self.b = len(batch.examples)
 
@@ -149,7 +175,10 @@ class FrameReducer(Reducer):
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         bt = self.batch
-        words = (bt.word_from.unsqueeze(1) @ probs.float()) @ self.to_word.unsqueeze(1)  # (B, H, W, W)
+        if self.level == "piece":
+            words = probs.float()  # (B, H, T, T): the notebook's piece-level maps
+        else:
+            words = (bt.word_from.unsqueeze(1) @ probs.float()) @ self.to_word.unsqueeze(1)  # (B, H, W, W)
         h = words.shape[1]
         real = self._group_max(words, self.real_idx, 2 * self.b).view(self.b, 2, h)
         real = torch.cat([real, real.amax(1, keepdim=True)], dim=1)  # (B, 3, H): t2f, f2t, both
@@ -173,16 +202,76 @@ class FrameReducer(Reducer):
         cpu = lambda x: x.cpu().numpy()  # noqa: E731
         return FrameResult(score=cpu(self.score_sum / n), control=cpu(self.control_sum / n), diff_mean=cpu(mean),
                            diff_sd=cpu(var.sqrt()), n_sentences=self.n_sentences, n_pairs=self.n_pairs,
-                           n_fallback=self.n_fallback, draws=self.draws,
+                           n_fallback=self.n_fallback, draws=self.draws, level=self.level,
                            example={"maps": None if self.example_rows is None else cpu(self.example_rows)})
 
 
-# quick tier (CI): one record per lexical unit (3,388 sentences, seconds); full tier: also every record (8,467)
-TIER_CORPORA = {"quick": ("one_per_lu",), "full": ("one_per_lu", "all")}
+# every tier: the notebook's population (439 sentences, seconds); full tier: also the project's variants
+TIER_CORPORA = {"quick": ("notebook",), "full": ("notebook", "one_per_lu", "all")}
 
 
-@family("framenet", corpora=("one_per_lu", "all"), default_corpus="one_per_lu", tier_corpora=TIER_CORPORA)
-def prepare_framenet(loaded, data_dir: Path, corpus: str = "one_per_lu", limit: int | None = None,
+def notebook_pairs(tokenizer, text: str, target: tuple[int, int], links: list, max_len: int = NOTEBOOK_MAX_LEN):
+    """``analyze_sem_links`` for one sentence: (input pieces, [(target position, FE position)] as zipped by
+    ``get_max_source_target_weight``) or (pieces, None) when a target/FE piece is not in the cut input."""
+    cls, sep = tokenizer.cls_token, tokenizer.sep_token
+    if cls is None or sep is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no cls/sep token: cannot build [CLS] sentence [SEP]")
+    pieces = [cls, *tokenizer.tokenize(text)[:max_len - 3], sep]
+    try:
+        target_idx = [pieces.index(p) for p in tokenizer.tokenize(text[target[0]:target[1]])]
+        source_idx = [pieces.index(p) for fe in links for p in tokenizer.tokenize(text[fe.start:fe.end])]
+    except ValueError:
+        return pieces, None
+    return pieces, [(t, f) for f, t in zip(source_idx, target_idx)]
+
+
+def _prepare_notebook(loaded, fn, batch_size: int):
+    from ..batching import Encoded, Skipped
+    from ..passes import PreparedPass
+
+    tok, info = loaded.tokenizer, loaded.info
+    encoded, pairs, lengths, kept_records = [], [], [], []
+    skipped = Skipped(reason="")
+    for k, r in enumerate(fn.records):
+        pieces, pr = notebook_pairs(tok, r.text, r.target_spans[0], r.links)
+        if pr is None:
+            skipped.n += 1
+            skipped.indices.append(k)
+            continue
+        ids = tok.convert_tokens_to_ids(pieces)
+        i = len(encoded)
+        encoded.append(Encoded(i, ids, [0] * len(ids), [-1] * len(ids), 0))
+        pairs.append(pr)
+        lengths.append(len(pieces) - 2)
+        kept_records.append((r, pieces))
+    skipped.reason = ("sentence(s) whose target or FE piece is not in the 20-piece input (the notebook's "
+                      "bert_tokens.index would raise)") if skipped.n else ""
+    ex_index = next((i for i, (r, _) in enumerate(kept_records) if r.annoset_id == fn.example.annoset_id), None)
+
+    def finish(result: FrameResult) -> FrameResult:
+        maps = result.example.pop("maps")
+        result.description = fn.description
+        if ex_index is None or maps is None:
+            return result
+        ex, pieces = kept_records[ex_index]
+        (t0, f0) = pairs[ex_index][0]
+        # cell 71/72: the row of the first FE piece ("he"); a hit is its argmax on a target piece
+        row_of = f0
+        result.example = {"annoset_id": ex.annoset_id, "labels": pieces, "row": row_of, "lu": ex.lu,
+                          "frame": ex.frame, "hits": sorted({t for t, _ in pairs[ex_index]}),
+                          "exclude": [0, len(pieces) - 1, row_of], "fe_names": [fe.name for fe in ex.links],
+                          "what": f"the row of {pieces[row_of]!r} (the FE's first piece, notebook cells 71-72), argmax "
+                                  f"over the other sentence pieces", "rows": maps[:, :, row_of, :len(pieces)]}
+        return result
+
+    return PreparedPass("framenet", "notebook", fn.description, loaded, encoded, skipped,
+                        lambda: FrameReducer(pairs, lengths, info.n_layers, info.n_heads, info.device,
+                                             example_index=ex_index, level="piece", offset=1),
+                        finish=finish, with_words=False, batch_size=batch_size, data_paths=fn.paths)
+
+
+@family("framenet", corpora=("notebook", "one_per_lu", "all"), default_corpus="notebook", tier_corpora=TIER_CORPORA)
+def prepare_framenet(loaded, data_dir: Path, corpus: str = "notebook", limit: int | None = None,
                      batch_size: int = 32):
     """Kovaleva §4.2 on FrameNet 1.5 exemplars (filters and n per step in ``data/framenet.py``)."""
     from ..batching import drop_too_long, encode_words
@@ -190,6 +279,8 @@ def prepare_framenet(loaded, data_dir: Path, corpus: str = "one_per_lu", limit: 
     from ..passes import PreparedPass
 
     fn = load_corpus(data_dir, corpus, limit)
+    if corpus == "notebook":
+        return _prepare_notebook(loaded, fn, batch_size)
     encoded, skipped = drop_too_long([encode_words(loaded.tokenizer, i, r.words) for i, r in enumerate(fn.records)],
                                      loaded.info.max_positions)
     pairs = [r.link_pairs() for r in fn.records]
@@ -200,9 +291,10 @@ def prepare_framenet(loaded, data_dir: Path, corpus: str = "one_per_lu", limit: 
         ex = fn.records[ex_index]
         maps = result.example.pop("maps")
         target = ex.target_words[0]
-        result.example = {"annoset_id": ex.annoset_id, "words": ex.words, "target": target, "lu": ex.lu,
-                          "frame": ex.frame, "fe_words": sorted({w for fe in ex.links for w in fe.words}),
-                          "fe_names": [fe.name for fe in ex.links],
+        result.example = {"annoset_id": ex.annoset_id, "labels": ex.words, "row": target, "lu": ex.lu,
+                          "frame": ex.frame, "hits": sorted({w for fe in ex.links for w in fe.words}),
+                          "exclude": [target], "fe_names": [fe.name for fe in ex.links],
+                          "what": f"the row of the target {ex.words[target]!r} (word-level), argmax over the other words",
                           "rows": None if maps is None else maps[:, :, target, :len(ex.words)]}
         result.description = fn.description
         return result
@@ -224,7 +316,7 @@ def _result(pr) -> FrameResult:
     return r
 
 
-def frame_heads(r: FrameResult, direction: str = "both", percentile: float = PERCENTILE, alpha: float = ALPHA):
+def frame_heads(r: FrameResult, direction: str | None = None, percentile: float = PERCENTILE, alpha: float = ALPHA):
     """The frame-semantic heads, strongest first: [(layer, head, score, control, p)], the control's percentile
     threshold, and every head's one-sided paired p-value (L, H)."""
     from scipy.stats import t as student_t
@@ -248,7 +340,7 @@ def _n(r: FrameResult) -> dict:
 
 
 @metric("framenet_heads")
-def framenet_heads(pr, direction: str = "both", percentile: float = PERCENTILE, alpha: float = ALPHA) -> Measurement:
+def framenet_heads(pr, direction: str | None = None, percentile: float = PERCENTILE, alpha: float = ALPHA) -> Measurement:
     """Number of frame-semantic heads (module docstring: above the control's 99th percentile over all heads and
     beating their own matched-distance control), listed ``layer-head`` with score / control."""
     r = _result(pr)
@@ -259,6 +351,7 @@ def framenet_heads(pr, direction: str = "both", percentile: float = PERCENTILE, 
     above_paper = [divmod(int(i), score.shape[1]) for i in np.argsort(-score, axis=None) if score.flat[i] > paper_threshold]
     top = [divmod(int(i), score.shape[1]) for i in np.argsort(-score, axis=None)[:5]]
     listed = ", ".join(f"{head_name(l, h)} {s:.3f} vs control {c:.3f} (p {pv:.1e})" for l, h, s, c, pv in heads)
+    direction = r.direction(direction)
     return Measurement(float(len(heads)), unit="heads", **_n(r), head=head_name(*heads[0][:2]) if heads else None,
                        detail=f"{direction}: {listed or 'none'}; control p{percentile:g} over {score.size} heads "
                               f"{threshold:.3f}; paper's criterion (p{percentile:g} of the heads' own scores, "
@@ -272,55 +365,59 @@ def framenet_heads(pr, direction: str = "both", percentile: float = PERCENTILE, 
 
 
 @metric("framenet_top_score")
-def framenet_top_score(pr, direction: str = "both") -> Measurement:
+def framenet_top_score(pr, direction: str | None = None) -> Measurement:
     """The highest head score (mean over sentences of the max linked-pair attention) and its head (paper: 0.209)."""
     r = _result(pr)
     score = r.score[r.d(direction)]
     l, h = divmod(int(np.argmax(score)), score.shape[1])
     return Measurement(float(score[l, h]), unit="attention", head=head_name(l, h), **_n(r),
-                       detail=f"{direction}: control {r.control[r.d(direction)][l, h]:.3f}; median head "
+                       detail=f"{r.direction(direction)} ({r.level} level): control {r.control[r.d(direction)][l, h]:.3f}; median head "
                               f"{np.median(score):.3f}")
 
 
 @metric("framenet_example_argmax")
-def framenet_example_argmax(pr, top: int = 2, direction: str = "both") -> Measurement:
+def framenet_example_argmax(pr, top: int = 2, direction: str | None = None) -> Measurement:
     """In the paper's example ("He was becoming agitated"), how many of the ``top`` strongest frame-semantic heads
-    attend most from the target ("agitated") to a linked FE word ("He"); special tokens and the target itself are
-    not candidates. No frame-semantic head: 0."""
+    put the argmax of the plotted row on the linked partner: the notebook corpus plots the row of "he" (cells
+    71-72, the FE's first piece) and a hit is its argmax on a piece of "agitated"; the project's word-level
+    variants read the row of "agitated" and a hit is "He". [CLS]/[SEP] and the row's own token are not candidates.
+    No frame-semantic head: 0."""
     r = _result(pr)
     ex = r.example
     if ex.get("rows") is None:
         raise NotApplicable("the paper's example sentence was not in the pass")
     heads, _, _ = frame_heads(r, direction)
-    words, target = ex["words"], ex["target"]
+    labels, row_of = ex["labels"], ex["row"]
+
+    def argmax(l, h):
+        row = np.asarray(ex["rows"][l, h], dtype=float).copy()
+        row[ex["exclude"]] = -np.inf
+        return int(np.argmax(row)), row
+
     hits, parts = 0, []
     for l, h, s, c, _ in heads[:top]:
-        row = ex["rows"][l, h].copy()
-        self_w = float(row[target])
-        row[target] = -np.inf
-        arg = int(np.argmax(row))
-        hits += arg in ex["fe_words"]
-        parts.append(f"{head_name(l, h)}: argmax {words[arg]!r} {row[arg]:.2f} (self {self_w:.2f})")
+        arg, row = argmax(l, h)
+        hits += arg in ex["hits"]
+        parts.append(f"{head_name(l, h)}: argmax {labels[arg]!r} {row[arg]:.2f}")
     ranked = np.argsort(-r.score[r.d(direction)], axis=None)[:top]
-    others = []
-    for i in ranked:
-        l, h = divmod(int(i), r.score.shape[2])
-        row = ex["rows"][l, h].copy()
-        row[target] = -np.inf
-        others.append(f"{head_name(l, h)} -> {words[int(np.argmax(row))]!r}")
+    others = [f"{head_name(*divmod(int(i), r.score.shape[2]))} -> "
+              f"{labels[argmax(*divmod(int(i), r.score.shape[2]))[0]]!r}" for i in ranked]
     return Measurement(float(hits), n=1, n_unit="sentence", unit=f"of top {top}",
-                       detail=f"{' '.join(words)!r} ({ex['lu']}, {ex['frame']}, annoset {ex['annoset_id']}; FE "
-                              f"{', '.join(ex['fe_names'])} = {', '.join(words[w] for w in ex['fe_words'])}): "
+                       detail=f"{' '.join(labels)!r} ({ex['lu']}, {ex['frame']}, annoset {ex['annoset_id']}; FE "
+                              f"{', '.join(ex['fe_names'])}; {ex['what']}; a hit: "
+                              f"{', '.join(repr(labels[i]) for i in ex['hits'])}): "
                               f"{'; '.join(parts) or 'no frame-semantic head'}; top {top} heads by score, frame-"
                               f"semantic or not: {', '.join(others)}")
 
 
-@metric("framenet_heads_disable_margin")
-def framenet_heads_disable_margin(pr, passes: list, direction: str = "both", seed_sd: dict | None = None
-                                  ) -> Measurement:
-    """Kovaleva §5: disabling a frame-semantic head does not lower the score. Per task sweep in ``passes`` (the
-    ``disable`` family), the lowest Δ (mean over seeds) among the frame-semantic heads plus the noise bar (one
-    example's step, seed sd): >= 0 means no head lowers the score by more than noise."""
+@metric("framenet_heads_disable_p")
+def framenet_heads_disable_p(pr, passes: list, direction: str | None = None, seed_sd: dict | None = None
+                             ) -> Measurement:
+    """Kovaleva §5: disabling a frame-semantic head does not lower the score. For every task sweep in ``passes``
+    (the ``disable`` family), seed and frame-semantic head whose Δ is negative: the sweep's exact paired McNemar p
+    (same dev examples with and without the head), Bonferroni over all (task, seed, head) tests. Value: the smallest
+    adjusted p (1 when no head lowers the score); a regression task (no McNemar) counts a drop below its noise bar
+    (one example's step, seed sd) as p = 0."""
     from .disabling import _noise
     from .finetuned import result_of
 
@@ -328,23 +425,34 @@ def framenet_heads_disable_margin(pr, passes: list, direction: str = "both", see
     heads, _, _ = frame_heads(r, direction)
     if not heads:
         raise NotApplicable("no frame-semantic head on this model (kov.framenet_heads): nothing to disable")
-    margins, parts, n_dev = [], [], []
+    sweeps = []
     for p in passes:
         dr = result_of(p)
         if (dr.n_layers, dr.n_heads) != r.shape:
             raise NotApplicable(f"the {dr.task} sweep has {dr.n_layers}x{dr.n_heads} heads, the FrameNet pass "
                                 f"{r.shape[0]}x{r.shape[1]}")
-        bar, how = _noise(dr, seed_sd)
+        sweeps.append(dr)
+    m = sum(len(dr.seeds) for dr in sweeps) * len(heads)
+    ps, parts, n_dev = [1.0], [], []
+    for dr in sweeps:
+        regression = bool(np.isnan(dr.head_p).all())
+        bar, how = _noise(dr, seed_sd) if regression else (None, "")
         for l, h, *_ in heads:
-            delta = float(dr.head_delta[:, l, h].mean())
-            pv = dr.head_p[:, l, h]
-            margins.append(delta + bar)
-            ptxt = "" if np.isnan(pv).all() else f", McNemar p {', '.join(f'{x:.3g}' for x in pv)}"
-            parts.append(f"{dr.task} {head_name(l, h)} {delta:+.2f}{ptxt}")
-        parts.append(how)
+            for s, seed in enumerate(dr.seeds):
+                delta = float(dr.head_delta[s, l, h])
+                if regression:
+                    pv = 0.0 if delta < -bar else 1.0
+                    parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {delta:+.2f} ({how})")
+                else:
+                    lost, gained = dr.head_flips[s, l, h]
+                    pv = float(dr.head_p[s, l, h]) if delta < 0 else 1.0
+                    parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {delta:+.2f} (McNemar p "
+                                 f"{float(dr.head_p[s, l, h]):.3g}; -{lost}/+{gained})")
+                ps.append(min(1.0, pv * m))
         n_dev.append(dr.n_dev)
-    return Measurement(float(min(margins)), n=int(min(n_dev)), n_unit="dev examples", unit="points over -noise",
-                       head=head_name(*heads[0][:2]), detail="Δ when disabled: " + "; ".join(parts))
+    return Measurement(float(min(ps)), n=int(min(n_dev)), n_unit="dev examples", unit="adjusted p of a drop",
+                       head=head_name(*heads[0][:2]),
+                       detail=f"Δ when disabled, {m} tests (Bonferroni x{m}): " + "; ".join(parts))
 
 
 @figure("framenet")
@@ -357,7 +465,7 @@ def framenet_figure(pass_results, directory: Path) -> list[Path]:
         r = pr.result
         if not isinstance(r, FrameResult) or r.n_sentences < 2:
             continue
-        d = r.d("both")
+        d = r.d(None)
         heads, threshold, _ = frame_heads(r)
         fig, axes = plt.subplots(1, 4, figsize=(14, 3.6), gridspec_kw={"width_ratios": [1, 1, 1, 1.1]})
         panels = (("score (mean max attention)", r.score[d], "viridis"),
@@ -380,13 +488,14 @@ def framenet_figure(pass_results, directory: Path) -> list[Path]:
         if ex.get("rows") is not None:
             ranked = [(l, h) for l, h, *_ in heads[:2]] or [divmod(int(i), r.shape[1])
                                                           for i in np.argsort(-r.score[d], axis=None)[:2]]
-            x = np.arange(len(ex["words"]))
+            x = np.arange(len(ex["labels"]))
             for k, (l, h) in enumerate(ranked):
                 ax.bar(x + (k - 0.5) * 0.4, ex["rows"][l, h], 0.4, label=head_name(l, h))
-            ax.set_xticks(x, ex["words"], fontsize=7, rotation=30)
-            ax.set_title(f"from {ex['words'][ex['target']]!r} ({ex['frame']})", fontsize=8)
+            ax.set_xticks(x, ex["labels"], fontsize=7, rotation=30)
+            ax.set_title(f"from {ex['labels'][ex['row']]!r} ({ex['frame']})", fontsize=8)
             ax.legend(fontsize=7)
         fig.suptitle(f"{pr.model.name} / FrameNet {pr.corpus} (n = {r.n_sentences} sentences, {r.n_pairs} linked "
-                     f"pairs): Kovaleva Fig. 3; boxed: frame-semantic heads", fontsize=9)
+                     f"pairs, {r.direction(None)}, {r.level} level): Kovaleva Fig. 3; boxed: frame-semantic heads",
+                     fontsize=9)
         paths.append(save_figure(fig, directory, f"framenet-{pr.model.slug}-{pr.corpus}.png"))
     return paths

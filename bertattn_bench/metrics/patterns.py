@@ -78,6 +78,8 @@ UD_FEATURES = ("[CLS]", "[SEP]") + LING
 NEGATION = frozenset({"neither", "nor", "not", "never", "none", "nothing", "nowhere", "n't", "don't", "won't",
                       "didn't", "hadn't", "haven't", "can't", "isn't", "wasn't", "shouldn't", "couldn't"})
 CLS_CLASSES = ("[CLS]", "[SEP]", "punct", "other")
+RISE = ("noun", "object")  # §4.4: fine-tuning raises attention to nouns and direct objects (MRPC, RTE, QQP)
+RISE_ALPHA = 0.05
 
 
 # ---- the map rule ------------------------------------------------------------------------------------------------
@@ -91,6 +93,7 @@ class MapMasks:
     chance: torch.Tensor  # (B, T): own sentence's share of the ordinary tokens
     block_queries: torch.Tensor  # (B, T) float: ordinary queries with another sentence beside them
     n_real: torch.Tensor  # (B,)
+    seg: torch.Tensor | None = None  # (B, T) long: the sentence of each token (how many [SEP]s come before it)
 
 
 def map_masks(batch) -> MapMasks:
@@ -105,7 +108,7 @@ def map_masks(batch) -> MapMasks:
     chance = own.sum(-1) / n_ord
     block_q = ordinary & (chance < 1 - 1e-9)
     return MapMasks(real.float(), special.float(), ordinary.float(), own.float(), chance.float(), block_q.float(),
-                    real.sum(-1).float())
+                    real.sum(-1).float(), seg)
 
 
 def neighbour_mass(probs: torch.Tensor, m: MapMasks) -> torch.Tensor:
@@ -172,6 +175,15 @@ class PatternReducer(Reducer):
         self.special, self.has = z(n_layers, n_heads, len(SPECIAL)), z(len(SPECIAL))
         self.to_special = z(n_layers, n_heads, 2)
         self.cls_row = z(n_layers, n_heads, len(CLS_CLASSES))
+        # per token: the [CLS] row's weight on one token of each class (class mass / its tokens), summed over the
+        # examples that have the class (the notebook compares tokens, not class totals)
+        self.cls_row_tok, self.cls_has = z(n_layers, n_heads, len(CLS_CLASSES)), z(len(CLS_CLASSES))
+        # the §4.4 score made length-free: attention received x input length (1 under uniform attention)
+        self.special_free = z(n_layers, n_heads, len(SPECIAL))
+        self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
+        # §5 word match: attention from a token to the identical tokens of the other sentence, and what uniform
+        # attention would give them (matches / input length), over the queries that have a match
+        self.match_mass, self.match_expected, self.match_queries = z(n_layers, n_heads), z(1), 0
         self.n = 0
         self.keep_examples, self.max_len = keep_examples, max_len_example
         self.best: dict[str, dict] = {}
@@ -187,6 +199,15 @@ class PatternReducer(Reducer):
         self.cls_pos = batch.is_cls.float().argmax(-1)  # the first [CLS] of each row
         other = real & ~batch.is_cls & ~batch.is_sep & ~batch.is_punct
         self.cls_keys = torch.stack([self.tok["[CLS]"], self.tok["[SEP]"], self.tok["punct"], other], -1).float()
+        self.cls_count = self.cls_keys.sum(1)  # (B, 4) tokens of each class
+        ords = self.m.ordinary.bool() & ~batch.is_punct
+        ids = batch.input_ids
+        self.match = ((ids[:, :, None] == ids[:, None, :]) & ords[:, :, None] & ords[:, None, :]
+                      & (self.m.seg[:, :, None] != self.m.seg[:, None, :])).float()  # (B, Tq, Tk)
+        n_match = self.match.sum(-1)  # (B, T)
+        self.match_expected += (n_match / self.m.n_real.clamp(min=1)[:, None]).sum().double()
+        self.match_queries += int((n_match > 0).sum())
+        self.cls_has += (self.cls_count > 0).sum(0).double()
         self.short = real.sum(-1) <= self.max_len
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
@@ -198,6 +219,9 @@ class PatternReducer(Reducer):
         col = received(probs, m)
         scores = torch.stack([_masked_max(col, self.tok[k]) for k in SPECIAL], -1)  # (B, H, 3)
         self.special[layer] += (scores * self.tok_has[:, None, :]).sum(0).double()
+        free = scores * m.n_real[:, None, None].float()
+        self.special_free[layer] += (free * self.tok_has[:, None, :]).sum(0).double()
+        self.sep_free_rows[layer].append(free[..., 1].mean(1).double().cpu())
         p = probs.float()
         to_cls = torch.einsum("bhqk,bk->bhq", p, self.tok["[CLS]"].float())
         to_sep = torch.einsum("bhqk,bk->bhq", p, self.tok["[SEP]"].float())
@@ -205,7 +229,10 @@ class PatternReducer(Reducer):
         self.to_special[layer] += torch.stack([(to_cls * m.real[:, None]).sum(-1) / nq,
                                                (to_sep * m.real[:, None]).sum(-1) / nq], -1).sum(0).double()
         rows = p[torch.arange(p.shape[0], device=p.device), :, self.cls_pos]  # (B, H, T)
-        self.cls_row[layer] += torch.einsum("bhk,bkc->bhc", rows, self.cls_keys).sum(0).double()
+        self.match_mass[layer] += torch.einsum("bhqk,bqk->h", p, self.match).double()
+        mass = torch.einsum("bhk,bkc->bhc", rows, self.cls_keys)  # (B, H, 4)
+        self.cls_row[layer] += mass.sum(0).double()
+        self.cls_row_tok[layer] += (mass / self.cls_count.clamp(min=1)[:, None, :]).sum(0).double()
         if self.keep_examples:
             self._keep(layer, probs, types, v, d, b)
 
@@ -236,7 +263,14 @@ class PatternReducer(Reducer):
             counts=self.counts.cpu().numpy(), features=(self.feats / n).cpu().numpy(),
             special=(self.special / has).cpu().numpy(), n_special=self.has.long().cpu().numpy(),
             to_special=(self.to_special / n).cpu().numpy(), cls_row=(self.cls_row / n).cpu().numpy(),
-            n_examples=self.n, examples=self.best)
+            n_examples=self.n, examples=self.best,
+            cls_row_token=(self.cls_row_tok / self.cls_has.clamp(min=1)).cpu().numpy(),
+            n_cls_class=self.cls_has.long().cpu().numpy(),
+            special_free=(self.special_free / has).cpu().numpy(),
+            sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).mean(0).numpy()
+                               if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
+            word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
+            if self.match_queries else None, n_match_queries=self.match_queries)
 
 
 class FeatureReducer(Reducer):
@@ -250,6 +284,10 @@ class FeatureReducer(Reducer):
         self.nsubj, self.diag = z(n_layers, n_heads), z(n_layers, n_heads)
         self.n, self.n_arcs = 0, 0
         self.device = device
+        # per sentence (by example index), the noun and object scores of every head, nan where the sentence has
+        # none: the paired test of "fine-tuning raises attention to nouns / objects" (ling_vs_special)
+        self.per_sentence = np.full((max(flags, default=-1) + 1, n_layers, n_heads, len(RISE)), np.nan,
+                                    dtype=np.float32)
 
     def start_batch(self, batch) -> None:
         self.m = map_masks(batch)
@@ -264,6 +302,9 @@ class FeatureReducer(Reducer):
             arcs += [(i, v, s) for v, s in self.arcs.get(e.index, [])]
         real = batch.token_mask
         self.word_flags = torch.from_numpy(wf).to(batch.word_mask.device) & batch.word_mask[:, :, None]
+        # a feature's pieces: every piece of a word with the feature; its score is the max over them (the
+        # notebook's get_max_target_weight over token ids), so a many-piece word gets no sum over its pieces
+        self.piece_flags = torch.einsum("btw,bwk->btk", (batch.word_to > 0).float(), self.word_flags.float()) > 0
         self.tok = [batch.is_cls & real, batch.is_sep & real]
         self.feat_has = torch.cat([torch.stack([t.any(-1) for t in self.tok], -1), self.word_flags.any(1)], -1)
         self.has += self.feat_has.sum(0).double()
@@ -274,11 +315,13 @@ class FeatureReducer(Reducer):
     def update(self, layer: int, probs: torch.Tensor) -> None:
         m, batch = self.m, self.batch
         col = received(probs, m)  # (B, H, T)
-        wcol = torch.einsum("bht,btw->bhw", col, batch.word_to)
         scores = [_masked_max(col, t) for t in self.tok]
-        scores += [_masked_max(wcol, self.word_flags[:, :, k]) for k in range(len(LING))]
+        scores += [_masked_max(col, self.piece_flags[:, :, k]) for k in range(len(LING))]
         s = torch.stack(scores, -1)  # (B, H, F)
         self.sums[layer] += (s * self.feat_has[:, None, :]).sum(0).double()
+        rise = [UD_FEATURES.index(f) for f in RISE]
+        vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float().cpu().numpy()
+        self.per_sentence[[e.index for e in batch.examples], layer] = vals
         _, d, _ = map_features(probs, m)
         self.diag[layer] += d.sum(0).double()
         if self.arc_idx.shape[0]:
@@ -292,7 +335,8 @@ class FeatureReducer(Reducer):
     def finalize(self) -> "FeatureStats":
         return FeatureStats(scores=(self.sums / self.has.clamp(min=1)).cpu().numpy(),
                             n_has=self.has.long().cpu().numpy(), nsubj=(self.nsubj / max(self.n_arcs, 1)).cpu().numpy(),
-                            n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n)
+                            n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n,
+                            per_sentence=self.per_sentence)
 
 
 @dataclass
@@ -305,6 +349,12 @@ class PatternStats:
     cls_row: np.ndarray  # (L, H, 4) the [CLS] query row on [CLS], [SEP], punctuation, other
     n_examples: int
     examples: dict = field(default_factory=dict)  # type -> the most typical map (Fig. 1)
+    cls_row_token: np.ndarray | None = None  # (L, H, 4) the [CLS] row's weight per token of each class
+    n_cls_class: np.ndarray | None = None  # (4,) examples with each class
+    special_free: np.ndarray | None = None  # (L, H, 3) the §4.4 score x input length (1 = uniform attention)
+    sep_free_examples: np.ndarray | None = None  # (N,) per example: the length-free [SEP] score, mean over heads
+    word_match: np.ndarray | None = None  # (L, H) attention to identical tokens of the other sentence / uniform's
+    n_match_queries: int = 0  # tokens with an identical token in the other sentence
 
     @property
     def n_maps(self) -> int:
@@ -322,6 +372,7 @@ class FeatureStats:
     n_arcs: int
     diag: np.ndarray  # (L, H) mean ±1-neighbour mass
     n_sentences: int
+    per_sentence: np.ndarray | None = None  # (N, L, H, len(RISE)) per sentence, nan without the feature
 
 
 @dataclass
@@ -533,25 +584,50 @@ def special_top_share(pr, min_score: float = 0.2, model: str = "pretrained") -> 
                               f"score per feature: " + ", ".join(f"{k} {v:.3f}" for k, v in ling.items()))
 
 
+def feature_rises(r: PatternsResult) -> tuple[list[tuple[str, int, int, float, float]], int]:
+    """§4.4's first half: heads whose noun or object score rises with fine-tuning, by a one-sided paired t-test over
+    the UD sentences with the feature (same sentences, pre-trained vs fine-tuned), Bonferroni over heads x features
+    at :data:`RISE_ALPHA`. Returns [(feature, layer, head, mean rise, adjusted p)] and the number of tests."""
+    from scipy.stats import ttest_rel
+
+    a, b = r.pretrained.ud.per_sentence, r.finetuned.ud.per_sentence
+    if a is None or b is None or a.shape != b.shape:
+        raise NotApplicable("the pass has no per-sentence feature scores for both models (re-run the pass)")
+    m = a.shape[1] * a.shape[2] * a.shape[3]
+    out = []
+    for k, feat in enumerate(RISE):
+        ok = ~np.isnan(a[:, 0, 0, k])
+        if ok.sum() < 3:
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = ttest_rel(b[ok, :, :, k], a[ok, :, :, k], axis=0, alternative="greater")
+        p = np.nan_to_num(t.pvalue, nan=1.0) * m
+        for l, h in zip(*np.nonzero(p < RISE_ALPHA)):
+            out.append((feat, int(l), int(h), float((b[ok, l, h, k] - a[ok, l, h, k]).mean()), float(min(1.0, p[l, h]))))
+    return sorted(out, key=lambda x: x[4]), m
+
+
 @metric("ling_vs_special")
 def ling_vs_special(pr, model: str = "finetuned") -> Measurement:
-    """max over heads of the strongest linguistic feature's score / max over heads of the [CLS]/[SEP] score (UD);
-    the detail gives the heads where fine-tuning raised attention to nouns, objects and negation."""
+    """Both halves of §4.4's sentence. (1) "fine-tuning raises attention to nouns and direct objects in some
+    heads": :func:`feature_rises` must find at least one head (paired test, Bonferroni); without one the value is
+    ``inf`` (the claim does not hold, the detail says why). (2) "these weights stay negligible": the value is max
+    over heads of the strongest linguistic feature's score / max over heads of the [CLS]/[SEP] score (UD). A word
+    feature's score is the max over the word's pieces (the notebook's token ids), never a sum over them."""
     r, ms = _stats(pr, model)
     sc = _feature_scores(ms)
     ling = {f: float(sc[f].max()) for f in LING if f != "punct"}
     spec = max(float(sc["[CLS]"].max()), float(sc["[SEP]"].max()))
-    value = max(ling.values()) / spec if spec > 0 else float("inf")
-    rises = ""
-    if model == "finetuned" and r.finetuned is not None:
-        pt = _feature_scores(r.pretrained)
-        parts = []
-        for f in ("noun", "object", "negation"):
-            diff = sc[f] - pt[f]
-            i = int(np.argmax(diff))
-            parts.append(f"{f}: {int((diff > 0).sum())} heads up, most {head_name(*divmod(i, r.n_heads))} "
-                         f"{diff.flat[i]:+.3f}")
-        rises = "; after fine-tuning " + "; ".join(parts)
+    ratio = max(ling.values()) / spec if spec > 0 else float("inf")
+    value, rises = ratio, ""
+    if model == "finetuned":
+        risen, m = feature_rises(r)
+        listed = ", ".join(f"{f} {head_name(l, h)} {d:+.4f} (adj. p {p:.1e})" for f, l, h, d, p in risen[:5])
+        rises = (f"; risen with fine-tuning (paired t over UD sentences, Bonferroni x{m}): "
+                 f"{len(risen)} head-features{': ' + listed if listed else ''}")
+        if not risen:
+            value = float("inf")
+            rises += f" -> no rise: the claim's first half fails (negligible ratio {ratio:.3f})"
     strongest = max(ling, key=ling.get)
     return Measurement(value, ms.ud.n_sentences, "UD sentences", unit="ratio",
                        detail=f"{ms.label}: strongest linguistic feature {strongest} {ling[strongest]:.3f} vs "
@@ -577,19 +653,33 @@ def cls_minus_sep_depth(pr, model: str = "pretrained") -> Measurement:
 
 @metric("sep_score_task_margin")
 def sep_score_task_margin(pr, passes: list, model: str = "pretrained") -> Measurement:
-    """This task's mean [SEP] score (all heads) minus the highest of the other tasks' (GLUE)."""
+    """This task's mean length-free [SEP] score (all heads; the §4.4 score x input length: attention received by
+    the [SEP] over uniform attention's, 1 for a uniform map whatever the length) minus the highest of the other
+    tasks', with the SE of that difference over examples. The paper's length-divided score, which follows input
+    length (a uniform map gives 1/n), is in the detail."""
     r, ms = _stats(pr, model)
-    mine = float(ms.glue.special[..., 1].mean())
+
+    def stats(st: PatternStats) -> tuple[float, float, int, float]:
+        if st.special_free is None or st.sep_free_examples is None or not len(st.sep_free_examples):
+            raise NotApplicable("the pass has no length-free [SEP] scores (re-run the pass)")
+        x = st.sep_free_examples
+        se = float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+        return float(st.special_free[..., 1].mean()), se, len(x), float(st.special[..., 1].mean())
+
+    mine, se_mine, n_mine, raw_mine = stats(ms.glue)
     others = {}
     for o in passes:
         ro, mo = _stats(o, model)
-        others[ro.task] = float(mo.glue.special[..., 1].mean())
+        others[ro.task] = stats(mo.glue)
     if not others:
         raise NotApplicable("needs the other tasks' passes")
-    best = max(others, key=others.get)
-    return Measurement(mine - others[best], ms.glue.n_examples, "dev examples", unit="score",
-                       detail=f"{ms.label}: mean [SEP] score {r.task} {mine:.4f}; " + ", ".join(
-                           f"{k} {v:.4f}" for k, v in others.items()))
+    best = max(others, key=lambda k: others[k][0])
+    se = float(np.hypot(se_mine, others[best][1]))
+    return Measurement(mine - others[best][0], ms.glue.n_examples, "dev examples", unit="x uniform",
+                       standard_error=se,
+                       detail=f"{ms.label}: mean [SEP] score x length (1 = uniform) {r.task} {mine:.3f} "
+                              f"(paper's /length score {raw_mine:.4f}); " + ", ".join(
+                           f"{k} {v[0]:.3f} ({v[3]:.4f})" for k, v in others.items()))
 
 
 @metric("tok2tok_top_heads_diagonal")
@@ -647,21 +737,71 @@ def pattern_share_task_margin(pr, passes: list, types: list, model: str = "finet
                            f"{k} {v:.1%}" for k, v in others.items()) + (f"; left out: {'; '.join(left)}" if left else ""))
 
 
+WORD_MATCH_MIN = 2.0  # x uniform: the least a head must put on matching words to "attend to" them
+
+
+@metric("shared_heads_word_match")
+def shared_heads_word_match(pr, passes: list, top: int = 5, model: str = "pretrained") -> Measurement:
+    """Kovaleva §5: the heads that both STS-B and RTE rely on (the ``top`` most harmful to disable in each
+    ``disable`` sweep of ``passes``, as kov.sts_rte_shared_heads) put high weight on tokens that occur in both
+    sentences. Per head, the word-match score (this pass's sentence pairs): attention from a token to the identical
+    tokens of the other sentence over what uniform attention gives them. Value: min over the shared heads of
+    score / max(75th percentile over all heads, :data:`WORD_MATCH_MIN`): >= 1 when every shared head is in the top
+    quartile AND puts at least twice the uniform weight on matching tokens (near-uniform heads, e.g. random weights,
+    score ~1). No shared head: 0."""
+    from .finetuned import result_of as sweep_of
+
+    r, ms = _stats(pr, model)
+    wm = ms.glue.word_match
+    if wm is None:
+        raise NotApplicable(f"{r.task}: no token occurs in both sentences of any pair (or single sentences)")
+    sweeps = [sweep_of(p) for p in passes]
+    if len(sweeps) < 2:
+        raise NotApplicable("needs the STS-B and RTE disable sweeps")
+
+    def harmful(res) -> set[tuple[int, int]]:
+        d = res.head_delta.mean(0).reshape(-1)
+        return {divmod(int(i), res.n_heads) for i in np.argsort(d, kind="stable")[:top]}
+
+    shared = sorted(set.intersection(*(harmful(x) for x in sweeps)))
+    q75 = float(np.quantile(wm, 0.75))
+    bar = max(q75, WORD_MATCH_MIN)
+    rank = lambda l, h: float((wm < wm[l, h]).mean())  # noqa: E731
+    parts = [f"{head_name(l, h)} {wm[l, h]:.2f}x (above {rank(l, h):.0%} of heads)" for l, h in shared]
+    best = np.argsort(-wm, axis=None)[:3]
+    value = min((float(wm[l, h]) / bar for l, h in shared), default=0.0)
+    return Measurement(value, ms.glue.n_match_queries, "tokens with a match in the other sentence",
+                       unit="x bar", head=head_name(*shared[0]) if shared else None,
+                       detail=f"{r.task}, {ms.label}: heads among the {top} most harmful on "
+                              f"{' and '.join(x.task for x in sweeps)}: {'; '.join(parts) or 'none'}; bar = max(75th "
+                              f"percentile {q75:.2f}x, {WORD_MATCH_MIN:g}x uniform); strongest word-match heads: "
+                              + ", ".join(f"{head_name(*divmod(int(i), r.n_heads))} {wm.flat[i]:.2f}x" for i in best))
+
+
 @metric("cls_final_target_margin")
 def cls_final_target_margin(pr, expected: dict, model: str = "finetuned") -> Measurement:
-    """Final layer, [CLS] query row averaged over heads and examples: the share on the expected class ("sink" =
-    the model's sink, measured on the pre-trained model; or "punct") minus the largest other class's share."""
+    """Final layer, [CLS] query row averaged over heads and examples, **per token**: the weight on one token of
+    the expected class ("sink" = the model's sink, measured on the pre-trained model; or "punct") minus the largest
+    per-token weight of another class (a class total would let "other", ~45 tokens, beat [CLS], one token, whatever
+    the model does). Class totals are in the detail."""
     r, ms = _stats(pr, model)
     if r.task not in expected:
         raise NotApplicable(f"the paper names no final-layer [CLS] target for {r.task}")
-    row = ms.glue.cls_row[-1].mean(0)  # (4,)
+    if ms.glue.cls_row_token is None:
+        raise NotApplicable("the pass has no per-token [CLS] row (re-run the pass)")
+    row = ms.glue.cls_row_token[-1].mean(0)  # (4,)
+    total = ms.glue.cls_row[-1].mean(0)
     want = expected[r.task]
     name = r.sink if want == "sink" else want
     i = CLS_CLASSES.index(name)
-    rest = max(float(row[j]) for j in range(len(CLS_CLASSES)) if j != i)
-    return Measurement(float(row[i]) - rest, ms.glue.n_examples, "dev examples", unit="share",
-                       detail=f"{r.task}, {ms.label}: final layer [CLS] row " + ", ".join(
-                           f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, row)) + f"; expected {want} = {name} "
+    present = [j for j in range(len(CLS_CLASSES)) if ms.glue.n_cls_class[j] > 0]
+    if i not in present:
+        raise NotApplicable(f"no {name} token in the {r.task} inputs")
+    rest = max(float(row[j]) for j in present if j != i)
+    return Measurement(float(row[i]) - rest, ms.glue.n_examples, "dev examples", unit="per token",
+                       detail=f"{r.task}, {ms.label}: final layer [CLS] row per token " + ", ".join(
+                           f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, row)) + "; class totals " + ", ".join(
+                           f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, total)) + f"; expected {want} = {name} "
                                                                                 f"(sink measured: {r.sink})")
 
 

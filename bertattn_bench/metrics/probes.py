@@ -643,7 +643,9 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
                                      max_tokens)
     kept = [sentences[e.index] for e in encoded]  # reducers index per-example arrays by Encoded.index: 0..n-1
     data = (f"train: {len(train_enc)} sentences " + ("sampled " if s.n_train is not None else "(all) ")
-            + f"from {n_docs} of the {len(docs)} GUM train documents ({tier} tier); eval: {len(encoded)} of the "
+            + f"from {n_docs} of the {len(docs)} GUM train documents ({tier} tier"
+            + ("; REDUCED BUDGET: --tier full's verdict counts" if s.n_train is not None else "")
+            + f"); eval: {len(encoded)} of the "
             f"{n_total} sentences of {CORPORA[base]} (sample seed {s.seed}, training seed {s.training_seed}; UAS "
             + ("with a ROOT candidate, root words scored, without punct" if s.root else "without root and punct")
             + ("; SD-like gold trees: case heads the phrase, cc on the first conjunct)" if s.trees == "sd"
@@ -667,9 +669,14 @@ def _result(pr) -> ProbeResult:
     return res
 
 
+REDUCED_NOTE = ("REDUCED BUDGET: the quick tier's seeded sample of the GUM train sentences; the verdict that counts "
+                "is --tier full's (every sentence), and the two can differ")
+
+
 def _train_note(res: ProbeResult) -> str:
-    return (f"trained on {res.n_train_sentences} GUM train sentences ({res.n_train_arcs} arcs, "
+    note = (f"trained on {res.n_train_sentences} GUM train sentences ({res.n_train_arcs} arcs, "
             f"{res.n_train_documents} documents; training seed {res.train_seed})")
+    return note + (f"; {REDUCED_NOTE}" if TIERS.get(res.tier, {}).get("n_train") is not None else "")
 
 
 def _bars(res: ProbeResult, probe: str, bars: dict) -> tuple[list[float], str]:
