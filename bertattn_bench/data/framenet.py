@@ -216,52 +216,15 @@ def read_lu_xml(path: Path) -> list[FrameRecord]:
     return out
 
 
-# ---- Penn-Treebank word tokens (what the notebook's ``nltk.word_tokenize`` gives) ----------------------------------
-# NLTK is not a dependency of the project; this reproduces its ``word_tokenize(text, preserve_line=True)`` on
-# FrameNet's space-separated text (same token lists for all 79,224 distinct sentence and span strings of the
-# exemplar file, checked against NLTK 3.10.4 on 2026-11-24). ``preserve_line=True`` skips the Punkt sentence
-# splitter (its model cannot be downloaded here); on one exemplar sentence it only differs where a sentence-final
-# period sits inside the text.
-_TB_ALWAYS = re.compile(r"(\.{2,}|--|`+|[«“‘„»”’;@#$%&?!*\[\](){}<>\u2012-\u2015])")
-_TB_COLON_COMMA = re.compile(r"([:,])(?=[^\d]|$)")
-_TB_LEAD_APOS = re.compile(r"(?i)^(')(?!(?:re|ve|ll|m|t|s|d|n)\b)(?=\w)")
-_TB_CLITIC = re.compile(r"(?i)^(.*[^' ])('s|'m|'d|'ll|'re|'ve|n't|')$")
-_TB_FUSED = re.compile(r"(?i)^(?:(can)(not)|(d)('ye)|(gim)(me)|(gon)(na)|(got)(ta)|(lem)(me)|(more)('n)|(wan)(na)"
-                       r"|(')(tis)|(')(twas))$")
-_TB_FINAL_PERIOD = re.compile(r"^(.*[^.])(\.)([\])}>\"'»”’]*)$")
-
+# ---- Penn-Treebank word tokens: the notebook's ``nltk.word_tokenize`` ----------------------------------------------
 
 def treebank_tokens(text: str) -> list[str]:
-    """Treebank tokens of one sentence or span: opening quotes become ``, closing ones '', clitics ('s, n't, 'll
-    ...) and punctuation split off, the text's final period split off."""
-    raw = text.split()
-    out: list[str] = []
-    for k, word in enumerate(raw):
-        w = re.sub(r"^(\"|'')" if k else r'^"', " `` ", word)  # '' opens a quote only after a space
-        w = w.replace('"', " '' ")
-        w = _TB_ALWAYS.sub(r" \1 ", w)
-        w = _TB_COLON_COMMA.sub(r" \1 ", w)
-        if k == len(raw) - 1:
-            m = _TB_FINAL_PERIOD.match(w.rstrip())
-            if m:
-                w = f"{m.group(1)} {m.group(2)} {m.group(3)}"
-        for piece in w.split():
-            out.extend(_tb_apostrophes(piece))
-    return out
+    """NLTK's ``word_tokenize(text, preserve_line=True)``: the notebook's tokenizer without the Punkt sentence
+    splitter (its model is a download; FrameNet's exemplars are one sentence each). Opening quotes become ``,
+    closing ones '', clitics ('s, n't, 'll ...) and punctuation split off."""
+    from nltk.tokenize import word_tokenize
 
-
-def _tb_apostrophes(p: str) -> list[str]:
-    if p in ("``", "''"):
-        return [p]
-    if _TB_LEAD_APOS.match(p):
-        return ["'"] + _tb_apostrophes(p[1:])
-    m = _TB_CLITIC.match(p)
-    if m:
-        return _tb_apostrophes(m.group(1)) + [m.group(2)]
-    m = _TB_FUSED.match(p)
-    if m:
-        return [g for g in m.groups() if g]
-    return [p]
+    return word_tokenize(text, preserve_line=True)
 
 
 def read_core_sets(frame_dir: Path) -> dict[str, frozenset[str]]:
