@@ -232,11 +232,6 @@ def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_
     finally:
         for h in hooks:
             h.remove()
-    n = len(dev.examples)
-    firsts = [min(l for l, _ in c) if c else n_l for c in configs]
-    assert rows == [n + n * sum(f <= j for f in firsts) for j in range(n_l)]  # layer j: plain + configs from <= j
-    assert sum(rows) == n * sweeps.sweep_layer_passes(configs, n_l)
-    assert sweeps.sweep_layer_passes(configs, n_l, share_prefix=False) == len(configs) * n_l
     whole = sweeps.sweep(model, dev, tok, configs, kind, rows_per_pass=15, examples_per_batch=5, share_prefix=False)
     for c, heads in enumerate(configs):
         if kind == "uniform":
@@ -248,6 +243,11 @@ def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_
         np.testing.assert_allclose(whole[c], alone, atol=1e-5, rtol=1e-5, err_msg=f"configuration {c}: {heads}")
         if heads:  # every configuration changes the logits: a skipped intervention would show
             assert np.abs(alone - swept[0]).max() > 1e-2, f"configuration {c} {heads} changes nothing"
+    n = len(dev.examples)
+    firsts = [min(l for l, _ in c) if c else n_l for c in configs]
+    assert rows == [n + n * sum(f <= j for f in firsts) for j in range(n_l)]  # layer j: plain + configs from <= j
+    assert sum(rows) == n * sweeps.sweep_layer_passes(configs, n_l)
+    assert sweeps.sweep_layer_passes(configs, n_l, share_prefix=False) == len(configs) * n_l
 
 
 def test_sweep_layers_found_per_architecture(tokenizer):
