@@ -114,7 +114,7 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     computes exactly the plain model's hidden states below ``l``. So each batch runs once plainly (each encoder
     layer's output kept), and the configurations, grouped by first intervened layer, run layers ``l..L-1`` only
     (the layers below return the kept output, :func:`_prefix_served`). For a single-head + single-layer sweep that
-    is about ``(L + 3) / (2 L + 2)`` of the plain passes' cost instead of 1 (:func:`sweep_layer_passes`). Models
+    is about ``(L + 1) / 2L`` of the plain passes' cost instead of 1 (0.59 for 6 x 12) (:func:`sweep_layer_passes`). Models
     whose layers share modules (ALBERT) run every configuration through the whole model.
     """
     if kind not in ("uniform", "mask"):
