@@ -261,3 +261,28 @@ def test_sweep_layers_found_per_architecture(tokenizer):
     assert sweeps.encoder_layers(albert.model) is None
     with pytest.raises(ValueError, match="'uniform' or 'mask'"):
         sweeps.sweep(finetune.task_model(albert, glue.task("mrpc"), 0), None, tokenizer, [[]], "zero")
+
+
+def test_training_precision_choice(monkeypatch):
+    """bf16 autocast only where it pays (a CPU with AMX), an explicit choice wins, the recipe's by default, and a
+    bad value names the variable."""
+    r = finetune.Recipe()
+    cpu = torch.device("cpu")
+    monkeypatch.delenv(finetune.PRECISION_ENV, raising=False)
+    assert finetune.with_precision(r, cpu)[0] == r  # default: the recipe's (the recorded bf16)
+    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    assert finetune.with_precision(r, cpu, "auto")[0].bf16_autocast is False  # no AMX: fp32
+    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"avx512_bf16", "amx_bf16", "amx_tile"})
+    assert finetune.with_precision(r, cpu, "auto")[0].bf16_autocast is True
+    monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
+    fp32, why = finetune.with_precision(r, cpu)
+    assert fp32.bf16_autocast is False and "fp32" in why and fp32.key() != r.key()  # the precision is in the key
+    monkeypatch.setenv(finetune.PRECISION_ENV, "half")
+    with pytest.raises(DataError, match="BERTATTN_FT_PRECISION='half'"):
+        finetune.with_precision(r, cpu)
+
+
+def test_meta_records_precision(tiny, glue_dir, monkeypatch):
+    monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
+    ft = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, finetune.Recipe(epochs=1, batch_size=16))
+    assert ft.meta["precision"] == "fp32" and ft.meta["recipe"]["bf16_autocast"] is False
