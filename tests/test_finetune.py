@@ -250,13 +250,22 @@ def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_
     assert sweeps.sweep_layer_passes(configs, n_l, share_prefix=False) == len(configs) * n_l
 
 
-def test_sweep_layers_found_per_architecture(tokenizer):
-    """DistilBERT's blocks are found; ALBERT's shared layer is not (its sweep runs every configuration whole)."""
+def test_sweep_layers_found_per_architecture(tokenizer, glue_dir):
+    """DistilBERT's blocks are found (and its shared sweep equals the whole-model one); ALBERT's shared layer is
+    not (its sweep runs every configuration whole)."""
     from bertattn_bench import architectures
 
     by_label = {a.label: a for a in architectures.MATRIX}
     distil = architectures.build(by_label["DistilBERT"], tokenizer)
     assert len(sweeps.encoder_layers(distil.model)) == distil.info.n_layers
+    model = finetune.task_model(distil, glue.task("mrpc"), 0)
+    dev = finetune.encode_split(tokenizer, glue.load_split(glue_dir, "mrpc", "dev"), 128)
+    configs = [[], [(1, 0)], [(0, 2)], [(1, 0), (1, 3)]]
+    for kind in ("uniform", "mask"):
+        shared = sweeps.sweep(model, dev, tokenizer, configs, kind, rows_per_pass=16, examples_per_batch=8)
+        whole = sweeps.sweep(model, dev, tokenizer, configs, kind, rows_per_pass=16, examples_per_batch=8,
+                             share_prefix=False)
+        np.testing.assert_allclose(shared, whole, atol=1e-5, rtol=1e-5)
     albert = architectures.build(by_label["ALBERT"], tokenizer)
     assert sweeps.encoder_layers(albert.model) is None
     with pytest.raises(ValueError, match="'uniform' or 'mask'"):
