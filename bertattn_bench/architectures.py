@@ -306,7 +306,7 @@ def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
     max |swept logits - the same configuration run alone|) over the configurations and both kinds."""
     import math
 
-    from . import finetune
+    from . import finetune, sweeps
     from .data import glue
 
     t = glue.task("mrpc")
@@ -321,7 +321,7 @@ def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
                                                                           for l in range(n_l)]
     worst = 0.0
     for kind in ("uniform", "mask"):
-        swept = finetune.sweep(model, data, tokenizer, configs, kind=kind, rows_per_pass=12, examples_per_batch=4)
+        swept = sweeps.sweep(model, data, tokenizer, configs, kind=kind, rows_per_pass=12, examples_per_batch=4)
         for c, heads in enumerate(configs):
             iv = (attention.Intervention("probs", attention.uniform_attention(heads)) if kind == "uniform"
                   else attention.gate_heads(attention.zero_heads(n_l, n_h, heads)))

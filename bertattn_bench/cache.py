@@ -296,6 +296,18 @@ def pass_options(prepared) -> dict:
     return opts
 
 
+def threads_matter(family: str) -> bool:
+    """Whether torch's thread count belongs in a family's key: only where the pass trains (its prepare function
+    takes the training ``options``: fine-tunes, probes), as the order of float sums then changes trained values;
+    a forward-only pass (attention statistics) reuses a pass computed with another thread count."""
+    import inspect
+
+    from .registry import families
+
+    fam = families().get(family)
+    return fam is None or "options" in inspect.signature(fam.prepare).parameters
+
+
 def cache_key(family: str, corpus: str, info, data_paths: list[Path], options: dict,
               index: DigestIndex | None = None) -> str:
     doc = {"family": family, "corpus": corpus, "model": model_fingerprint(info, index),
@@ -310,8 +322,10 @@ class PassCache:
 
     def key(self, family: str, corpus: str, info, prepared, options: dict) -> str:
         """The key of ``prepared``'s pass: its data files, the model, the family's code, ``options`` + its own."""
-        return cache_key(family, corpus, info, list(getattr(prepared, "data_paths", [])),
-                         {**options, **pass_options(prepared)}, self.digests)
+        opts = {**options, **pass_options(prepared)}
+        if not threads_matter(family):
+            opts.pop("threads", None)
+        return cache_key(family, corpus, info, list(getattr(prepared, "data_paths", [])), opts, self.digests)
 
     def path(self, slug: str, family: str, corpus: str, key: str) -> Path:
         return self.directory / slug / f"{family}-{corpus}-{key}{RESULT_SUFFIX}"

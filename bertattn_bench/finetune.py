@@ -10,20 +10,21 @@
   exactly as an uninterrupted one.
 * :func:`finetuned`: fine-tune once per (base weights, task, recipe, seed, data, trainer code) and keep it under
   ``<cache>/finetune/``; a file lock makes two workers share one training; an interrupted run resumes.
-* :func:`predict` and :func:`sweep`: evaluation, the latter giving every batch row its own configuration so a
-  sweep of C configurations costs about C plain dev passes (Kovaleva §4.6, Michel §3).
+* :func:`predict`: evaluation (the sweep of head configurations is :mod:`bertattn_bench.sweeps`, kept out of this
+  module so that changing it does not change the checkpoints' key).
+* :func:`with_precision`: bf16 autocast or float32 training (``$BERTATTN_FT_PRECISION``; "auto" takes bf16 only
+  where it is faster), recorded in the recipe (the key) and the checkpoint's meta.
 """
 from __future__ import annotations
 
 import copy
 import hashlib
 import json
-import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -51,11 +52,55 @@ class Recipe:
     max_tokens: int = 128
     max_train: int | None = None  # subsample the training set (seeded) to this many examples (SST-2 on CPU)
     # mixed precision: forward/backward matmuls in bfloat16 under autocast, weights, optimiser and loss in float32
-    # (standard fine-tuning practice; ~1.9x faster on CPUs with AMX/AVX512-BF16). Evaluation is always float32.
+    # (standard fine-tuning practice; ~1.9x faster on CPUs with AMX). Evaluation is always float32. The recorded
+    # baselines were trained with it; ``BERTATTN_FT_PRECISION`` overrides it (:func:`with_precision`).
     bf16_autocast: bool = True
 
     def key(self) -> dict:
         return asdict(self)
+
+
+PRECISION_ENV = "BERTATTN_FT_PRECISION"
+PRECISIONS = ("recipe", "bf16", "fp32", "auto")
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def bf16_pays(device: torch.device) -> tuple[bool, str]:
+    """Whether bf16 autocast trains faster than float32 on ``device``, and why. On a CPU only with AMX tiles
+    (``amx_bf16``): on an AMD EPYC with AVX512-BF16 but no AMX it was slower (MRPC 212 s vs 147-196 s fp32;
+    docs/speed.md). On CUDA where the GPU supports bf16."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        ok = torch.cuda.is_bf16_supported()
+        return ok, f"CUDA {'with' if ok else 'without'} bf16 support"
+    if device.type == "cpu":
+        ok = "amx_bf16" in _cpu_flags()
+        return ok, "CPU with AMX (amx_bf16)" if ok else "CPU without AMX (bf16 autocast is slower than fp32 there)"
+    return False, f"{device.type}: bf16 autocast not known to pay"
+
+
+def with_precision(recipe: Recipe, device, choice: str | None = None) -> tuple[Recipe, str]:
+    """The recipe with the training precision of ``choice`` (default: ``$BERTATTN_FT_PRECISION``, else "recipe"):
+    "recipe" keeps ``recipe.bf16_autocast`` (the recorded baselines' bf16), "bf16" / "fp32" force one, "auto" takes
+    bf16 only where :func:`bf16_pays`. Returns (recipe, why); the precision is in the recipe, so in the key."""
+    choice = (choice if choice is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "recipe"
+    if choice not in PRECISIONS:
+        raise DataError(f"{PRECISION_ENV}={choice!r}: expected one of {', '.join(PRECISIONS)}")
+    if choice == "recipe":
+        return recipe, f"the recipe's ({'bf16 autocast' if recipe.bf16_autocast else 'fp32'})"
+    if choice in ("bf16", "fp32"):
+        return replace(recipe, bf16_autocast=choice == "bf16"), f"{PRECISION_ENV}={choice}"
+    ok, why = bf16_pays(device)
+    return replace(recipe, bf16_autocast=ok), f"auto: {why}"
 
 
 # ---- the model -----------------------------------------------------------------------------------------------
@@ -284,65 +329,6 @@ def to_predictions(t: glue.Task, logits: np.ndarray) -> np.ndarray:
     return logits if t.is_regression else logits.argmax(-1)
 
 
-def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequence[tuple[int, int]]],
-          kind: str = "uniform", rows_per_pass: int = 256, examples_per_batch: int = 32,
-          progress: bool = False, desc: str = "sweep") -> np.ndarray:
-    """Logits ``(C, N, ...)`` of every configuration (a list of 0-based heads to disable) on every example.
-
-    Each forward pass holds ``examples_per_batch`` length-sorted examples repeated for ``k`` configurations
-    (``rows_per_pass // examples_per_batch``); row ``j*b + i`` is example i under configuration j, set per row
-    by :class:`attention.UniformRows` (``kind="uniform"``, Kovaleva) or per-row gates (``kind="mask"``, Michel).
-    The sweep thus costs about ``C`` plain passes over the data, never a Python loop of dev passes.
-    """
-    device = next(model.parameters()).device
-    n_l, n_h = attention.layers_heads(model)
-    masks = torch.zeros(len(configs), n_l, n_h, dtype=torch.bool)
-    for c, heads in enumerate(configs):
-        for layer, head in heads:
-            if not (0 <= layer < n_l and 0 <= head < n_h):
-                raise ValueError(f"configuration {c}: head {attention.head_name(layer, head)} is outside {n_l}x{n_h}")
-            masks[c, layer, head] = True
-    masks = masks.to(device)
-    order = _length_sorted(data.examples)
-    b = max(1, min(examples_per_batch, len(order)))
-    k = max(1, rows_per_pass // b)
-    out = None
-    rows = attention.UniformRows()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=math.ceil(len(order) / b) * math.ceil(len(configs) / k), desc=desc, unit="pass",
-                   leave=False, disable=None)
-    with torch.inference_mode():
-        for start in range(0, len(order), b):
-            idx = order[start:start + b]
-            batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
-            inputs = _inputs(batch)
-            for c0 in range(0, len(configs), k):
-                cs = masks[c0:c0 + k]  # (k', L, H)
-                kk = cs.shape[0]
-                rep = {name: x.repeat(kk, 1) for name, x in inputs.items()}
-                row_mask = cs.repeat_interleave(len(idx), dim=0)  # (k'*b, L, H), config-major
-                if kind == "uniform":
-                    ivs = [rows.set(row_mask).intervention()]
-                elif kind == "mask":
-                    ivs = [attention.gate_heads((~row_mask).float())]
-                else:
-                    raise ValueError(f"sweep kind {kind!r}: 'uniform' or 'mask'")
-                with attention.attention_run(model, interventions=ivs):
-                    logits = model(**rep).float().cpu().numpy()
-                logits = logits.reshape(kk, len(idx), *logits.shape[1:])
-                if out is None:
-                    out = np.zeros((len(configs), len(order), *logits.shape[2:]), dtype=np.float32)
-                out[c0:c0 + kk][:, idx] = logits
-                if bar is not None:
-                    bar.update(1)
-    if bar is not None:
-        bar.close()
-    return out
-
-
 # ---- the checkpoint cache ------------------------------------------------------------------------------------
 
 def _sources_version() -> str:
@@ -390,13 +376,14 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     from safetensors.torch import load_file, save_file
 
     t = glue.task(task_name)
+    recipe, why = with_precision(recipe, loaded.info.device)
     model = task_model(loaded, t, seed)
     if cache_dir is None:
         rows = training_rows(data_dir, task_name, recipe, seed)
         data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, None, progress, f"fine-tune {task_name}/{seed}")
-        return FineTuned(model, _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, None), False)
+        return FineTuned(model, _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, None, why), False)
     directory = checkpoint_dir(cache_dir, loaded, task_name, recipe, seed, data_dir)
     directory.parent.mkdir(parents=True, exist_ok=True)
     weights, meta_path = directory / "model.safetensors", directory / "meta.json"
@@ -413,7 +400,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, state, progress, f"fine-tune {task_name}/{seed}")
-        meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory)
+        meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory, why)
         tmp = weights.with_suffix(f".tmp{os.getpid()}")
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
         os.replace(tmp, weights)
@@ -422,8 +409,9 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         return FineTuned(model, meta, False)
 
 
-def _meta(loaded, t, recipe, seed, data, log, seconds, directory) -> dict:
+def _meta(loaded, t, recipe, seed, data, log, seconds, directory, precision_why: str = "") -> dict:
     return {"model": loaded.info.name, "task": t.name, "seed": seed, "recipe": recipe.key(),
+            "precision": "bf16 autocast" if recipe.bf16_autocast else "fp32", "precision_why": precision_why,
             "n_train": len(data.examples), "n_train_truncated": data.n_truncated, "log": log,
             "train_seconds": seconds, "device": str(loaded.info.device), "threads": torch.get_num_threads(),
             "path": str(directory) if directory else None}

@@ -193,8 +193,8 @@ class _Prepared:
 
 
 def test_options_in_the_key(tmp_path, monkeypatch):
-    """Batch size, a pass's settings (e.g. a training seed) and the thread count each change the key; a model
-    object in the pass is not an option (never serialised)."""
+    """Batch size, a pass's settings (e.g. a training seed) and, for a family that trains, the thread count each
+    change the key; a model object in the pass is not an option (never serialised)."""
     folder = _model_folder(tmp_path, size=1000)
     data = tmp_path / "d.conllu"
     data.write_text("1\tx\n")
@@ -214,7 +214,16 @@ def test_options_in_the_key(tmp_path, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
-    assert key() != base
+    assert key() == base  # a forward-only family: the thread count is not in its key
+
+    def probes_key():
+        return cache.key("probes", "ewt_dev", _info(folder), _Prepared("probes", "ewt_dev", "d", loaded,
+                                                                       data_paths=[data]), {"limit": None})
+
+    seven = probes_key()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert probes_key() != seven  # a family that trains: it is
+    assert C.threads_matter("finetune") and C.threads_matter("probes") and not C.threads_matter("surface")
 
 
 def test_hub_models_keyed_by_snapshot_commit(tmp_path, monkeypatch):

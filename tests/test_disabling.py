@@ -56,3 +56,15 @@ def test_last_layers_must_actually_change():
     assert ft_change_last_layers(res([0.999, 0.972, 0.971, 0.896, 0.756, 0.527]), min_change=0.05).value == 2
     assert ft_change_last_layers(res([0.998, 0.999, 0.998, 0.998, 0.997, 0.996]), min_change=0.05).value == 0
     assert ft_change_last_layers(res([0.998, 0.999, 0.998, 0.998, 0.997, 0.996])).value == 2  # the old reading
+
+
+def test_disabling_sweep_layer_passes_by_hand():
+    """Issue 27's counts: a 6 x 12 model's 79 configurations cost 6 + 12 x (6+5+4+3+2+1) + (6+...+1) = 279 layer
+    passes per example with the prefix shared, against 79 x 6 = 474; a 12 x 12 model 1,026 against 1,884."""
+    from bertattn_bench import sweeps
+    from bertattn_bench.metrics.disabling import configurations
+
+    assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6) == 279
+    assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6, share_prefix=False) == 474
+    assert sweeps.sweep_layer_passes(configurations(12, 12)[0], 12) == 12 + 13 * 78
+    assert sweeps.sweep_layer_passes(configurations(12, 12)[0], 12, share_prefix=False) == 157 * 12

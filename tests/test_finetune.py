@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench import finetune
+from bertattn_bench import finetune, sweeps
 from bertattn_bench.data import glue
 from bertattn_bench.errors import DataError
 
@@ -161,7 +161,7 @@ def test_sweep_equals_one_configuration_at_a_time(tiny, glue_dir):
     n_l, n_h = tiny.info.n_layers, tiny.info.n_heads
     configs = [[]] + [[(l, h)] for l in range(n_l) for h in range(n_h)] + [[(l, h) for h in range(n_h)] for l in range(n_l)]
     for kind in ("uniform", "mask"):
-        swept = finetune.sweep(model, dev, tiny.tokenizer, configs, kind, rows_per_pass=24, examples_per_batch=6)
+        swept = sweeps.sweep(model, dev, tiny.tokenizer, configs, kind, rows_per_pass=24, examples_per_batch=6)
         assert swept.shape == (len(configs), 20, 2)
         for c in (0, 1, n_h + 2, len(configs) - 2, len(configs) - 1):
             heads = configs[c]
@@ -184,3 +184,114 @@ def test_mcnemar_exact_by_hand():
     assert (lost, gained) == (1, 3)
     assert p == pytest.approx(2 * (1 + 4) / 16)  # two-sided binomial: P(X <= 1 | n=4) * 2
     assert mcnemar_exact(base, base) == (1.0, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def three_layers(tokenizer):
+    """A 3-layer, 2-head BERT (random weights, seed 1) with a seeded random task head: configurations first
+    intervening in layers 1, 2 and 3 have different plain prefixes to share."""
+    from transformers import BertConfig
+
+    from bertattn_bench.model import model_from_config
+
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=64, initializer_range=0.5)
+    loaded = model_from_config(config, tokenizer, "tiny3", "tiny3", seed=1, device="cpu")
+    return loaded, finetune.task_model(loaded, glue.task("mrpc"), seed=3)
+
+
+def _rows_per_layer(model):
+    """Rows each layer's self-attention computes (a served layer never reaches its attention)."""
+    from bertattn_bench import attention
+
+    mods = attention.attention_modules(model)
+    rows = [0] * len(mods)
+    hooks = [mod.register_forward_hook(lambda m, a, o, i=i: rows.__setitem__(i, rows[i] + o[0].shape[0]))
+             for i, mod in enumerate(mods)]
+    return rows, hooks
+
+
+@pytest.mark.parametrize("kind", ["uniform", "mask"])
+def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_dir, kind):
+    """Every configuration of the prefix-shared sweep (heads, layers, and multi-layer ones whose first layer
+    differs) gives the logits of evaluating it alone through the whole model, and each layer runs only for the
+    configurations that intervene at or below it (plus the one plain pass per batch)."""
+    from bertattn_bench import attention
+
+    loaded, model = three_layers
+    tok = loaded.tokenizer
+    dev = finetune.encode_split(tok, glue.load_split(glue_dir, "mrpc", "dev"), 128)
+    n_l, n_h = 3, 2
+    configs = ([[]] + [[(l, h)] for l in range(n_l) for h in range(n_h)] + [[(l, h) for h in range(n_h)] for l in range(n_l)]
+               + [[(2, 1), (1, 0)], [(0, 1), (2, 0)], [(1, 1), (2, 0), (2, 1)]])
+    layers = sweeps.encoder_layers(model)
+    assert layers is not None and len(layers) == n_l
+    rows, hooks = _rows_per_layer(model)
+    try:
+        swept = sweeps.sweep(model, dev, tok, configs, kind, rows_per_pass=15, examples_per_batch=5)
+    finally:
+        for h in hooks:
+            h.remove()
+    whole = sweeps.sweep(model, dev, tok, configs, kind, rows_per_pass=15, examples_per_batch=5, share_prefix=False)
+    for c, heads in enumerate(configs):
+        if kind == "uniform":
+            ivs = [attention.Intervention("probs", attention.uniform_attention(heads))]
+        else:
+            ivs = [attention.gate_heads(attention.zero_heads(n_l, n_h, heads))]
+        alone = finetune.predict(model, dev, tok, batch_size=7, interventions=ivs)
+        np.testing.assert_allclose(swept[c], alone, atol=1e-5, rtol=1e-5, err_msg=f"configuration {c}: {heads}")
+        np.testing.assert_allclose(whole[c], alone, atol=1e-5, rtol=1e-5, err_msg=f"configuration {c}: {heads}")
+        if heads:  # every configuration changes the logits: a skipped intervention would show
+            assert np.abs(alone - swept[0]).max() > 1e-2, f"configuration {c} {heads} changes nothing"
+    n = len(dev.examples)
+    firsts = [min(l for l, _ in c) if c else n_l for c in configs]
+    assert rows == [n + n * sum(f <= j for f in firsts) for j in range(n_l)]  # layer j: plain + configs from <= j
+    assert sum(rows) == n * sweeps.sweep_layer_passes(configs, n_l)
+    assert sweeps.sweep_layer_passes(configs, n_l, share_prefix=False) == len(configs) * n_l
+
+
+def test_sweep_layers_found_per_architecture(tokenizer, glue_dir):
+    """DistilBERT's blocks are found (and its shared sweep equals the whole-model one); ALBERT's shared layer is
+    not (its sweep runs every configuration whole)."""
+    from bertattn_bench import architectures
+
+    by_label = {a.label: a for a in architectures.MATRIX}
+    distil = architectures.build(by_label["DistilBERT"], tokenizer)
+    assert len(sweeps.encoder_layers(distil.model)) == distil.info.n_layers
+    model = finetune.task_model(distil, glue.task("mrpc"), 0)
+    dev = finetune.encode_split(tokenizer, glue.load_split(glue_dir, "mrpc", "dev"), 128)
+    configs = [[], [(1, 0)], [(0, 2)], [(1, 0), (1, 3)]]
+    for kind in ("uniform", "mask"):
+        shared = sweeps.sweep(model, dev, tokenizer, configs, kind, rows_per_pass=16, examples_per_batch=8)
+        whole = sweeps.sweep(model, dev, tokenizer, configs, kind, rows_per_pass=16, examples_per_batch=8,
+                             share_prefix=False)
+        np.testing.assert_allclose(shared, whole, atol=1e-5, rtol=1e-5)
+    albert = architectures.build(by_label["ALBERT"], tokenizer)
+    assert sweeps.encoder_layers(albert.model) is None
+    with pytest.raises(ValueError, match="'uniform' or 'mask'"):
+        sweeps.sweep(finetune.task_model(albert, glue.task("mrpc"), 0), None, tokenizer, [[]], "zero")
+
+
+def test_training_precision_choice(monkeypatch):
+    """bf16 autocast only where it pays (a CPU with AMX), an explicit choice wins, the recipe's by default, and a
+    bad value names the variable."""
+    r = finetune.Recipe()
+    cpu = torch.device("cpu")
+    monkeypatch.delenv(finetune.PRECISION_ENV, raising=False)
+    assert finetune.with_precision(r, cpu)[0] == r  # default: the recipe's (the recorded bf16)
+    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    assert finetune.with_precision(r, cpu, "auto")[0].bf16_autocast is False  # no AMX: fp32
+    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"avx512_bf16", "amx_bf16", "amx_tile"})
+    assert finetune.with_precision(r, cpu, "auto")[0].bf16_autocast is True
+    monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
+    fp32, why = finetune.with_precision(r, cpu)
+    assert fp32.bf16_autocast is False and "fp32" in why and fp32.key() != r.key()  # the precision is in the key
+    monkeypatch.setenv(finetune.PRECISION_ENV, "half")
+    with pytest.raises(DataError, match="BERTATTN_FT_PRECISION='half'"):
+        finetune.with_precision(r, cpu)
+
+
+def test_meta_records_precision(tiny, glue_dir, monkeypatch):
+    monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
+    ft = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, finetune.Recipe(epochs=1, batch_size=16))
+    assert ft.meta["precision"] == "fp32" and ft.meta["recipe"]["bf16_autocast"] is False

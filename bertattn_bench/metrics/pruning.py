@@ -10,7 +10,7 @@ The ``prune`` family's pass, per (model, GLUE task) and every seed of the tier, 
   scores are kept; the default score is ℓ2-normalised per layer (Molchanov et al., the paper's §4.1; the authors'
   ``--normalize_pruning_by_layer``). The authors' code takes |·| per token position, not per example
   (michel2019-notes.md §6): we follow the paper.
-* **One batched sweep** (``finetune.sweep(kind="mask")``: ξ_h = 0 on the head's output after dropout, each batch
+* **One batched sweep** (``sweeps.sweep(kind="mask")``: ξ_h = 0 on the head's output after dropout, each batch
   row its own configuration): none, every single head (§3.2: Δ and the exact McNemar test per head), the pruning
   curve (§4.2: 10% of all heads per step, floor(L·H·k/10) heads for k = 1..9, in order of increasing importance
   computed once, as the authors' ``heads_pruning.sh``) and the model with only each layer's most important head.
@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .. import attention, finetune
+from .. import attention, finetune, sweeps
 from ..attention import head_name
 from ..batching import Skipped, make_batch
 from ..data import glue
@@ -266,7 +266,7 @@ class PrunePass(GluePass):
             n_cfg["sweep"] = len(configs)
             plain, s = timed(dv, lambda: finetune.predict(model, dev, tok, batch_size=32))
             add("plain", s)
-            logits, s = timed(dv, lambda: finetune.sweep(model, dev, tok, configs, "mask", self.rows_per_pass,
+            logits, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, configs, "mask", self.rows_per_pass,
                                                          progress=progress, desc=f"prune {t.name}/{seed}"))
             add("sweep", s)
             if not np.allclose(logits[0], plain, atol=1e-4):
@@ -302,7 +302,7 @@ class PrunePass(GluePass):
                         more += pruning_steps([divmod(int(i), H) for i in perm], counts)[1:]
                     more += all_but_one_configs(L, H)
                 n_cfg["sweep2"] = 1 + len(more)
-                logits2, s = timed(dv, lambda: finetune.sweep(model, dev, tok, [[]] + more, "mask", self.rows_per_pass,
+                logits2, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, [[]] + more, "mask", self.rows_per_pass,
                                                               progress=progress, desc=f"prune+ {t.name}/{seed}"))
                 add("sweep2", s)
                 sc2, p2, _ = score_configs(t, logits2, dev.labels)
@@ -321,7 +321,7 @@ class PrunePass(GluePass):
                     acc["abo"].append(abo)
                     acc["abo_p"].append(p2[pos:pos + L * H].reshape(L, H))
                     best = [int(np.argmax(abo[l])) for l in range(L)]  # chosen on dev, as Table 3
-                    lg, s = timed(dv, lambda: finetune.sweep(model, dev, tok, [[], one_head_per_layer(best, H)],
+                    lg, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, [[], one_head_per_layer(best, H)],
                                                              "mask", self.rows_per_pass))
                     add("sweep2", s)
                     acc["one_best"].append(score_configs(t, lg, dev.labels)[0][1])
@@ -353,7 +353,7 @@ class PrunePass(GluePass):
         t = glue.task("mrpc")
         L, H = self.loaded.info.n_layers, self.loaded.info.n_heads
         configs = [[]] + [[(l, h)] for l in range(L) for h in range(H)]
-        logits = finetune.sweep(model, self.cross_dev, self.loaded.tokenizer, configs, "mask", self.rows_per_pass)
+        logits = sweeps.sweep(model, self.cross_dev, self.loaded.tokenizer, configs, "mask", self.rows_per_pass)
         scores, p, _ = score_configs(t, logits, self.cross_dev.labels)
         auc, own_auc = auc_points(logits, self.cross_dev.labels), auc_points(own_logits, own_labels)
         return {"set": f"STS-B dev binarised (score >= {PARAPHRASE_STSB:g} = paraphrase)",

@@ -1,0 +1,179 @@
+"""The batched sweep of head configurations over a dev set (Kovaleva §4.6 disabling, Michel §3 masking), with
+the plain model's prefix computed once and shared.
+
+Every batch row carries its own configuration (:class:`attention.UniformRows` or per-row gates), and a
+configuration whose first intervened layer is ``l`` computes exactly the plain model's hidden states below ``l``:
+so each batch of examples runs once plainly (each encoder layer's output kept by forward hooks), and the
+configurations, grouped by their first intervened layer, run only layers ``l..L-1`` (the layers below return the
+kept output, repeated per configuration row). The sharing is at the encoder-layer boundary, never inside attention.
+
+Kept out of :mod:`bertattn_bench.finetune` so that the fine-tuned checkpoints' cache key (which covers that module
+and what it imports) does not change when the evaluation does.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from . import attention
+from .batching import make_batch
+from .finetune import Encoded_, TaskModel, _inputs, _length_sorted
+
+def encoder_layers(model: torch.nn.Module) -> list[torch.nn.Module] | None:
+    """The encoder's layers in order (one ``ModuleList`` entry per hidden layer, each holding that layer's
+    self-attention module), or ``None`` where layers share modules (ALBERT) or no such list is found: there a
+    sweep runs every configuration through the whole model."""
+    mods = attention.attention_modules(model)
+    n_l = int(model.config.num_hidden_layers)
+    if len(mods) != n_l:
+        return None
+    for lst in model.modules():
+        if isinstance(lst, torch.nn.ModuleList) and len(lst) == n_l and all(
+                any(m is mod for m in layer.modules()) for layer, mod in zip(lst, mods)):
+            return list(lst)
+    return None
+
+
+def first_layers(masks: torch.Tensor) -> list[int]:
+    """Per configuration ``(C, L, H)``: its first intervened layer (0-based; ``L`` for a configuration with none)."""
+    n_l = masks.shape[1]
+    touched = masks.any(-1)  # (C, L)
+    return [int(t.nonzero()[0, 0]) if bool(t.any()) else n_l for t in touched]
+
+
+def _repeat_rows(x, k: int):
+    """A layer's output with every tensor's batch rows repeated ``k`` times, configuration-major."""
+    if isinstance(x, torch.Tensor):
+        return x.repeat(k, *([1] * (x.dim() - 1)))
+    if isinstance(x, tuple):
+        return type(x)(_repeat_rows(v, k) for v in x)
+    return x
+
+
+@contextmanager
+def _prefix_served(layers: Sequence[torch.nn.Module], outputs: Sequence, first: int, k: int):
+    """While active, layers ``0..first-1`` compute nothing: each returns layer ``first-1``'s output of the plain
+    pass, repeated for ``k`` configurations (what those layers compute for a configuration that first intervenes
+    in layer ``first``), so only layers ``first..L-1`` run."""
+    if first == 0:
+        yield
+        return
+    served = _repeat_rows(outputs[first - 1], k)
+    saved = [layer.__dict__.get("forward") for layer in layers[:first]]
+
+    def serve(*args, **kwargs):
+        return served
+
+    try:
+        for layer in layers[:first]:
+            layer.forward = serve
+        yield
+    finally:
+        for layer, old in zip(layers[:first], saved):
+            if old is None:
+                del layer.forward
+            else:
+                layer.forward = old
+
+
+@contextmanager
+def _captured(layers: Sequence[torch.nn.Module], outputs: list):
+    """Record each layer's output (in layer order) into ``outputs`` while active."""
+    handles = [layer.register_forward_hook(lambda m, a, o, i=i: outputs.__setitem__(i, o))
+               for i, layer in enumerate(layers)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def sweep_layer_passes(configs: Sequence[Sequence[tuple[int, int]]], n_layers: int, share_prefix: bool = True) -> int:
+    """Layer passes per example (ignoring batching) of a sweep: ``C x L`` without prefix sharing, else one plain
+    pass (``L``) plus ``L - l`` per configuration whose first intervened layer is ``l``."""
+    if not share_prefix:
+        return len(configs) * n_layers
+    firsts = [min(layer for layer, _ in heads) if heads else n_layers for heads in configs]
+    return n_layers + sum(n_layers - f for f in firsts)
+
+
+def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequence[tuple[int, int]]],
+          kind: str = "uniform", rows_per_pass: int = 256, examples_per_batch: int = 32,
+          progress: bool = False, desc: str = "sweep", share_prefix: bool = True) -> np.ndarray:
+    """Logits ``(C, N, ...)`` of every configuration (a list of 0-based heads to disable) on every example.
+
+    Each forward pass holds ``examples_per_batch`` length-sorted examples repeated for ``k`` configurations
+    (``rows_per_pass // examples_per_batch``); row ``j*b + i`` is example i under configuration j, set per row
+    by :class:`attention.UniformRows` (``kind="uniform"``, Kovaleva) or per-row gates (``kind="mask"``, Michel).
+
+    Prefix sharing (``share_prefix``, on by default): a configuration whose first intervened layer is ``l``
+    computes exactly the plain model's hidden states below ``l``. So each batch runs once plainly (each encoder
+    layer's output kept), and the configurations, grouped by first intervened layer, run layers ``l..L-1`` only
+    (the layers below return the kept output, :func:`_prefix_served`). For a single-head + single-layer sweep that
+    is about ``(L + 1) / 2L`` of the plain passes' cost instead of 1 (0.59 for 6 x 12) (:func:`sweep_layer_passes`). Models
+    whose layers share modules (ALBERT) run every configuration through the whole model.
+    """
+    if kind not in ("uniform", "mask"):
+        raise ValueError(f"sweep kind {kind!r}: 'uniform' or 'mask'")
+    device = next(model.parameters()).device
+    n_l, n_h = attention.layers_heads(model)
+    masks = torch.zeros(len(configs), n_l, n_h, dtype=torch.bool)
+    for c, heads in enumerate(configs):
+        for layer, head in heads:
+            if not (0 <= layer < n_l and 0 <= head < n_h):
+                raise ValueError(f"configuration {c}: head {attention.head_name(layer, head)} is outside {n_l}x{n_h}")
+            masks[c, layer, head] = True
+    layers = encoder_layers(model) if share_prefix else None
+    firsts = first_layers(masks) if layers is not None else [0] * len(configs)
+    groups: dict[int, list[int]] = {}
+    for c, f in enumerate(firsts):
+        groups.setdefault(f, []).append(c)
+    masks = masks.to(device)
+    order = _length_sorted(data.examples)
+    b = max(1, min(examples_per_batch, len(order)))
+    k = max(1, rows_per_pass // b)
+    chunks = [(f, cs[c0:c0 + k]) for f, cs in sorted(groups.items()) for c0 in range(0, len(cs), k)]
+    out = None
+    rows = attention.UniformRows()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=math.ceil(len(order) / b) * (len(chunks) + (layers is not None)), desc=desc, unit="pass",
+                   leave=False, disable=None)
+    with torch.inference_mode():
+        for start in range(0, len(order), b):
+            idx = order[start:start + b]
+            batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
+            inputs = _inputs(batch)
+            outputs = [None] * n_l
+            if layers is not None:
+                with _captured(layers, outputs):
+                    model(**inputs)
+                if bar is not None:
+                    bar.update(1)
+            for first, cs in chunks:
+                kk = len(cs)
+                sel = torch.as_tensor(cs, device=device)
+                rep = {name: x.repeat(kk, 1) for name, x in inputs.items()}
+                row_mask = masks[sel].repeat_interleave(len(idx), dim=0)  # (k'*b, L, H), config-major
+                if kind == "uniform":
+                    ivs = [rows.set(row_mask).intervention()]
+                else:
+                    ivs = [attention.gate_heads((~row_mask).float())]
+                with attention.attention_run(model, interventions=ivs), \
+                        _prefix_served(layers or [], outputs, first, kk):
+                    logits = model(**rep).float().cpu().numpy()
+                logits = logits.reshape(kk, len(idx), *logits.shape[1:])
+                if out is None:
+                    out = np.zeros((len(configs), len(order), *logits.shape[2:]), dtype=np.float32)
+                out[np.ix_(cs, idx)] = logits
+                if bar is not None:
+                    bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out

@@ -1,0 +1,121 @@
+#!/usr/bin/env python
+"""Time the suite's fine-tuning against a naive Hugging Face loop on the same task, in one run (issue 27).
+
+* ``ours-bf16`` / ``ours-fp32``: :func:`bertattn_bench.finetune.train` (length-pooled batches of 32, the paper's
+  recipe) with bf16 autocast on or off;
+* ``naive``: ``AutoModelForSequenceClassification`` on the same encoder, batches of 32 in a seeded random order,
+  tokenised per batch and padded to the longest in the batch, AdamW 5e-5 with linear warm-up/decay, fp32.
+
+Same training rows, same epochs, one after the other; prints seconds per variant, the dev accuracy each reaches
+(a sanity check that every loop trains), the thread count and the CPU's bf16 units.
+
+    PYTHONPATH=$PWD BERTATTN_DATA_DIR=../shared/data HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
+        .venv/bin/python scripts/finetune_vs_naive.py --data-dir ../shared/data [--epochs 3] [--variants ours-fp32,naive]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bertattn_bench import finetune
+from bertattn_bench.data import glue
+from bertattn_bench.model import load_model
+
+VARIANTS = ("ours-bf16", "ours-fp32", "naive")
+
+
+def ours(loaded, t, rows, dev_rows, epochs: int, bf16: bool) -> tuple[float, float]:
+    recipe = dataclasses.replace(finetune.Recipe(), epochs=epochs, bf16_autocast=bf16)
+    data = finetune.encode_split(loaded.tokenizer, rows, recipe.max_tokens)
+    dev = finetune.encode_split(loaded.tokenizer, dev_rows, recipe.max_tokens)
+    model = finetune.task_model(loaded, t, 0)
+    start = time.perf_counter()
+    finetune.train(model, t, data, loaded.tokenizer, recipe, 0)
+    secs = time.perf_counter() - start
+    acc = float((finetune.predict(model, dev, loaded.tokenizer).argmax(-1) == dev.labels).mean())
+    return secs, acc
+
+
+def naive(source: str, t, rows, dev_rows, epochs: int) -> tuple[float, float]:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+
+    tok = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=t.num_labels)
+    gen = torch.Generator().manual_seed(0)
+    steps = epochs * ((len(rows) + 31) // 32)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
+    sched = get_linear_schedule_with_warmup(opt, int(0.1 * steps), steps)
+    labels = torch.tensor([int(r.label) for r in rows])
+    start = time.perf_counter()
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(rows), generator=gen).tolist()
+        for b0 in range(0, len(order), 32):
+            idx = order[b0:b0 + 32]
+            enc = tok([rows[i].text_a for i in idx], [rows[i].text_b for i in idx], truncation=True, max_length=128,
+                      padding="longest", return_tensors="pt")
+            loss = model(**enc, labels=labels[idx]).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+    secs = time.perf_counter() - start
+    model.eval()
+    correct = 0
+    with torch.inference_mode():
+        for b0 in range(0, len(dev_rows), 64):
+            chunk = dev_rows[b0:b0 + 64]
+            enc = tok([r.text_a for r in chunk], [r.text_b for r in chunk], truncation=True, max_length=128,
+                      padding="longest", return_tensors="pt")
+            pred = model(**enc).logits.argmax(-1).numpy()
+            correct += int((pred == np.array([int(r.label) for r in chunk])).sum())
+    return secs, correct / len(dev_rows)
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--model", default="embedded")
+    ap.add_argument("--task", default="mrpc")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--max-train", type=int, default=None, help="the first N training rows (a smoke check)")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated of {', '.join(VARIANTS)}")
+    args = ap.parse_args()
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad:
+        raise SystemExit(f"--variants: unknown {', '.join(bad)} (expected some of {', '.join(VARIANTS)})")
+    loaded = load_model(args.model, device="cpu")
+    t = glue.task(args.task)
+    rows = glue.load_split(Path(args.data_dir), args.task, "train")[:args.max_train]
+    dev_rows = glue.load_split(Path(args.data_dir), args.task, "dev")
+    flags = cpu_flags()
+    print(f"{loaded.info.name}, {args.task}: {len(rows)} training examples, {args.epochs} epoch(s), dev n = "
+          f"{len(dev_rows)}; torch {torch.__version__}, {torch.get_num_threads()} threads; CPU amx_bf16 "
+          f"{'amx_bf16' in flags}, avx512_bf16 {'avx512_bf16' in flags}")
+    for v in variants:
+        if v == "naive":
+            secs, acc = naive(loaded.info.source, t, rows, dev_rows, args.epochs)
+        else:
+            secs, acc = ours(loaded, t, rows, dev_rows, args.epochs, v == "ours-bf16")
+        print(f"{v:>10}: {secs:7.1f} s, dev accuracy {100 * acc:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""time_core: a pass is timed where it is computed; a cached pass is loaded, untimed (a warm re-run takes
+seconds); --time-cores recomputes and times every pass."""
+from types import SimpleNamespace
+
+from bertattn_bench import pytest_plugin as P
+from bertattn_bench.cache import PassCache
+
+
+class _Benchmark:
+    disabled = False
+
+    def __init__(self):
+        self.calls, self.extra_info, self.group = 0, {}, None
+
+    def pedantic(self, fn, args=(), **kw):
+        self.calls += 1
+        return fn(*args)
+
+
+class _Skipped:
+    def describe(self):
+        return ""
+
+
+class _Prepared:
+    def __init__(self):
+        self.runs = 0
+
+    def nothing_to_measure(self):
+        return None
+
+    def run(self, progress=False):
+        self.runs += 1
+        model = SimpleNamespace(name="m", device="cpu", attn_implementation="x")
+        return SimpleNamespace(result=self.runs, model=model, data="d", n_examples=3, examples_per_second=1.0,
+                               skipped=_Skipped())
+
+
+class _Bench:
+    """The part of BenchSession time_core uses, over a real PassCache keyed by the target only."""
+
+    def __init__(self, cache_dir, time_cores=False):
+        self.cache, self.prepared = PassCache(cache_dir), _Prepared()
+        self.config = SimpleNamespace(getoption=lambda name: time_cores if name == "--time-cores" else None,
+                                      pluginmanager=SimpleNamespace(getplugin=lambda name: None))
+
+    def prepare(self, target):
+        return self.prepared
+
+    def _cached(self, target, compute, prepared, force=False):
+        path = self.cache.directory / f"{target.family}-{target.corpus}.pkl"
+        return self.cache.get_or_compute(path, compute, force=force)[0]
+
+
+def test_cached_pass_is_loaded_untimed_and_time_cores_recomputes(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, "load_claims", lambda family: [])
+    target = P.Target("m", "c", "no-such-family")
+    cold = _Bench(tmp_path)
+    b = _Benchmark()
+    assert P.time_core(b, cold, target).result == 1 and b.calls == 1 and cold.prepared.runs == 1  # miss: timed
+    warm = _Bench(tmp_path)
+    b = _Benchmark()
+    assert P.time_core(b, warm, target).result == 1  # the cached pass
+    assert b.calls == 0 and warm.prepared.runs == 0  # neither run nor timed
+    forced = _Bench(tmp_path, time_cores=True)
+    b = _Benchmark()
+    assert P.time_core(b, forced, target).result == 1 and b.calls == 1 and forced.prepared.runs == 1
