@@ -49,19 +49,31 @@ def paired_difference_se(b: float, c: float, n: int) -> float:
     return 100.0 * math.sqrt(max((b + c) - (b - c) ** 2 / n, 0.0)) / n
 
 
+def sign_test_p(plus: int, minus: int) -> float:
+    """Two-sided exact sign test: P of a split at least as uneven as ``plus`` : ``minus`` under p = 1/2 (ties
+    dropped before calling); 1 when there is nothing to test."""
+    from scipy.stats import binomtest
+
+    if plus + minus == 0:
+        return 1.0
+    return float(binomtest(int(plus), int(plus + minus), 0.5).pvalue)
+
+
+def mean_se(x) -> float:
+    """Standard error of a mean over independent units: sd (ddof 1) / sqrt(n); NaN for fewer than 2 units."""
+    x = np.asarray(x, float).reshape(-1)
+    return float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
+
+
 def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[float, int, int]:
     """Two-sided exact McNemar p on paired boolean correctness; returns (p, #lost, #gained) of ``other`` against
     ``base`` (lost: right in base, wrong in other)."""
-    from scipy.stats import binomtest
-
     base_correct, other_correct = np.asarray(base_correct, bool), np.asarray(other_correct, bool)
     if base_correct.shape != other_correct.shape:
         raise ValueError(f"mcnemar_exact: paired arrays differ in shape {base_correct.shape} vs {other_correct.shape}")
     lost = int((base_correct & ~other_correct).sum())
     gained = int((~base_correct & other_correct).sum())
-    if lost + gained == 0:
-        return 1.0, 0, 0
-    return float(binomtest(min(lost, gained), lost + gained, 0.5).pvalue), lost, gained
+    return sign_test_p(gained, lost), lost, gained
 
 
 # ---- means, ranks, AUCs ------------------------------------------------------------------------------------------

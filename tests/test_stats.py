@@ -81,3 +81,10 @@ def test_noise_bar_prefers_measured_then_recorded_sd():
     bar, sd, _ = stats.noise_bar(0.5, [0], float("nan"), "rte", {"mrpc": 1.5})
     assert bar == 0.5 and math.isnan(sd)                                                   # one example's step
     assert stats.noise_bar(3.0, [0, 1], 2.0, "mrpc", None)[0] == 3.0                       # step larger than sd
+
+
+def test_sign_test_and_mean_se_by_hand():
+    assert stats.sign_test_p(3, 1) == pytest.approx(0.625)  # 2 * (1 + 4) / 16
+    assert stats.sign_test_p(0, 0) == 1.0
+    assert stats.mean_se([1.0, 3.0]) == pytest.approx(math.sqrt(2) / math.sqrt(2))  # sd 1.414, n 2
+    assert math.isnan(stats.mean_se([1.0]))

@@ -132,12 +132,12 @@ def scores(t: Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, fl
     """The task's metrics in points (x100): accuracy (+ F1 of the positive class), or Pearson/Spearman."""
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     if t.is_regression:
-        from scipy.stats import pearsonr, spearmanr
+        from ..stats import rank_correlation
 
         if np.std(predictions) == 0 or np.std(labels) == 0:
             return {"pearson": 0.0, "spearman": 0.0}  # a constant predictor has no correlation (scored 0)
-        return {"pearson": 100 * float(pearsonr(predictions, labels)[0]),
-                "spearman": 100 * float(spearmanr(predictions, labels)[0])}
+        return {"pearson": 100 * rank_correlation(predictions, labels, "pearson")[0],
+                "spearman": 100 * rank_correlation(predictions, labels)[0]}
     from sklearn.metrics import accuracy_score, f1_score
 
     out = {"acc": 100 * float(accuracy_score(labels, predictions))}

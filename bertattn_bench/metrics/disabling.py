@@ -24,18 +24,8 @@ from ..data import glue
 from ..passes import NothingToMeasure, timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..stats import mcnemar_exact, noise_bar, sign_test_p
 from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
-
-
-def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[float, int, int]:
-    """Two-sided exact McNemar p on paired correctness; returns (p, #lost, #gained)."""
-    from scipy.stats import binomtest
-
-    lost = int((base_correct & ~other_correct).sum())
-    gained = int((~base_correct & other_correct).sum())
-    if lost + gained == 0:
-        return 1.0, 0, 0
-    return float(binomtest(min(lost, gained), lost + gained, 0.5).pvalue), lost, gained
 
 
 def score_configs(t: glue.Task, logits: np.ndarray, labels: np.ndarray):
@@ -151,16 +141,10 @@ def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
 # ---- claim metrics (named by reference_numbers/kovaleva2019_disable.toml) ------------------------------------
 
 def _noise(r: DisableResult, seed_sd: dict | None) -> tuple[float, str]:
-    """The bar a gain must clear: one example's step and the seed spread (measured here with >= 2 seeds, else the
-    spread recorded in the claim file from the full tier)."""
-    step = r.step if not np.isnan(r.step) else 0.0
-    if len(r.seeds) > 1:
-        sd, where = r.seed_sd, f"sd over seeds {list(r.seeds)} measured here"
-    elif seed_sd and r.task in seed_sd:
-        sd, where = float(seed_sd[r.task]), "sd over seeds recorded from the full tier (claim file)"
-    else:
-        sd, where = float("nan"), "seed spread not measured for this task"
-    bar = max(step, 0.0 if np.isnan(sd) else sd)
+    """The bar a gain must clear (:func:`stats.noise_bar`): one example's step and the seed spread (measured here
+    with >= 2 seeds, else the spread recorded in the claim file from the full tier)."""
+    step = 0.0 if np.isnan(r.step) else r.step
+    bar, sd, where = noise_bar(step, r.seeds, r.seed_sd if len(r.seeds) > 1 else float("nan"), r.task, seed_sd)
     return bar, f"bar {bar:.2f} = max(one example {step:.2f}, seed sd {sd:.2f}; {where})"
 
 
@@ -214,12 +198,10 @@ def disable_best_gain(pr, tasks: list | None = None, what: str = "head") -> Meas
 def disable_mean_head_delta(pr, tasks: list | None = None) -> Measurement:
     """Mean Δ over all heads (a head disabled at random), mean over seeds; share of heads with Δ > 0."""
     r = result_of(pr, tasks)
-    from scipy.stats import binomtest
-
     mean = float(r.head_delta.mean())
     pos = int((r.head_delta > 0).sum())
     neg = int((r.head_delta < 0).sum())
-    p = float(binomtest(pos, pos + neg, 0.5).pvalue) if pos + neg else 1.0
+    p = sign_test_p(pos, neg)
     return Measurement(mean, r.n_dev, "dev examples", unit="points",
                        detail=f"{r.task}: mean Δ over {r.head_delta[0].size} heads x {len(r.seeds)} seed(s) {mean:+.3f} "
                               f"(one example = {r.step:.2f}); {pos} up, {neg} down (sign test p {p:.3g})")

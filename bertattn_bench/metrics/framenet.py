@@ -46,6 +46,7 @@ from ..attention import Reducer, head_name
 from ..passes import NothingToMeasure
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..stats import one_sided_t_p
 
 DIRECTIONS = ("t2f", "f2t", "both")
 NOTEBOOK_MAX_LEN = 20  # analyze_sem_links: convert_to_bert_tokens(sentence, "", max_len=20)
@@ -319,14 +320,9 @@ def _result(pr) -> FrameResult:
 def frame_heads(r: FrameResult, direction: str | None = None, percentile: float = PERCENTILE, alpha: float = ALPHA):
     """The frame-semantic heads, strongest first: [(layer, head, score, control, p)], the control's percentile
     threshold, and every head's one-sided paired p-value (L, H)."""
-    from scipy.stats import t as student_t
-
     d = r.d(direction)
     score, control = r.score[d], r.control[d]
-    se = r.diff_sd[d] / np.sqrt(r.n_sentences)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tstat = np.where(se > 0, r.diff_mean[d] / se, np.where(r.diff_mean[d] > 0, np.inf, 0.0))
-    p = student_t.sf(tstat, r.n_sentences - 1)
+    _, _, p = one_sided_t_p(r.diff_mean[d], r.diff_sd[d], r.n_sentences)
     threshold = float(np.percentile(control, percentile))
     n_heads = score.size
     ok = (score > threshold) & (p * n_heads < alpha)

@@ -58,7 +58,7 @@ from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric, relative_depth
-from ..stats import difference_se
+from ..stats import difference_se, mean_se
 from ..settings import training_seed
 from .finetuned import GLUE_TASKS, TIERS, options_of, recipe_for
 
@@ -663,7 +663,7 @@ def sep_score_task_margin(pr, passes: list, model: str = "pretrained") -> Measur
         if st.special_free is None or st.sep_free_examples is None or not len(st.sep_free_examples):
             raise NotApplicable("the pass has no length-free [SEP] scores (re-run the pass)")
         x = st.sep_free_examples
-        se = float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+        se = mean_se(x)
         return float(st.special_free[..., 1].mean()), se, len(x), float(st.special[..., 1].mean())
 
     mine, se_mine, n_mine, raw_mine = stats(ms.glue)

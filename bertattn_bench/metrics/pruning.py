@@ -42,6 +42,7 @@ from ..data import glue
 from ..passes import NothingToMeasure, PassResult, timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..stats import mann_whitney_null_se, noise_bar, rank_correlation
 from .disabling import score_configs
 from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for, result_of
 
@@ -419,16 +420,11 @@ def _classification(r: PruneResult, what: str) -> None:
 
 
 def _noise(r: PruneResult, seed_sd: dict | None) -> tuple[float, str]:
-    """The noise bar of a curve: one example's step and the seed sd of the fine-tuned score (measured with >= 2
-    seeds, else the value recorded in the claim file from the full tier)."""
+    """The noise bar of a curve (:func:`stats.noise_bar`): one example's step and the seed sd of the fine-tuned
+    score (measured with >= 2 seeds, else the value recorded in the claim file from the full tier)."""
     step = 0.0 if np.isnan(r.step) else r.step
-    if len(r.seeds) > 1:
-        sd, where = r.seed_sd, f"sd over seeds {list(r.seeds)} measured here"
-    elif seed_sd and r.task in seed_sd:
-        sd, where = float(seed_sd[r.task]), "seed sd recorded in the claim file (full tier)"
-    else:
-        sd, where = float("nan"), "seed spread not measured for this task"
-    return max(step, 0.0 if np.isnan(sd) else sd), f"one example {step:.2f}, seed sd {sd:.2f} ({where})"
+    bar, sd, where = noise_bar(step, r.seeds, r.seed_sd if len(r.seeds) > 1 else float("nan"), r.task, seed_sd)
+    return bar, f"one example {step:.2f}, seed sd {sd:.2f} ({where})"
 
 
 def _curve_txt(r: PruneResult, curve: np.ndarray) -> str:
@@ -489,7 +485,6 @@ def michel_all_but_one_share(pr, max_drop: float = 1.0) -> Measurement:
 def michel_importance_vs_delta(pr) -> Measurement:
     """§4.1: Spearman between the per-layer-normalised I_h and -Δ_h (single head masked), over all heads, mean
     over seeds; the raw (unnormalised) scores' Spearman in the detail."""
-    from scipy.stats import spearmanr
 
     r = _res(pr)
     rhos, parts = [], []
@@ -497,8 +492,8 @@ def michel_importance_vs_delta(pr) -> Measurement:
         d = -r.head_delta[s].reshape(-1)
         if np.std(d) == 0:
             raise NotApplicable(f"seed {seed}: masking any single head changes no dev score: nothing to rank")
-        rho, p = spearmanr(r.importance[s].reshape(-1), d)
-        raw, _ = spearmanr(r.importance_raw[s].reshape(-1), d)
+        rho, p = rank_correlation(r.importance[s], d)
+        raw, _ = rank_correlation(r.importance_raw[s], d)
         rhos.append(float(rho))
         top = np.unravel_index(int(np.argmax(r.importance[s])), r.importance[s].shape)
         parts.append(f"seed {seed}: ρ {rho:.3f} (p {p:.2g}), raw scores ρ {raw:.3f}; most important {head_name(*top)}")
@@ -574,7 +569,6 @@ def michel_cross_set_correlation(pr, min_auc_z: float = 2.0) -> Measurement:
     there) is in the detail. NaN (does not hold) unless the unmasked model's AUC on the second set exceeds chance by
     ``min_auc_z`` null SEs (Mann-Whitney: sqrt((n1 + n2 + 1) / (12 n1 n2))): heads cannot "matter on another set"
     where the model does not do the task at all (the random-init twin: AUC 47.9 on STS-B, r 0.35 from noise)."""
-    from scipy.stats import pearsonr, spearmanr
 
     r = _res(pr)
     if r.cross is None:
@@ -586,12 +580,12 @@ def michel_cross_set_correlation(pr, min_auc_z: float = 2.0) -> Measurement:
     acc_a, acc_b = r.head_delta[0].reshape(-1), c["head_delta"].reshape(-1)
     if np.std(a) == 0 or np.std(b) == 0:
         raise NotApplicable("no single head changes a score on one of the sets")
-    rr, p = pearsonr(a, b)
-    rho, _ = spearmanr(a, b)
-    acc = (f"{pearsonr(acc_a, acc_b)[0]:.3f} (Spearman {spearmanr(acc_a, acc_b)[0]:.3f})"
+    rr, p = rank_correlation(a, b, "pearson")
+    rho, _ = rank_correlation(a, b)
+    acc = (f"{rank_correlation(acc_a, acc_b, 'pearson')[0]:.3f} (Spearman {rank_correlation(acc_a, acc_b)[0]:.3f})"
            if np.std(acc_a) > 0 and np.std(acc_b) > 0 else "undefined (a constant Δ)")
     n_pos, n_neg = int(c["positives"]), int(c["n"]) - int(c["positives"])
-    floor = 50 + min_auc_z * 100 * np.sqrt((n_pos + n_neg + 1) / (12 * n_pos * n_neg))  # AUC in points
+    floor = 50 + min_auc_z * 100 * mann_whitney_null_se(n_pos, n_neg)  # AUC in points
     transfers = c["auc_base"] > floor
     return Measurement(float(rr) if transfers else float("nan"), r.n_layers * r.n_heads, "heads",
                        unit="Pearson r of Δ AUC",
@@ -606,15 +600,14 @@ def michel_cross_set_correlation(pr, min_auc_z: float = 2.0) -> Measurement:
 @metric("michel_early_importance")
 def michel_early_importance(pr) -> Measurement:
     """§6 substitute: Spearman(I after epoch 1, I final) - Spearman(I at step 0, I final), seed 0."""
-    from scipy.stats import spearmanr
 
     r = _res(pr)
     if r.early is None:
         raise NotApplicable(f"importance at fine-tuning checkpoints needs one more epoch of fine-tuning: --tier full "
                             f"(this pass: {r.tier})")
     f = r.early["final"].reshape(-1)
-    r1 = float(spearmanr(r.early["epoch1"].reshape(-1), f)[0])
-    r0 = float(spearmanr(r.early["step0"].reshape(-1), f)[0])
+    r1 = rank_correlation(r.early["epoch1"], f)[0]
+    r0 = rank_correlation(r.early["step0"], f)[0]
     return Measurement(r1 - r0, r.n_layers * r.n_heads, "heads", unit="Δ Spearman ρ",
                        detail=f"{r.task} seed {r.seeds[0]}: ρ(epoch 1, final) {r1:.3f}, ρ(step 0, final) {r0:.3f}; "
                               f"I_h on {r.n_importance} training examples")

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ..attention import Reducer
+from ..stats import binomial_se_points
 
 PUNCT_UPOS = "PUNCT"
 
@@ -215,7 +216,7 @@ def choose_layer(held_out_uuas, n_edges: int) -> tuple[int, float]:
     if scores.size == 0 or n_edges <= 0:
         raise ValueError(f"choose_layer: need held-out scores and edges (got {scores.size} layers, {n_edges} edges)")
     best = float(scores.max()) / 100.0
-    se = 100.0 * float(np.sqrt(best * (1.0 - best) / n_edges))
+    se = binomial_se_points(100.0 * best, n_edges)
     return int(np.flatnonzero(scores >= scores.max() - se)[0]), se
 
 
