@@ -200,5 +200,5 @@ def speedup_figures(pass_results, directory: Path) -> list[Path]:
         ax.set_ylabel("dev examples / s")
         ax.set_title(f"{pr.model.name}: pruning {FRACTION:.0%} of heads ({r.task}, {r.device})", fontsize=9)
         ax.legend(fontsize=8)
-        out.append(save_figure(fig, directory, f"speedup-{pr.model.name}-{r.task}.png"))
+        out.append(save_figure(fig, directory, f"speedup-{pr.model.slug}-{r.task}.png"))
     return out
