@@ -81,15 +81,47 @@ def _prefix_served(layers: Sequence[torch.nn.Module], outputs: Sequence, first: 
 
 
 @contextmanager
-def _captured(layers: Sequence[torch.nn.Module], outputs: list):
-    """Record each layer's output (in layer order) into ``outputs`` while active."""
+def _captured(layers: Sequence[torch.nn.Module], outputs: list, inputs: list | None = None):
+    """Record each layer's output (in layer order) into ``outputs`` while active, and, with ``inputs``, the hidden
+    states each layer was called with (its first tensor argument)."""
     handles = [layer.register_forward_hook(lambda m, a, o, i=i: outputs.__setitem__(i, o))
                for i, layer in enumerate(layers)]
+    if inputs is not None:
+        def pre(m, args, kwargs, i):
+            first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+            inputs.__setitem__(i, first)
+
+        handles += [layer.register_forward_pre_hook(lambda m, a, k, i=i: pre(m, a, k, i), with_kwargs=True)
+                    for i, layer in enumerate(layers)]
     try:
         yield
     finally:
         for h in handles:
             h.remove()
+
+
+def _leading(x):
+    return x if isinstance(x, torch.Tensor) else next((v for v in x if isinstance(v, torch.Tensor)), None) \
+        if isinstance(x, tuple) else None
+
+
+def prefix_servable(inputs: list, outputs: list, batch: int, length: int) -> bool:
+    """Whether serving kept outputs is exact for this batch: the layers form a chain (layer i+1 is called with
+    layer i's output: not so where the list holds only each layer's attention, as XLM's, with its feed-forward
+    block between them) and their outputs are batch-first ``(batch, length, ...)`` (not so for XLNet's
+    sequence-first layers; where batch == length the layout cannot be told and nothing is served)."""
+    if batch == length:
+        return False
+    for i, out in enumerate(outputs):
+        lead = _leading(out)
+        if lead is None or lead.dim() < 2 or tuple(lead.shape[:2]) != (batch, length):
+            return False
+        if i + 1 < len(outputs):
+            nxt = inputs[i + 1]
+            if nxt is None or nxt.shape != lead.shape or not (nxt.data_ptr() == lead.data_ptr()
+                                                               or torch.equal(nxt, lead)):
+                return False
+    return True
 
 
 def sweep_layer_passes(configs: Sequence[Sequence[tuple[int, int]]], n_layers: int, share_prefix: bool = True) -> int:
@@ -115,7 +147,9 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     layer's output kept), and the configurations, grouped by first intervened layer, run layers ``l..L-1`` only
     (the layers below return the kept output, :func:`_prefix_served`). For a single-head + single-layer sweep that
     is about ``(L + 1) / 2L`` of the plain passes' cost instead of 1 (0.59 for 6 x 12) (:func:`sweep_layer_passes`). Models
-    whose layers share modules (ALBERT) run every configuration through the whole model.
+    whose layers share modules (ALBERT) run every configuration through the whole model, and so does every batch
+    where serving kept outputs cannot be shown exact (:func:`prefix_servable`: XLM's attention-only list, XLNet's
+    sequence-first layers).
     """
     if kind not in ("uniform", "mask"):
         raise ValueError(f"sweep kind {kind!r}: 'uniform' or 'mask'")
@@ -150,10 +184,12 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
             idx = order[start:start + b]
             batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
             inputs = _inputs(batch)
-            outputs = [None] * n_l
+            outputs, called = [None] * n_l, [None] * n_l
+            servable = False
             if layers is not None:
-                with _captured(layers, outputs):
+                with _captured(layers, outputs, called):
                     model(**inputs)
+                servable = prefix_servable(called, outputs, len(idx), inputs["input_ids"].shape[1])
                 if bar is not None:
                     bar.update(1)
             for first, cs in chunks:
@@ -166,7 +202,7 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
                 else:
                     ivs = [attention.gate_heads((~row_mask).float())]
                 with attention.attention_run(model, interventions=ivs), \
-                        _prefix_served(layers or [], outputs, first, kk):
+                        _prefix_served(layers or [], outputs, first if servable else 0, kk):
                     logits = model(**rep).float().cpu().numpy()
                 logits = logits.reshape(kk, len(idx), *logits.shape[1:])
                 if out is None:

@@ -3,6 +3,9 @@ seconds); --time-cores recomputes and times every pass."""
 from types import SimpleNamespace
 
 from bertattn_bench import pytest_plugin as P
+from bertattn_bench.batching import Skipped
+from bertattn_bench.model import ModelInfo
+from bertattn_bench.passes import PassResult
 from bertattn_bench.cache import PassCache
 
 
@@ -17,11 +20,6 @@ class _Benchmark:
         return fn(*args)
 
 
-class _Skipped:
-    def describe(self):
-        return ""
-
-
 class _Prepared:
     def __init__(self):
         self.runs = 0
@@ -29,11 +27,11 @@ class _Prepared:
     def nothing_to_measure(self):
         return None
 
-    def run(self, progress=False):
+    def run(self, progress=False):  # a real PassResult: the cache stores data and the package's classes only
         self.runs += 1
-        model = SimpleNamespace(name="m", device="cpu", attn_implementation="x")
-        return SimpleNamespace(result=self.runs, model=model, data="d", n_examples=3, examples_per_second=1.0,
-                               skipped=_Skipped())
+        model = ModelInfo(name="m", slug="m", n_layers=1, n_heads=1, max_positions=8, has_mlm_head=False,
+                          attn_implementation="x", device="cpu", cls_token_id=1, sep_token_id=2, pad_token_id=0)
+        return PassResult("no-such-family", "c", "d", model, self.runs, 3, Skipped(), seconds=1.0)
 
 
 class _Bench:
