@@ -78,16 +78,6 @@ def naive(source: str, t, rows, dev_rows, epochs: int) -> tuple[float, float]:
     return secs, correct / len(dev_rows)
 
 
-def cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", required=True)
@@ -105,7 +95,7 @@ def main() -> None:
     t = glue.task(args.task)
     rows = glue.load_split(Path(args.data_dir), args.task, "train")[:args.max_train]
     dev_rows = glue.load_split(Path(args.data_dir), args.task, "dev")
-    flags = cpu_flags()
+    flags = finetune._cpu_flags()
     print(f"{loaded.info.name}, {args.task}: {len(rows)} training examples, {args.epochs} epoch(s), dev n = "
           f"{len(dev_rows)}; torch {torch.__version__}, {torch.get_num_threads()} threads; CPU amx_bf16 "
           f"{'amx_bf16' in flags}, avx512_bf16 {'avx512_bf16' in flags}")
