@@ -19,11 +19,11 @@ import base64
 import csv
 import html
 import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BenchError
+from .report import read_json
 
 MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "skipped": "–", None: ""}
 LEGEND = ("✓ holds · ✗ does not hold · ? inconclusive (a threshold inside the value's 95% interval) · "
@@ -63,13 +63,8 @@ def read_records(source: Path) -> list[dict]:
     """The records of a claims report: a folder holding ``claims.json`` or the JSON file itself."""
     path = Path(source)
     path = path / "claims.json" if path.is_dir() else path
-    if not path.is_file():
-        raise BenchError(f"{source}: no claims report here (expected a folder with claims.json, written by "
-                         f"--claims-report DIR, or the claims.json file)")
-    try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    records = read_json(path, f"{source}: no claims report here (expected a folder with claims.json, written by "
+                              f"--claims-report DIR, or the claims.json file)")
     if not isinstance(records, list) or not all(isinstance(r, dict) and "claim_id" in r for r in records):
         raise BenchError(f"{path}: not a claims report (a list of records with claim_id)")
     for i, r in enumerate(records):

@@ -246,17 +246,26 @@ def run_provenance(session) -> dict:
     }
 
 
+def read_json(path: Path, missing: str):
+    """A JSON file of a claims report: ``missing`` (naming what was expected) where the file is not there, the file
+    and line where it is not JSON."""
+    from .errors import BenchError
+
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(missing)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+
+
 def read_run(folder: Path) -> dict:
     from .errors import BenchError
 
     path = Path(folder) / RUN_FILE
-    if not path.is_file():
-        raise BenchError(f"{folder}: no {RUN_FILE} (a claims report written by this version with --claims-report "
-                         f"holds one; it says which code, catalog and data the values come from)")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    doc = read_json(path, f"{folder}: no {RUN_FILE} (a claims report written by this version with --claims-report "
+                          f"holds one; it says which code, catalog and data the values come from)")
     if doc.get("format") != RUN_FORMAT:
         raise BenchError(f"{path}: not a {RUN_FORMAT} record")
     return doc
