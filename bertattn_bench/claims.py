@@ -224,11 +224,14 @@ def baseline_path(model_slug: str, directory: Path = REFERENCE_DIR / "baselines"
 
 
 def corpus_label(pass_result, inputs=()) -> str:
-    """The corpus as tables and baselines name it: a training family's tier other than the quick one is part of
-    it (``mrpc+full``: three seeds' mean is another measurement than the quick tier's one seed), also when the tier
-    is that of a pass the claim reads beside its own (FrameNet heads judged on the full tier's disabling sweeps)."""
-    tiers = {getattr(p.result, "tier", None) for p in (pass_result, *inputs)} - {None, "quick"}
-    return pass_result.corpus + "".join(f"+{t}" for t in sorted(tiers))
+    """The corpus as tables and baselines name it: a tier other than the recorded (regression) one is part of it
+    where it changed the pass (``mrpc+full``: three seeds' mean is another measurement than one seed's;
+    ``wikitext2+quick``: a capped sample), also when the tier is that of a pass the claim reads beside its own
+    (FrameNet heads judged on the full tier's disabling sweeps). See :mod:`bertattn_bench.tiers`."""
+    from .tiers import suffix
+
+    return pass_result.corpus + suffix(getattr(p, "tier", None) or getattr(p.result, "tier", None)
+                                       for p in (pass_result, *inputs))
 
 
 def baseline_key(claim_id: str, corpus: str) -> str:

@@ -28,6 +28,9 @@ class PassResult:
     skipped: Skipped
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    # the budget tier that shaped this pass where the family's own result does not say (a forward family's capped
+    # quick-tier sample); None: no tier changed it. Part of the corpus label (claims.corpus_label)
+    tier: str | None = None
 
     @property
     def examples_per_second(self) -> float:

@@ -49,19 +49,32 @@ class Family:
     corpora: tuple[str, ...]
     default_corpus: str
     tier_corpora: dict | None = None  # families that train: {tier: default corpora}
+    # the quick tier's example cap of a forward family (its corpus otherwise read whole); None: the quick tier reads
+    # it whole (a pass of seconds). Families that train cap inside their prepare (their TIERS)
+    quick_limit: int | None = None
 
-    def default_corpora(self, tier: str = "quick") -> list[str]:
+    def default_corpora(self, tier: str = "regression") -> list[str]:
         if self.tier_corpora:
             return list(self.tier_corpora[tier])
         return [self.default_corpus]
 
+    def tier_limit(self, tier: str, limit: int | None) -> tuple[int | None, str | None]:
+        """(example limit, the tier that set it) for a run at ``tier`` with ``--limit`` = ``limit``: an explicit
+        limit wins (no tier in the label: the user chose n); the quick tier caps where the family has a cap."""
+        from .tiers import QUICK
 
-def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None):
+        if limit is None and tier == QUICK and self.quick_limit is not None:
+            return self.quick_limit, QUICK
+        return limit, None
+
+
+def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None,
+           quick_limit: int | None = None):
     """Register a family's prepare function (``bertattn_bench.passes.PreparedPass`` factory)."""
     def register(fn):
         if name in FAMILIES and FAMILIES[name].prepare is not fn:
             raise ValueError(f"family {name!r} registered twice")
-        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora)
+        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora, quick_limit)
         return fn
 
     return register

@@ -230,12 +230,13 @@ def run_provenance(session) -> dict:
     import transformers
 
     from .baselines import git_commit
+    from .pytest_plugin import requested_tier
 
     config = session.config
     return {
         "format": RUN_FORMAT, "version": 1,
         "code": code_version(), "references": references_version(), "limit": config.getoption("--limit"),
-        "tier": config.getoption("--tier"),
+        "tier": requested_tier(config),
         "data": dict(sorted({f"{p['family']}/{p['corpus']}": p.get("data_files") or p.get("data", "")
                              for p in session.passes}.items())),
         "models": sorted({p["model"] for p in session.passes}),

@@ -203,17 +203,17 @@ def test_family_registered_with_quick_tier_short_seed(tiny, tmp_path):
     # the tiny model is a random-init twin: not trained in the quick tier (skips with the reason), 2 seeds in the full
     assert tiny.info.random_init_seed is not None
     p = m.prepare_arct_ft(tiny, tmp_path, "full", options={"tier": "quick"})
-    assert p.nothing_to_measure() == m.TWIN_QUICK_REASON and "--tier full" in m.TWIN_QUICK_REASON
+    assert p.nothing_to_measure() == m.TWIN_SHORT_REASON and "--tier full" in m.TWIN_SHORT_REASON
     pr = p.run()
     with pytest.raises(NotApplicable, match="--tier full only"):
         m.arct_ft_test(pr)
     assert m.prepare_arct_ft(tiny, tmp_path, "adv", options={"tier": "full"}).seeds == m.TWIN_SEEDS
-    # the model under test: one short seed in the quick tier (recipe of QUICK_EPOCHS, said in the data column),
+    # the model under test: one short seed in the quick tier (recipe of SHORT_EPOCHS, said in the data column),
     # seeds 0-4 with the 5-epoch recipe in the full tier
     model = SimpleNamespace(info=SimpleNamespace(random_init_seed=None, max_positions=512), tokenizer=tiny.tokenizer)
     quick = m.prepare_arct_ft(model, tmp_path, "full", options={"tier": "quick"})
     assert quick.nothing_to_measure() is None and quick.seeds == (0,)
-    assert quick.recipe.epochs == m.QUICK_EPOCHS == 1 and quick.recipe.epochs < arct_ft.RECIPE.epochs
+    assert quick.recipe.epochs == m.SHORT_EPOCHS == 1 and quick.recipe.epochs < arct_ft.RECIPE.epochs
     assert "1 epoch, a smoke run" in quick.data and "seeds [0] (quick tier" in quick.data
     assert dataclasses.replace(quick.recipe, epochs=arct_ft.RECIPE.epochs) == arct_ft.RECIPE  # only the epochs differ
     full = m.prepare_arct_ft(model, tmp_path, "w", options={"tier": "full"})

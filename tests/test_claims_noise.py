@@ -129,15 +129,21 @@ def test_dependency_best_head_gap_carries_its_interval():
 
 def test_corpus_label_carries_the_tier_of_the_passes_a_claim_reads():
     """A claim judged on a pass without a tier (FrameNet) but reading the full tier's disabling sweeps is another
-    measurement than the quick tier's: its baseline key says so (one_per_lu+full), so the two never overwrite."""
+    measurement than the regression tier's: its baseline key says so (one_per_lu+full), so the two never overwrite.
+    The recorded (regression) tier adds nothing; a quick-tier sample of a forward family (PassResult.tier) does."""
     from types import SimpleNamespace
 
     from bertattn_bench.claims import corpus_label
 
     own = SimpleNamespace(corpus="one_per_lu", result=SimpleNamespace())
     full = SimpleNamespace(corpus="mrpc", result=SimpleNamespace(tier="full"))
+    recorded = SimpleNamespace(corpus="mrpc", result=SimpleNamespace(tier="regression"))
     quick = SimpleNamespace(corpus="mrpc", result=SimpleNamespace(tier="quick"))
+    capped = SimpleNamespace(corpus="wikitext2", tier="quick", result=SimpleNamespace())
     assert corpus_label(own) == "one_per_lu"
-    assert corpus_label(own, [quick]) == "one_per_lu"
+    assert corpus_label(own, [recorded]) == "one_per_lu"
+    assert corpus_label(own, [quick]) == "one_per_lu+quick"
     assert corpus_label(own, [full, full]) == "one_per_lu+full"
     assert corpus_label(full, [full]) == "mrpc+full"
+    assert corpus_label(recorded) == "mrpc"
+    assert corpus_label(capped) == "wikitext2+quick"

@@ -310,7 +310,7 @@ def _sweep(delta, p, flips=None, seeds=(0,)):
     from bertattn_bench.metrics.disabling import DisableResult
 
     s = len(seeds)
-    return DisableResult(task="mrpc", metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=seeds, tier="quick",
+    return DisableResult(task="mrpc", metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=seeds, tier="regression",
                          base=np.full(s, 80.0), head_delta=delta, layer_delta=np.zeros((s, 2)), head_p=p,
                          layer_p=np.ones((s, 2)), head_flips=np.zeros((s, 2, 4, 2), int) if flips is None else flips,
                          layer_flips=np.zeros((s, 2, 2)), step=0.25)

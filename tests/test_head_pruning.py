@@ -153,8 +153,8 @@ def test_speedup_pass_on_a_tiny_model(tiny, tmp_path, monkeypatch):
         (d / f"{split}.tsv").write_text(header + "".join(rows), encoding="utf-8")
     model = _task_model(tiny)
     monkeypatch.setattr(finetune, "finetuned", lambda *a, **k: finetune.FineTuned(copy.deepcopy(model), {}, True))
-    sp = speedup.prepare_speedup(tiny, tmp_path, "mrpc", options={"tier": "quick", "cache_dir": None})
-    sp.reason = None  # the tiny model counts as random-init: the quick tier would skip it
+    sp = speedup.prepare_speedup(tiny, tmp_path, "mrpc", options={"tier": "regression", "cache_dir": None})
+    sp.reason = None  # the tiny model counts as random-init: the regression tier would skip it
     r = sp.run().result
     imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), sp.importance_data(0),
                                                              tiny.tokenizer)[0])

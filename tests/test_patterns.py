@@ -287,7 +287,7 @@ def _result(shares_pt, shares_ft=None, task="mrpc", diag=None, nsubj=None, cls_r
                            np.zeros((2, 4)) if diag is None else diag, 5)
         return P.ModelStats(label, g, u)
 
-    r = P.PatternsResult(task, True, "quick", 100, 100, "ewt_dev", stats(shares_pt, "pre-trained"),
+    r = P.PatternsResult(task, True, "regression", 100, 100, "ewt_dev", stats(shares_pt, "pre-trained"),
                          None if shares_ft is None else stats(shares_ft, "fine-tuned"), "no fine-tuned model", sink, 2, 4)
     return SimpleNamespace(result=r, corpus=task)
 

@@ -334,12 +334,12 @@ def test_margin_metrics():
 
 
 def test_reduced_budget_is_labelled_in_every_detail():
-    """The quick tier's sampled training is a reduced budget whose verdict can differ from the full tier's: every
+    """The regression tier's sampled training is a reduced budget whose verdict can differ from the full tier's: every
     probe claim's detail says so; the full tier's does not."""
     pr = result(attn=60.0, attn_words=72.0, dist_words=65.0, random_init=25.0)
     details = [P.probe_margin_over(pr, "attn", {"right_branching": 20}).detail, P.probe_uas(pr, "attn").detail,
                P.probe_margin_under(pr, "random_init", {"right_branching": 10}).detail]
-    assert pr.result.tier == "quick" and all("REDUCED BUDGET" in d and "--tier full" in d for d in details)
+    assert pr.result.tier == "regression" and all("REDUCED BUDGET" in d and "--tier full" in d for d in details)
     pr.result.tier = "full"
     assert "REDUCED BUDGET" not in P.probe_uas(pr, "attn").detail
 
@@ -427,13 +427,13 @@ def test_sd_like_trees():
 
 
 def test_tiers_and_tree_variants(tmp_path, tiny):
-    """The quick tier samples n_train sentences, --tier full reads every GUM train sentence (of >= 2 words); the
+    """The regression tier samples n_train sentences, --tier full reads every GUM train sentence (of >= 2 words); the
     corpus label of a full-tier pass carries the tier; ``_ud`` corpora keep UD's trees."""
     from bertattn_bench.claims import corpus_label
 
     root = make_data_dir(tmp_path)  # 3 train documents, 2 usable sentences each
-    quick = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "quick"})
-    assert len(quick.train_encoded) == 6 and quick.tier == "quick"  # 800 asked, 6 there
+    quick = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "regression"})
+    assert len(quick.train_encoded) == 6 and quick.tier == "regression"  # 800 asked, 6 there
     full = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "full"})
     assert len(full.train_encoded) == 6 and full.tier == "full" and full.settings.n_train is None
     assert "(all)" in full.data and "full tier" in full.data and "SD-like" in full.data
@@ -443,5 +443,5 @@ def test_tiers_and_tree_variants(tmp_path, tiny):
         P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "huge"})
     # SD-like by default: CAT's "on" is headed by "sat"; the _ud variant keeps UD (on → mat)
     assert full.eval_heads[0].tolist() == [1, 2, P.ROOT, 2, 5, 3, -1]
-    ud = P.prepare_probes(tiny, root, "ewt_dev_ud", options={"tier": "quick"})
+    ud = P.prepare_probes(tiny, root, "ewt_dev_ud", options={"tier": "regression"})
     assert ud.eval_heads[0].tolist() == [1, 2, P.ROOT, 5, 5, 2, -1] and "UD gold trees" in ud.data

@@ -191,17 +191,17 @@ def _sensitive(tiny, seed, glue_dir):
     return m
 
 
-@pytest.mark.parametrize("tier", ["quick", "full"])
+@pytest.mark.parametrize("tier", ["regression", "full"])
 def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, tier):
     """The pass end to end on the tiny model: every Δ, curve step, all-but-one entry, single-head model and the
     cross-set sweep equals masking that configuration alone with ``predict``."""
-    monkeypatch.setattr(pruning, "recipe_for", lambda task: RECIPE)
+    monkeypatch.setattr(pruning, "recipe_for", lambda task, tier="regression": RECIPE)
     monkeypatch.setattr(finetune, "finetuned", lambda loaded, task, seed, *a, **k: finetune.FineTuned(
         _sensitive(loaded, seed, glue_dir), {}, True))
     pp = pruning.prepare_prune(tiny, glue_dir, "mrpc", options={"tier": tier, "cache_dir": None})
-    assert pp.reason if tier == "quick" else not pp.reason  # the tiny model counts as random-init: quick skips it
+    assert pp.reason if tier == "regression" else not pp.reason  # the tiny model counts as random-init: regression skips it
     # full tier: two seeds, the second sweep on the first only (pruning.EXTRA_SEEDS)
-    pp.seeds, pp.reason = ((0,) if tier == "quick" else (0, 1)), None
+    pp.seeds, pp.reason = ((0,) if tier == "regression" else (0, 1)), None
     r = pp.run().result
     model = _sensitive(tiny, 0, glue_dir)
     dev, tok = pp.dev, tiny.tokenizer
@@ -220,7 +220,7 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
     kept = [int(np.argmax(imp[l])) for l in range(2)]
     assert r.one_head_kept[0] == [f"{l + 1}-{h + 1}" for l, h in enumerate(kept)]
     assert r.one_head[0] == pytest.approx(_alone(model, tok, dev, pruning.one_head_per_layer(kept, 4)))
-    if tier == "quick":
+    if tier == "regression":
         assert r.abo_delta is None and r.cross is None and r.curve_random is None and not r.exact
         return
     assert r.exact and r.curve_exact.shape == (1, 10) and r.curve_random.shape == (1, 3, 10)
@@ -250,7 +250,7 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
 
 def _result(**kw):
     L, H = 2, 4
-    base = dict(task="mrpc", metric="acc", n_dev=400, n_layers=L, n_heads=H, seeds=(0,), tier="quick", step=0.25,
+    base = dict(task="mrpc", metric="acc", n_dev=400, n_layers=L, n_heads=H, seeds=(0,), tier="regression", step=0.25,
                 n_importance=100, importance_raw=np.ones((1, L, H)), importance=np.ones((1, L, H)),
                 base=np.array([80.0]), head_delta=np.zeros((1, L, H)), head_p=np.ones((1, L, H)),
                 head_flips=np.zeros((1, L, H, 2), dtype=int), counts=pruning.step_counts(L, H),
@@ -288,7 +288,7 @@ def test_not_significant_share_and_spearman():
     assert pruning.michel_importance_vs_delta(_PR(r2)).value == pytest.approx(-1.0)
 
 
-def test_full_tier_claims_skip_in_quick_tier():
+def test_full_tier_claims_skip_in_regression_tier():
     from bertattn_bench.registry import NotApplicable
 
     r = _result()

@@ -14,6 +14,6 @@ def test_speedup_figure_file_is_named_by_slug(tmp_path: Path):
                      sep_token_id=2, pad_token_id=0)
     r = SpeedResult(task="mrpc", n_examples=8, n_layers=2, n_heads=2, pruned=["1-1"], heads_per_layer=[1, 2],
                     emptied_layers=[], params_before=100, params_after=90, max_logit_diff=0.0, rounds=2,
-                    seconds={16: {"full": [1.0, 1.1], "pruned": [0.8, 0.9]}}, device="cpu", threads=1, tier="quick")
+                    seconds={16: {"full": [1.0, 1.1], "pruned": [0.8, 0.9]}}, device="cpu", threads=1, tier="regression")
     (path,) = speedup_figures([SimpleNamespace(result=r, model=info)], tmp_path)
     assert path == tmp_path / "speedup-org--some-model-mrpc.png" and path.is_file()

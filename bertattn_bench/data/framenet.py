@@ -37,6 +37,8 @@ On the shipped FrameNet 1.5 exemplars this gives 21,355 -> 21,136 -> 15,598 -> 8
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import random
 import re
@@ -222,9 +224,16 @@ def treebank_tokens(text: str) -> list[str]:
     """NLTK's ``word_tokenize(text, preserve_line=True)``: the notebook's tokenizer without the Punkt sentence
     splitter (its model is a download; FrameNet's exemplars are one sentence each). Opening quotes become ``,
     closing ones '', clitics ('s, n't, 'll ...) and punctuation split off."""
+    return list(_treebank_tokens(text))
+
+
+@functools.lru_cache(maxsize=None)
+def _treebank_tokens(text: str) -> tuple[str, ...]:
+    # memoised: the notebook's filters tokenize each sentence and FE span several times (122,670 calls, 16 s for
+    # 15,599 exemplars uncached)
     from nltk.tokenize import word_tokenize
 
-    return word_tokenize(text, preserve_line=True)
+    return tuple(word_tokenize(text, preserve_line=True))
 
 
 def read_core_sets(frame_dir: Path) -> dict[str, frozenset[str]]:
@@ -271,8 +280,10 @@ def notebook_filters(records: list[FrameRecord], core_sets: dict[str, frozenset[
         return recs
 
     recs = step("annotation sets read", records)
+    # every whitespace-separated chunk is at least one Treebank token (the tokenizer only splits), so a sentence of
+    # more chunks than max_words is out without tokenizing it (most exemplars: 3x faster, the same records)
     recs = step(f"sentence <= {max_words} word_tokenize tokens",
-                [r for r in recs if len(treebank_tokens(r.text)) <= max_words])
+                [r for r in recs if len(r.text.split()) <= max_words and len(treebank_tokens(r.text)) <= max_words])
     recs = step("one target span", [r for r in recs if len(r.target_spans) == 1])
     recs = step(f"every FE <= {max_fe_words} tokens",
                 [r for r in recs if all(len(treebank_tokens(r.text[fe.start:fe.end])) <= max_fe_words

@@ -171,7 +171,7 @@ class ClusteringReducer(Reducer):
                                 self.fraction, self.seed)
 
 
-@family("clustering", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
+@family("clustering", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2", quick_limit=300)
 def prepare_clustering(loaded, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                        limit: int | None = None, batch_size: int = 32,
                        query_fraction: float | None = QUERY_FRACTION):

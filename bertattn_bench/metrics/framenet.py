@@ -208,7 +208,7 @@ class FrameReducer(Reducer):
 
 
 # every tier: the notebook's population (439 sentences, seconds); full tier: also the project's variants
-TIER_CORPORA = {"quick": ("notebook",), "full": ("notebook", "one_per_lu", "all")}
+TIER_CORPORA = {"quick": ("notebook",), "regression": ("notebook",), "full": ("notebook", "one_per_lu", "all")}
 
 
 def notebook_pairs(tokenizer, text: str, target: tuple[int, int], links: list, max_len: int = NOTEBOOK_MAX_LEN):

@@ -361,7 +361,7 @@ class GradientPass:
         return PassResult(self.family, self.corpus, self.data, model_info, result, len(encoded), self.skipped, seconds)
 
 
-@family("gradient", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
+@family("gradient", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2", quick_limit=200)
 def prepare_gradient(loaded, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                      limit: int | None = None, batch_size: int = 32) -> GradientPass:
     """Clark §3.2 Fig. 3: the §3 segments, 15% of pieces masked; no pass without a trained MLM head."""

@@ -36,7 +36,7 @@ to = sum over the subject's pieces, Clark §4.1) on UD EWT, beside the head's ±
 layer's [CLS] query row split into [CLS], [SEP], punctuation and other tokens.
 
 Each pass runs the pre-trained model and, where the tier has one, the fine-tuned checkpoint of the task (from
-``finetune``'s cache, the same as the ``finetune``/``disable`` families: quick tier MRPC seed 0;
+``finetune``'s cache, the same as the ``finetune``/``disable`` families: regression tier MRPC seed 0;
 ``BERTATTN_SEED=k`` reads seed k's checkpoint instead, which is how scripts/spread.py measures the seed spread behind
 the fine-tuned claims' tolerances).
 """
@@ -67,10 +67,10 @@ STRUCTURED = 0.5  # v + d: the majority of a map's mass on special tokens and ne
 MIX = 0.25  # a component under a quarter of v + d makes the map pure (vertical or diagonal), else a mix
 BLOCK = 0.6  # chance-corrected own-sentence share: 0 = uniform, 1 = every query stays in its own sentence
 DEV_MAX = 1000  # Kovaleva §4.1: up to 1000 examples of each dev set (a seeded sample of larger ones)
-TIER_DEV_MAX = {"quick": 300, "full": DEV_MAX}  # CI: a few hundred MRPC dev examples
-TIER_UD_MAX = {"quick": 300, "full": None}  # UD EWT dev sentences for the linguistic features (None: all 2,001)
+TIER_DEV_MAX = {"quick": 100, "regression": 300, "full": DEV_MAX}  # CI: a few hundred MRPC dev examples
+TIER_UD_MAX = {"quick": 100, "regression": 300, "full": None}  # UD EWT dev sentences for the linguistic features (None: all 2,001)
 UD_CORPUS = "ewt_dev"
-TIER_CORPORA = {"quick": ("mrpc",), "full": GLUE_TASKS}
+TIER_CORPORA = {"quick": ("mrpc",), "regression": ("mrpc",), "full": GLUE_TASKS}
 SPECIAL = ("[CLS]", "[SEP]", "punct")  # GLUE features (token level)
 LING = ("punct", "noun", "pronoun", "verb", "subject", "object", "negation")  # UD word features
 UD_FEATURES = ("[CLS]", "[SEP]") + LING
@@ -466,7 +466,7 @@ class PatternsPass:
         ft = None
         if self.ft_seed is not None:
             tuned = finetune.finetuned(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
-                                       recipe_for(self.task.name), progress=progress)
+                                       recipe_for(self.task.name, self.tier), progress=progress)
             ft = self._measure(tuned.model.encoder, f"fine-tuned on {self.task.name} (seed {self.ft_seed})", progress)
             del tuned
         cls, sep = pt.glue.to_special[..., 0].sum(), pt.glue.to_special[..., 1].sum()

@@ -24,7 +24,7 @@ For dependent j and candidate head i, with α^k_ij the attention from word i to 
 Candidates are the other words of the sentence and ROOT (``ProbeSettings.root``; off: no ROOT, root words neither
 trained on nor scored, UAS as syntax.py's "All"); ``punct`` dependents are neither. The best single head, Table 3's
 comparison, cannot pick ROOT: on the probes' arcs each root word is a miss for it. Training data: GUM train
-documents (``gum/documents`` files whose ``# newdoc id`` is in neither UD GUM dev nor test), in the quick tier a
+documents (``gum/documents`` files whose ``# newdoc id`` is in neither UD GUM dev nor test), in the regression tier a
 seeded sample of sentences, in ``--tier full`` every sentence (Clark trained on all of PTB train); evaluation: a
 seeded sample of the dev set. Training: Adam on mini-batches of length-sorted sentences in a seeded order, a fixed
 number of epochs (Clark: one epoch, one sentence per step, lr 0.002); deterministic on one device. n is reported
@@ -481,7 +481,7 @@ class ProbeResult:
     seconds: dict[str, float] = field(default_factory=dict)
     structural: StructuralScore | None = None  # Hewitt & Manning's structural probe on the model's vectors
     train_seed: int = 0  # probe initialisation and training order ($BERTATTN_SEED)
-    tier: str = "quick"  # quick: the seeded training sample; full: every GUM train sentence
+    tier: str = "regression"  # quick/regression: a seeded training sample; full: every GUM train sentence
     n_root_words: int = 0  # scored root words among the eval arcs (0 without a ROOT candidate)
 
     def uas(self, name: str) -> float:
@@ -523,7 +523,7 @@ class ProbePass(PreparedPass):
     n_train_documents: int = 0
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     data_paths: list = field(default_factory=list)
-    tier: str = "quick"
+    tier: str = "regression"
 
     def run(self, progress: bool = False) -> PassResult:
         """Timed: the sweeps and the training. Building the random-init twin is not timed."""
@@ -596,9 +596,10 @@ def right_branching(heads: list[np.ndarray]) -> tuple[int, float]:
     return n, 100.0 * correct / max(n, 1)
 
 
-# Tiers (as the fine-tuning families'): the quick tier (CI) trains on a seeded sample of GUM train sentences, the
-# full tier on every one (Clark trained on all of PTB train).
-TIERS = {"quick": {"n_train": 800}, "full": {"n_train": None}}
+# Tiers (as the fine-tuning families'): the quick tier (smoke run) trains on 300 GUM train sentences and evaluates
+# 300; the regression tier trains on a seeded sample of 800 and evaluates 1000, the full tier trains on every one
+# (Clark trained on all of PTB train).
+TIERS = {"quick": {"n_train": 300, "n_eval": 300}, "regression": {"n_train": 800}, "full": {"n_train": None}}
 
 
 def _reindexed(encoded: list[Encoded]) -> list[Encoded]:
@@ -611,14 +612,14 @@ PROBE_CORPORA = ("ewt_dev", "ewt_test", "gum_dev", "gum_test")  # + "_ud": gold 
 @family("probes", corpora=PROBE_CORPORA + tuple(f"{c}_ud" for c in PROBE_CORPORA), default_corpus="ewt_dev")
 def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None, batch_size: int = 32,
                    settings: ProbeSettings | None = None, options: dict | None = None) -> ProbePass:
-    """Clark §5: train on GUM train sentences (the quick tier: a seeded sample; ``--tier full``: all), evaluate on a
+    """Clark §5: train on GUM train sentences (the regression tier: a seeded sample; ``--tier full``: all), evaluate on a
     seeded sample of ``corpus``."""
     import dataclasses
 
     from ..data.ud import CORPORA, load_corpus
     from ..settings import data_file
 
-    tier = (options or {}).get("tier") or "quick"
+    tier = (options or {}).get("tier") or "regression"
     if tier not in TIERS:
         raise DataError(f"--tier {tier!r}: expected one of {', '.join(TIERS)}")
     s = settings or dataclasses.replace(ProbeSettings.from_env(), **TIERS[tier])
@@ -669,7 +670,7 @@ def _result(pr) -> ProbeResult:
     return res
 
 
-REDUCED_NOTE = ("REDUCED BUDGET: the quick tier's seeded sample of the GUM train sentences; the verdict that counts "
+REDUCED_NOTE = ("REDUCED BUDGET: the regression tier's seeded sample of the GUM train sentences; the verdict that counts "
                 "is --tier full's (every sentence), and the two can differ")
 
 

@@ -21,7 +21,7 @@ The ``prune`` family's pass, per (model, GLUE task) and every seed of the tier, 
   substitute for MNLI-matched vs mismatched, §3.4); importance at fine-tuning step 0 and after epoch 1 (a stated
   substitute for §6's training from scratch).
 
-MNLI (the paper's BERT task) is not in the shared GLUE copy: the claims run on MRPC (quick tier), RTE, STS-B and
+MNLI (the paper's BERT task) is not in the shared GLUE copy: the claims run on MRPC (regression tier), RTE, STS-B and
 SST-2 (full tier). STS-B is a regression task: no paired test (its significance claims skip).
 """
 from __future__ import annotations
@@ -47,6 +47,7 @@ from .disabling import score_configs
 from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for, result_of
 
 IMPORTANCE_EXAMPLES = 1000  # seeded subset of the training set for I_h (the authors' default is all of MNLI train)
+QUICK_IMPORTANCE_EXAMPLES = 256  # the quick tier's (smoke run: its model saw 800 train pairs)
 IMPORTANCE_BATCH = 32  # the authors' --train_batch_size; per-example gates make the score independent of it
 STEPS = 10  # the curve: k = 0..9 tenths of all heads (the authors' MT code: i = 0..9; 100% = a constant predictor)
 RANDOM_ORDERS = 3  # full tier: seeded random pruning orders (chance)
@@ -56,7 +57,7 @@ RANDOM_ORDERS = 3  # full tier: seeded random pruning orders (chance)
 EXTRA_SEEDS = 1
 PARAPHRASE_STSB = 4.0  # STS-B score >= 4 ("mostly equivalent") counts as a paraphrase (claims catalog)
 TABLE3_BERT = [-0.01, 0.10, -0.14, -0.53, -0.29, -0.52, 0.05, -0.72, -0.96, 0.07, -0.19, -0.12]  # notes §4, points
-EXACT_ENV = "BERTATTN_PRUNE_EXACT"  # "1": recompute importance before every step also in the quick tier
+EXACT_ENV = "BERTATTN_PRUNE_EXACT"  # "1": recompute importance before every step also in the regression tier
 
 
 # ---- the measurements (library functions, unit-tested on a tiny model) -----------------------------------------
@@ -231,7 +232,7 @@ class PrunePass(GluePass):
 
     def importance_data(self, seed: int) -> finetune.Encoded_:
         """A seeded subset of the training rows the model was fine-tuned on (never dev)."""
-        rows = finetune.training_rows(self.data_dir, self.task.name, recipe_for(self.task.name), seed)
+        rows = finetune.training_rows(self.data_dir, self.task.name, recipe_for(self.task.name, self.tier), seed)
         if len(rows) > self.n_importance:
             keep = np.random.default_rng(10_000 + seed).choice(len(rows), self.n_importance, replace=False)
             rows = [rows[i] for i in sorted(keep)]
@@ -372,9 +373,10 @@ class PrunePass(GluePass):
         out = {}
         m0 = finetune.task_model(self.loaded, t, seed)
         out["step0"] = normalize_by_layer(head_importance(m0, t, imp_data, tok)[0])
-        rows = finetune.training_rows(self.data_dir, t.name, recipe_for(t.name), seed)
-        data = finetune.encode_split(tok, rows, recipe_for(t.name).max_tokens)
-        finetune.train(m0, t, data, tok, recipe_for(t.name), seed, None, progress, f"epoch 1 {t.name}/{seed}",
+        recipe = recipe_for(t.name, self.tier)
+        rows = finetune.training_rows(self.data_dir, t.name, recipe, seed)
+        data = finetune.encode_split(tok, rows, recipe.max_tokens)
+        finetune.train(m0, t, data, tok, recipe, seed, None, progress, f"epoch 1 {t.name}/{seed}",
                        stop_after_epoch=1)
         out["epoch1"] = normalize_by_layer(head_importance(m0, t, imp_data, tok)[0])
         out["final"] = final
@@ -393,7 +395,8 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
                                                                       options)
     exact = _exact_requested(tier)
     L, H = loaded.info.n_layers, loaded.info.n_heads
-    desc += (f"; head masking (ξ_h = 0); importance on {IMPORTANCE_EXAMPLES} seeded training examples, "
+    n_imp = QUICK_IMPORTANCE_EXAMPLES if tier == "quick" else IMPORTANCE_EXAMPLES
+    desc += (f"; head masking (ξ_h = 0); importance on {n_imp} seeded training examples, "
              f"ℓ2 per layer; sweep of {1 + L * H + STEPS} configurations{'; exact pruning' if exact else ''}")
     cross = None
     if tier == "full" and corpus == "mrpc" and reason is None:
@@ -405,7 +408,7 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
             paths = paths + [glue.split_path(data_dir, st, "dev")]
             desc += f"; cross-set: STS-B dev binarised ({len(rows)} pairs)"
     return PrunePass("prune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                     exact=exact, cross_dev=cross)
+                     exact=exact, cross_dev=cross, n_importance=n_imp)
 
 
 # ---- claim metrics (named by reference_numbers/michel2019_prune.toml) ------------------------------------------

@@ -33,7 +33,7 @@ from .pruning import PrunePass, head_importance, normalize_by_layer, order_from_
 FRACTION = 0.5  # Table 4: 50% of heads removed
 BATCH_SIZES = (1, 16, 64)  # Table 4's batch sizes (1, 4, 16, 64; 4 left out to save time)
 IMPORTANCE_EXAMPLES = 256  # the ranking only decides which heads go
-TIERS = {"quick": {"examples": 128, "rounds": 3}, "full": {"examples": None, "rounds": 7}}  # None: the whole dev set
+TIERS = {"quick": {"examples": 64, "rounds": 2}, "regression": {"examples": 128, "rounds": 3}, "full": {"examples": None, "rounds": 7}}  # None: the whole dev set
 EXACT_ATOL = 1e-4
 
 
@@ -142,7 +142,7 @@ class SpeedPass(PrunePass):
         return result, {}
 
 
-@family("speedup", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora={"quick": ("mrpc",), "full": ("mrpc",)})
+@family("speedup", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora={"quick": ("mrpc",), "regression": ("mrpc",), "full": ("mrpc",)})
 def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> SpeedPass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("speedup", loaded, data_dir, corpus, limit,

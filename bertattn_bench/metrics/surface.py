@@ -366,7 +366,7 @@ def example_heads_bert_base(pr) -> Measurement:
 
 # ---- the pass ---------------------------------------------------------------------------------------------------
 
-@family("surface", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2")
+@family("surface", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2", quick_limit=300)
 def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext2", max_tokens: int = 128,
                     limit: int | None = None, batch_size: int = 32) -> PreparedPass:
     """Clark §3: segments of at most ``max_tokens`` pieces, by default built as the authors' preprocess_unlabeled.py

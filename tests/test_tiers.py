@@ -1,0 +1,55 @@
+"""The budget tiers: quick (smoke run), regression (recorded), full — what each one changes, and how it shows."""
+import pytest
+
+from bertattn_bench import tiers
+from bertattn_bench.errors import BenchError
+from bertattn_bench.metrics import finetuned
+from bertattn_bench.registry import families
+
+
+def test_tier_names_and_errors():
+    assert tiers.NAMES == ("quick", "regression", "full") and tiers.DEFAULT == "quick"
+    assert tiers.check("full") == "full"
+    with pytest.raises(BenchError, match=r"BERTATTN_TIER= 'fast': expected one of quick, regression, full"):
+        tiers.check("fast", "BERTATTN_TIER=")
+
+
+def test_label_suffix_leaves_out_the_recorded_tier_only():
+    assert tiers.suffix([None, "regression"]) == ""
+    assert tiers.suffix(["quick", None]) == "+quick"
+    assert tiers.suffix(["full", "quick", "full"]) == "+full+quick"
+
+
+def test_every_family_runs_in_every_tier():
+    for fam in families().values():
+        for tier in tiers.NAMES:
+            assert fam.default_corpora(tier), (fam.name, tier)
+            assert set(fam.default_corpora(tier)) <= set(fam.corpora), (fam.name, tier)
+
+
+def test_quick_caps_forward_families_and_an_explicit_limit_wins():
+    fams = families()
+    assert fams["surface"].tier_limit("quick", None) == (300, "quick")
+    assert fams["gradient"].tier_limit("quick", None) == (200, "quick")
+    assert fams["surface"].tier_limit("quick", 40) == (40, None)  # the user chose n: no tier in the label
+    assert fams["surface"].tier_limit("regression", None) == (None, None)
+    assert fams["surface"].tier_limit("full", None) == (None, None)
+    assert fams["dependency"].tier_limit("quick", None) == (None, None)  # seconds: read whole in every tier
+
+
+def test_quick_recipe_is_one_short_epoch_on_a_train_sample():
+    q, r = finetuned.recipe_for("mrpc", "quick"), finetuned.recipe_for("mrpc", "regression")
+    assert (q.epochs, q.max_train) == (1, 800) and (r.epochs, r.max_train) == (3, None)
+    assert q.key() != r.key()  # the checkpoint cache keeps the two apart
+    assert finetuned.recipe_for("sst-2", "quick").max_train == 800  # the smaller of the two caps
+    assert finetuned.recipe_for("sst-2", "regression").max_train == finetuned.SUBSAMPLE["sst-2"]
+    assert finetuned.dev_limit("quick", None) == 64 and finetuned.dev_limit("quick", 10) == 10
+    assert finetuned.dev_limit("regression", None) is None and finetuned.dev_limit("regression", 10) == 10
+
+
+def test_unknown_tier_from_the_environment_is_a_usage_error(pytester, monkeypatch):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    monkeypatch.setenv("BERTATTN_TIER", "fast")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.re_match_lines([r".*BERTATTN_TIER= 'fast': expected one of quick, regression, full.*"])
