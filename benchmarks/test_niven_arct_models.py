@@ -1,6 +1,6 @@
 """Niven & Kao 2019 on ARCT, the fine-tuned half (family ``arct_ft``): the paper's two-warrant model fine-tuned
 from the model under test over seeds, per setting (full input, W, R+W, C+W, the adversarial protocol), one test per
-claim in reference_numbers/niven2019_arct_ft.toml. The quick tier trains one short seed (full input, seed 0, one
+claim in reference_numbers/niven2019_arct_ft.toml. The regression tier trains one short seed (full input, seed 0, one
 epoch: a smoke run of the training path, judged and recorded; the claims about other settings skip); ``--tier full``
 trains 5 seeds of 5 epochs per setting (and 2 on the random-init twin for the negative control).
 """

@@ -297,15 +297,13 @@ def pass_options(prepared) -> dict:
 
 
 def threads_matter(family: str) -> bool:
-    """Whether torch's thread count belongs in a family's key: only where the pass trains (its prepare function
-    takes the training ``options``: fine-tunes, probes), as the order of float sums then changes trained values;
+    """Whether torch's thread count belongs in a family's key: only where the pass trains (registered with
+    ``trains=True``: fine-tunes, probes), as the order of float sums then changes trained values;
     a forward-only pass (attention statistics) reuses a pass computed with another thread count."""
-    import inspect
-
     from .registry import families
 
     fam = families().get(family)
-    return fam is None or "options" in inspect.signature(fam.prepare).parameters
+    return fam is None or fam.trains
 
 
 def cache_key(family: str, corpus: str, info, data_paths: list[Path], options: dict,

@@ -8,7 +8,6 @@ Loaded from the repository's ``conftest.py``. A benchmark module sets ``FAMILY =
 """
 from __future__ import annotations
 
-import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,9 +147,10 @@ class BenchSession:
 
     def prepare(self, target: Target):
         loaded = self.model(target.model)
-        prepare = families()[target.family].prepare
+        fam = families()[target.family]
+        prepare = fam.prepare
         kwargs = {}
-        if "options" in inspect.signature(prepare).parameters:  # families that train: tier, checkpoint cache
+        if fam.trains:  # families that train: tier, checkpoint cache
             kwargs["options"] = {"tier": requested_tier(self.config), "cache_dir": self.cache.directory,
                                  "progress": not os.environ.get("CI")}
         try:

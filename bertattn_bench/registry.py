@@ -52,6 +52,9 @@ class Family:
     # the quick tier's example cap of a forward family (its corpus otherwise read whole); None: the quick tier reads
     # it whole (a pass of seconds). Families that train cap inside their prepare (their TIERS)
     quick_limit: int | None = None
+    # trains inside its pass or reads a fine-tuned checkpoint: its prepare takes the training ``options`` (tier,
+    # checkpoint cache, progress), and torch's thread count is part of its cache key (cache.threads_matter)
+    trains: bool = False
 
     def default_corpora(self, tier: str = "regression") -> list[str]:
         if self.tier_corpora:
@@ -69,12 +72,12 @@ class Family:
 
 
 def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None,
-           quick_limit: int | None = None):
+           quick_limit: int | None = None, trains: bool = False):
     """Register a family's prepare function (``bertattn_bench.passes.PreparedPass`` factory)."""
     def register(fn):
         if name in FAMILIES and FAMILIES[name].prepare is not fn:
             raise ValueError(f"family {name!r} registered twice")
-        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora, quick_limit)
+        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora, quick_limit, trains)
         return fn
 
     return register

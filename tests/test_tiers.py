@@ -53,3 +53,17 @@ def test_unknown_tier_from_the_environment_is_a_usage_error(pytester, monkeypatc
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.re_match_lines([r".*BERTATTN_TIER= 'fast': expected one of quick, regression, full.*"])
+
+
+def test_families_that_train_say_so_at_registration():
+    """The plugin passes the training options (tier, checkpoint cache) and the cache keys the thread count by the
+    registration flag, not by reading signatures: the flag must agree with what each prepare accepts."""
+    import inspect
+
+    from bertattn_bench.cache import threads_matter
+
+    trains = {f.name for f in families().values() if f.trains}
+    assert trains == {"finetune", "disable", "patterns", "prune", "speedup", "probes", "arct_ft"}
+    for fam in families().values():
+        assert fam.trains == ("options" in inspect.signature(fam.prepare).parameters), fam.name
+        assert threads_matter(fam.name) == fam.trains

@@ -150,7 +150,7 @@ class ArctFtPass:
 
 
 @family("arct_ft", corpora=SETTING_NAMES, default_corpus="full",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()})
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
 def prepare_arct_ft(loaded, data_dir: Path, corpus: str = "full", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> ArctFtPass:
     """Niven & Kao's model on ARCT, one setting (``corpus``): fine-tuned with every seed of the tier."""

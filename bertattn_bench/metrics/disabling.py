@@ -129,7 +129,7 @@ class DisablePass(GluePass):
 
 
 @family("disable", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()})
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
 def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> DisablePass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("disable", loaded, data_dir, corpus, limit,

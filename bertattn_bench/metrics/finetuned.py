@@ -274,7 +274,7 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
 
 
 @family("finetune", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()})
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
 def prepare_finetune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                      options: dict | None = None) -> FinetunePass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("finetune", loaded, data_dir, corpus, limit,

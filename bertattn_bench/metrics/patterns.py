@@ -478,7 +478,7 @@ class PatternsPass:
                           time.perf_counter() - start)
 
 
-@family("patterns", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora=TIER_CORPORA)
+@family("patterns", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora=TIER_CORPORA, trains=True)
 def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                      options: dict | None = None) -> PatternsPass:
     tier, cache_dir, _ = options_of(options)

@@ -609,7 +609,7 @@ def _reindexed(encoded: list[Encoded]) -> list[Encoded]:
 PROBE_CORPORA = ("ewt_dev", "ewt_test", "gum_dev", "gum_test")  # + "_ud": gold trees as UD releases them
 
 
-@family("probes", corpora=PROBE_CORPORA + tuple(f"{c}_ud" for c in PROBE_CORPORA), default_corpus="ewt_dev")
+@family("probes", corpora=PROBE_CORPORA + tuple(f"{c}_ud" for c in PROBE_CORPORA), default_corpus="ewt_dev", trains=True)
 def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None, batch_size: int = 32,
                    settings: ProbeSettings | None = None, options: dict | None = None) -> ProbePass:
     """Clark §5: train on GUM train sentences (the regression tier: a seeded sample; ``--tier full``: all), evaluate on a

@@ -388,7 +388,7 @@ def _exact_requested(tier: str) -> bool:
 
 
 @family("prune", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()})
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
 def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                   options: dict | None = None) -> PrunePass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("prune", loaded, data_dir, corpus, limit,

@@ -142,7 +142,7 @@ class SpeedPass(PrunePass):
         return result, {}
 
 
-@family("speedup", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora={"quick": ("mrpc",), "regression": ("mrpc",), "full": ("mrpc",)})
+@family("speedup", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora={"quick": ("mrpc",), "regression": ("mrpc",), "full": ("mrpc",)}, trains=True)
 def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> SpeedPass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("speedup", loaded, data_dir, corpus, limit,
