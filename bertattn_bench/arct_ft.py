@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import finetune
+from . import checkpoints, finetune
 from .batching import Encoded
 from .data import arct
 from .data.glue import Task
@@ -238,8 +238,7 @@ def run_dir(cache_dir: Path, loaded, setting: Setting, seed: int, recipe: finetu
 
     doc = {"model": model_fingerprint(loaded.info), "setting": setting.__dict__, "recipe": recipe.key(), "seed": seed,
            "data": {k: _digest(v) for k, v in data.items()}, "code": _sources_version()}
-    key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-    return Path(cache_dir) / "arct_ft" / loaded.info.slug / f"{setting.name}-seed{seed}-{key}"
+    return checkpoints.checkpoint_dir(cache_dir, "arct_ft", loaded.info.slug, f"{setting.name}-seed{seed}", doc)
 
 
 def seed_everything(seed: int) -> None:
@@ -289,8 +288,6 @@ def finetuned_run(loaded, setting: Setting, seed: int, data: dict[str, finetune.
                   recipe: finetune.Recipe = RECIPE, progress: bool = False, force: bool = False) -> Run:
     """One run from the cache (``<cache>/arct_ft/<model>/<setting>-seed<k>-<key>/``: best-dev weights + meta with
     the scores), else trained (resuming an interrupted run; a file lock makes two workers share it) and cached."""
-    from filelock import FileLock
-    from safetensors.torch import save_file
 
     def evaluate(model, meta) -> dict:
         t0, scores = time.perf_counter(), {}
@@ -313,22 +310,14 @@ def finetuned_run(loaded, setting: Setting, seed: int, data: dict[str, finetune.
             model, meta = fine_tune(loaded, setting, seed, data, Path(tmp), recipe, progress)
             return as_run(evaluate(model, meta), False)
     directory = run_dir(cache_dir, loaded, setting, seed, recipe, data)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    meta_path = directory / "meta.json"
-    with FileLock(str(directory) + ".lock"):
-        if meta_path.is_file() and not force:
-            return as_run(json.loads(meta_path.read_text()), True)
-        directory.mkdir(exist_ok=True)
-        if force:
-            for name in ("partial-state.pt", "epochs.json", "best.safetensors"):
-                (directory / name).unlink(missing_ok=True)
+    with checkpoints.locked(directory):
+        # a run is judged by its scores (in the meta): the weights are kept for whoever reads them later
+        meta = None if force else checkpoints.complete_meta(directory, need_weights=False)
+        if meta is not None:
+            return as_run(meta, True)
+        checkpoints.start(directory, force, ("partial-state.pt", "epochs.json", "best.safetensors"))
         model, meta = fine_tune(loaded, setting, seed, data, directory, recipe, progress)
         meta = evaluate(model, meta)
         meta["path"] = str(directory)
-        tmp = directory / f"model.safetensors.tmp{os.getpid()}"
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-        os.replace(tmp, directory / "model.safetensors")
-        meta_path.write_text(json.dumps(meta, indent=1))
-        for name in ("partial-state.pt", "best.safetensors"):
-            (directory / name).unlink(missing_ok=True)
+        checkpoints.save(directory, model, meta, ("partial-state.pt", "best.safetensors"))
         return as_run(meta, False)

@@ -224,10 +224,16 @@ def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> 
     return batch
 
 
+def length_order(lengths: Sequence[int]) -> list[int]:
+    """The one length sort: indices by length, ties in their original order (batches with little padding; the same
+    order on every run, so batched float sums are reproducible)."""
+    return sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+
+
 def iter_batches(
     encoded: Sequence[Encoded], tokenizer, device, batch_size: int = 32, with_words: bool = False
 ) -> Iterator[Batch]:
     """Length-sorted batches (little padding); padding never reaches a statistic (see the masks)."""
-    order = sorted(encoded, key=lambda e: len(e.input_ids))
+    order = [encoded[i] for i in length_order([len(e.input_ids) for e in encoded])]
     for start in range(0, len(order), batch_size):
         yield make_batch(order[start:start + batch_size], tokenizer, device, with_words)

@@ -18,8 +18,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -29,8 +27,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import attention
-from .batching import Encoded, make_batch, model_inputs
+from . import attention, checkpoints
+from .batching import Encoded, length_order, make_batch, model_inputs
 from .data import glue
 from .errors import DataError
 
@@ -209,7 +207,8 @@ def epoch_batches(examples: Sequence[Encoded], batch_size: int, seed: int, pool:
     order = torch.randperm(len(examples), generator=gen).tolist()
     batches = []
     for p0 in range(0, len(order), pool * batch_size):
-        chunk = sorted(order[p0:p0 + pool * batch_size], key=lambda i: len(examples[i].input_ids))
+        pool_ids = order[p0:p0 + pool * batch_size]
+        chunk = [pool_ids[k] for k in length_order([len(examples[i].input_ids) for i in pool_ids])]
         batches += [chunk[b0:b0 + batch_size] for b0 in range(0, len(chunk), batch_size)]
     perm = torch.randperm(len(batches), generator=gen).tolist()
     return [batches[i] for i in perm]
@@ -306,7 +305,7 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
 # ---- evaluation ----------------------------------------------------------------------------------------------
 
 def _length_sorted(examples: Sequence[Encoded]) -> list[int]:
-    return sorted(range(len(examples)), key=lambda i: (len(examples[i].input_ids), i))
+    return length_order([len(e.input_ids) for e in examples])
 
 
 def predict(model: TaskModel, data: Encoded_, tokenizer, batch_size: int = 64,
@@ -353,8 +352,7 @@ def checkpoint_dir(cache_dir: Path, loaded, task_name: str, recipe: Recipe, seed
     files = [glue.split_path(data_dir, t, "train"), glue.split_path(data_dir, t, "dev")]
     doc = {"model": model_fingerprint(loaded.info), "task": task_name, "recipe": recipe.key(), "seed": seed,
            "data": data_fingerprint(files), "code": _sources_version()}
-    key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-    return Path(cache_dir) / "finetune" / loaded.info.slug / f"{task_name}-seed{seed}-{key}"
+    return checkpoints.checkpoint_dir(cache_dir, "finetune", loaded.info.slug, f"{task_name}-seed{seed}", doc)
 
 
 def training_rows(data_dir: Path, task_name: str, recipe: Recipe, seed: int) -> list[glue.Example]:
@@ -372,9 +370,6 @@ def training_rows(data_dir: Path, task_name: str, recipe: Recipe, seed: int) -> 
 def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path | None,
               recipe: Recipe = Recipe(), force: bool = False, progress: bool = False) -> FineTuned:
     """The model fine-tuned on ``task_name`` with ``seed``: from the cache, else trained (resuming) and cached."""
-    from filelock import FileLock
-    from safetensors.torch import load_file, save_file
-
     t = glue.task(task_name)
     recipe, why = with_precision(recipe, loaded.info.device)
     model = task_model(loaded, t, seed)
@@ -385,27 +380,20 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         log = train(model, t, data, loaded.tokenizer, recipe, seed, None, progress, f"fine-tune {task_name}/{seed}")
         return FineTuned(model, _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, None, why), False)
     directory = checkpoint_dir(cache_dir, loaded, task_name, recipe, seed, data_dir)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    weights, meta_path = directory / "model.safetensors", directory / "meta.json"
-    with FileLock(str(directory) + ".lock"):
-        if weights.is_file() and meta_path.is_file() and not force:
-            model.load_state_dict(load_file(str(weights), device=str(loaded.info.device)))
+    with checkpoints.locked(directory):
+        meta = None if force else checkpoints.complete_meta(directory)
+        if meta is not None:
+            checkpoints.load_weights(directory, model, loaded.info.device)
             model.eval()
-            return FineTuned(model, json.loads(meta_path.read_text()), True)
-        directory.mkdir(exist_ok=True)
+            return FineTuned(model, meta, True)
         state = directory / "partial-state.pt"
-        if force and state.is_file():
-            state.unlink()
+        checkpoints.start(directory, force, (state.name,))
         rows = training_rows(data_dir, task_name, recipe, seed)
         data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
         t0 = time.perf_counter()
         log = train(model, t, data, loaded.tokenizer, recipe, seed, state, progress, f"fine-tune {task_name}/{seed}")
         meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory, why)
-        tmp = weights.with_suffix(f".tmp{os.getpid()}")
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-        os.replace(tmp, weights)
-        meta_path.write_text(json.dumps(meta, indent=1))
-        state.unlink(missing_ok=True)
+        checkpoints.save(directory, model, meta, (state.name,))
         return FineTuned(model, meta, False)
 
 

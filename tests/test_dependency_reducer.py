@@ -391,3 +391,12 @@ def test_words_the_tokenizer_drops_become_unk(tok):
     assert enc.word_index == [-1, 0, 1, 2, 3, -1]
     assert enc.input_ids[2] == tok.unk_token_id and enc.input_ids[4] == tok.unk_token_id
     assert enc.n_words == 4
+
+
+def test_length_order_is_the_one_stable_length_sort():
+    """Indices by length, ties in their original order (hand-computed); the batches of iter_batches follow it."""
+    from bertattn_bench.batching import length_order
+
+    assert length_order([3, 1, 2, 1, 3, 0]) == [5, 1, 3, 2, 0, 4]
+    assert length_order([]) == []
+    assert length_order([2, 2, 2]) == [0, 1, 2]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import attention, finetune
-from ..batching import Skipped, make_batch
+from ..batching import Skipped, length_order, make_batch
 from ..data import glue
 from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
@@ -140,7 +140,7 @@ def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_,
     if len(idx) > max_examples:
         idx = sorted(random.Random(seed).sample(idx, max_examples))
     red = CosineReducer(info.n_layers, info.n_heads, info.device)
-    examples = sorted((data.examples[i] for i in idx), key=lambda e: len(e.input_ids))
+    examples = [data.examples[idx[i]] for i in length_order([len(data.examples[j].input_ids) for j in idx])]
     with torch.inference_mode():
         for s in range(0, len(examples), batch_size):
             batch = make_batch(examples[s:s + batch_size], loaded.tokenizer, info.device, False)

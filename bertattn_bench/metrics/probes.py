@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from ..attention import Reducer, run_reducers
-from ..batching import Encoded, drop_too_long, encode_words, iter_batches
+from ..batching import Encoded, drop_too_long, encode_words, iter_batches, length_order
 from ..errors import DataError
 from ..passes import PassResult, PreparedPass
 from ..data import gum
@@ -258,7 +258,7 @@ class Bucket:
 
 def make_buckets(feats: Features, size: int, device, max_elements: int | None = None) -> list[Bucket]:
     """Length-sorted groups of ``size`` sentences (fewer where a group would exceed ``max_elements`` map entries)."""
-    order = sorted(range(len(feats.maps)), key=lambda i: feats.maps[i].shape[-1])
+    order = length_order([m.shape[-1] for m in feats.maps])
     groups, start = [], 0
     while start < len(order):
         end = min(start + size, len(order))

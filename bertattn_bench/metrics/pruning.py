@@ -37,7 +37,7 @@ import torch
 
 from .. import attention, finetune, sweeps
 from ..attention import head_name
-from ..batching import Skipped, make_batch
+from ..batching import Skipped, length_order, make_batch
 from ..data import glue
 from ..passes import NothingToMeasure, PassResult, timed
 from ..plotting import pyplot, save_figure
@@ -65,7 +65,7 @@ EXACT_ENV = "BERTATTN_PRUNE_EXACT"  # "1": recompute importance before every ste
 def importance_batches(model, data: finetune.Encoded_, tokenizer, batch_size: int = IMPORTANCE_BATCH):
     """Length-sorted batches with their labels (per-example gates: batching never changes a score)."""
     device = next(model.parameters()).device
-    order = sorted(range(len(data.examples)), key=lambda i: (len(data.examples[i].input_ids), i))
+    order = length_order([len(e.input_ids) for e in data.examples])
     labels = torch.from_numpy(data.labels)
     for s in range(0, len(order), batch_size):
         idx = order[s:s + batch_size]
