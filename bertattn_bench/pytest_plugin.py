@@ -433,7 +433,6 @@ def check_options(config) -> None:
     from .model import choose_device
 
     try:
-        tiers.check(config.getoption("--tier") or os.environ.get(TIER_ENV) or tiers.DEFAULT, f"{TIER_ENV}=")
         positive_int("--batch-size", config.getoption("--batch-size"))
         positive_int("--limit", config.getoption("--limit"))
         choose_device(config.getoption("--device") or os.environ.get(DEVICE_ENV))
@@ -444,6 +443,7 @@ def check_options(config) -> None:
         output_dir("--record-baseline", config.getoption("--record-baseline"))
     except BenchError as exc:
         raise pytest.UsageError(str(exc)) from None
+    requested_tier(config)  # BERTATTN_TIER (--tier's choices are pytest's): a usage error naming it
     if config.getoption("--compare-to") is not None:
         load_baseline_file(compare_to_path(config.getoption("--compare-to")))
 

@@ -37,8 +37,6 @@ On the shipped FrameNet 1.5 exemplars this gives 21,355 -> 21,136 -> 15,598 -> 8
 """
 from __future__ import annotations
 
-import functools
-
 import json
 import random
 import re
@@ -227,7 +225,7 @@ def treebank_tokens(text: str) -> list[str]:
     return list(_treebank_tokens(text))
 
 
-@functools.lru_cache(maxsize=None)
+@lru_cache(maxsize=None)
 def _treebank_tokens(text: str) -> tuple[str, ...]:
     # memoised: the notebook's filters tokenize each sentence and FE span several times (122,670 calls, 16 s for
     # 15,599 exemplars uncached)

@@ -8,7 +8,7 @@
   Table 4 (correctly rounded; the paper's ``np.ceil`` artifact is the model-free family's business).
 
 Beside each setting the authors' shipped per-seed runs (``results_from_paper``) are the reference distributions.
-Tiers: the regression tier (CI) trains one short seed: the ``full`` setting, seed 0, one epoch (``SHORT_EPOCHS``), a
+Tiers: the quick (CI, on the first 400 examples) and regression tiers train one short seed: the ``full`` setting, seed 0, one epoch (``SHORT_EPOCHS``), a
 smoke run of the whole training path whose claims are judged and recorded like any other (its data column says
 "1 epoch": an under-trained model, not the paper's setting); the full tier trains seeds 0-4 per setting with the
 5-epoch recipe on the model and, for the negative control, ``TWIN_SEEDS`` on its random-init twin (only the ``full``

@@ -67,7 +67,7 @@ STRUCTURED = 0.5  # v + d: the majority of a map's mass on special tokens and ne
 MIX = 0.25  # a component under a quarter of v + d makes the map pure (vertical or diagonal), else a mix
 BLOCK = 0.6  # chance-corrected own-sentence share: 0 = uniform, 1 = every query stays in its own sentence
 DEV_MAX = 1000  # Kovaleva §4.1: up to 1000 examples of each dev set (a seeded sample of larger ones)
-TIER_DEV_MAX = {"quick": 100, "regression": 300, "full": DEV_MAX}  # CI: a few hundred MRPC dev examples
+TIER_DEV_MAX = {"quick": 100, "regression": 300, "full": DEV_MAX}  # MRPC dev examples (quick: the CI smoke run)
 TIER_UD_MAX = {"quick": 100, "regression": 300, "full": None}  # UD EWT dev sentences for the linguistic features (None: all 2,001)
 UD_CORPUS = "ewt_dev"
 TIER_CORPORA = {"quick": ("mrpc",), "regression": ("mrpc",), "full": GLUE_TASKS}
