@@ -30,6 +30,17 @@ def check(tier: str, where: str = "--tier") -> str:
     return tier
 
 
+def of_options(options: dict | None, table) -> str:
+    """The tier a family's pass was asked for (``options["tier"]``; the recorded tier when none), which must be one
+    the family's ``table`` (its TIERS) knows: else an error naming ``--tier``."""
+    from .errors import DataError
+
+    tier = (options or {}).get("tier") or RECORDED
+    if tier not in table:
+        raise DataError(f"--tier {tier!r}: expected one of {', '.join(table)}")
+    return tier
+
+
 def suffix(tiers) -> str:
     """How the tiers of a claim's passes show in its corpus label: ``+quick``, ``+full`` (none for the recorded
     tier and for passes whose budget no tier changes)."""

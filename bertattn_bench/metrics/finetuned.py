@@ -65,11 +65,10 @@ def dev_limit(tier: str, limit: int | None) -> int | None:
 
 def options_of(options: dict | None, tiers: dict = TIERS) -> tuple[str, Path | None, bool]:
     """(tier, cache directory, progress) from a pass's options; an unknown tier is an error naming ``--tier``."""
+    from .. import tiers as budget
+
     options = options or {}
-    tier = options.get("tier") or "regression"
-    if tier not in tiers:
-        raise DataError(f"--tier {tier!r}: expected one of {', '.join(tiers)}")
-    return tier, options.get("cache_dir"), bool(options.get("progress"))
+    return budget.of_options(options, tiers), options.get("cache_dir"), bool(options.get("progress"))
 
 
 @dataclass

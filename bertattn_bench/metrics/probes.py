@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import tiers
 from ..attention import Reducer, run_reducers
 from ..batching import Encoded, drop_too_long, encode_words, iter_batches, length_order
 from ..errors import DataError
@@ -49,7 +50,6 @@ from ..data.gum import train_documents as gum_train_documents
 from ..registry import Measurement, NotApplicable, family, metric
 from ..stats import binomial_se_points, difference_se
 from .structural_probe import HiddenWordStates, StructuralScore, StructuralSettings, Tree, structural_probe
-from .finetuned import options_of
 from .syntax import DIRECTIONS, DependencyReducer, HeadScore, sd_arcs
 
 PROBE_NAMES = {"attn": "Attn", "attn_words": "Attn + words", "dist_words": "Distances + words",
@@ -620,7 +620,7 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
     from ..data.ud import CORPORA, load_corpus
     from ..settings import data_file
 
-    tier = options_of(options, TIERS)[0]
+    tier = tiers.of_options(options, TIERS)
     s = settings or dataclasses.replace(ProbeSettings.from_env(), **TIERS[tier])
     base = corpus[:-3] if corpus.endswith("_ud") else corpus
     if base != corpus:
