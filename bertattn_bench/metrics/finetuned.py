@@ -21,7 +21,6 @@ import torch
 from .. import attention, finetune
 from ..batching import Skipped, length_order, make_batch
 from ..data import glue
-from ..errors import DataError
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
