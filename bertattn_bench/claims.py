@@ -157,6 +157,7 @@ class ClaimOutcome:
     interval: list[float] | None = None  # [lo, hi]: measured ± z SE, where the metric gives a standard error
     inconclusive: bool = False  # a threshold lies inside ``interval``: the side is noise
     margin: float | None = None  # measured - the nearest threshold, where ``interval`` is given
+    values: dict = field(default_factory=dict)  # the metric's named values (Measurement.values), for scripts
 
     @property
     def verdict(self) -> str:
@@ -283,7 +284,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         base["data"] = pass_result.data + "".join(f" + {p.model.name} / {p.family}:{p.corpus} ({p.data})"
                                                   for p in resolved)
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
-                       head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""))
+                       head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""), values=dict(m.values))
     out.interval, out.margin = claim.interval(m.value, m.standard_error)
     if out.interval is not None:
         lo, hi = out.interval

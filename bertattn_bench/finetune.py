@@ -59,7 +59,7 @@ class Recipe:
 
 
 PRECISION_ENV = "BERTATTN_FT_PRECISION"
-PRECISIONS = ("recipe", "bf16", "fp32", "auto")
+PRECISIONS = ("auto", "recipe", "bf16", "fp32")
 
 
 def _cpu_flags() -> set[str]:
@@ -72,25 +72,31 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products in hardware: AMX tiles, AVX512-BF16
+
+
 def bf16_pays(device: torch.device) -> tuple[bool, str]:
-    """Whether bf16 autocast trains faster than float32 on ``device``, and why. On a CPU only with AMX tiles
-    (``amx_bf16``): on an AMD EPYC with AVX512-BF16 but no AMX it was slower (MRPC 212 s vs 147-196 s fp32;
-    docs/speed.md). On CUDA where the GPU supports bf16."""
+    """Whether bf16 autocast trains faster than float32 on ``device``, and why. On a CPU with bf16 dot products in
+    hardware (AMX tiles or AVX512-BF16; :data:`BF16_CPU_FLAGS`): on this project's 2-core AMD EPYC (AVX512-BF16, no
+    AMX) an MRPC fine-tune took 212 s with bf16 autocast against 330 s in fp32 (3 epochs, same run, docs/speed.md);
+    without them autocast emulates bf16 and is slower. On CUDA where the GPU supports bf16."""
     device = torch.device(device)
     if device.type == "cuda":
         ok = torch.cuda.is_bf16_supported()
         return ok, f"CUDA {'with' if ok else 'without'} bf16 support"
     if device.type == "cpu":
-        ok = "amx_bf16" in _cpu_flags()
-        return ok, "CPU with AMX (amx_bf16)" if ok else "CPU without AMX (bf16 autocast is slower than fp32 there)"
+        have = [f for f in BF16_CPU_FLAGS if f in _cpu_flags()]
+        return (True, f"CPU with {' and '.join(have)}") if have else (
+            False, "CPU without AMX or AVX512-BF16 (bf16 autocast would be emulated, slower than fp32)")
     return False, f"{device.type}: bf16 autocast not known to pay"
 
 
 def with_precision(recipe: Recipe, device, choice: str | None = None) -> tuple[Recipe, str]:
-    """The recipe with the training precision of ``choice`` (default: ``$BERTATTN_FT_PRECISION``, else "recipe"):
-    "recipe" keeps ``recipe.bf16_autocast`` (the recorded baselines' bf16), "bf16" / "fp32" force one, "auto" takes
-    bf16 only where :func:`bf16_pays`. Returns (recipe, why); the precision is in the recipe, so in the key."""
-    choice = (choice if choice is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "recipe"
+    """The recipe with the training precision of ``choice`` (default: ``$BERTATTN_FT_PRECISION``, else "auto"):
+    "auto" takes bf16 autocast only where :func:`bf16_pays`, else fp32; "recipe" keeps ``recipe.bf16_autocast``;
+    "bf16" / "fp32" force one. Returns (recipe, why); the precision is in the recipe, so in the checkpoint's key and
+    its meta."""
+    choice = (choice if choice is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
     if choice not in PRECISIONS:
         raise DataError(f"{PRECISION_ENV}={choice!r}: expected one of {', '.join(PRECISIONS)}")
     if choice == "recipe":

@@ -1,14 +1,16 @@
-"""Passes: one (model, corpus) forward sweep that feeds every reducer of a claim family.
+"""Passes: what a claim family measures on one (model, corpus), behind one protocol (:class:`Pass`).
 
-``prepare_*`` loads and tokenises (not timed); :meth:`PreparedPass.run` is the attention core that the
-benchmarks time. A claim never runs the model itself: it reads a :class:`PassResult`.
+A family's ``prepare`` loads and tokenises (not timed) and returns a :class:`Pass`; :meth:`Pass.artifacts` makes
+what the measurement reads and the cache keeps (fine-tuned checkpoints; not timed); :meth:`Pass.run` is the
+measurement the benchmarks time. :class:`PreparedPass` is the forward-sweep pass most families use. A claim never
+runs the model itself: it reads a :class:`PassResult`.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
@@ -56,6 +58,34 @@ class NothingToMeasure:
     reason: str
 
 
+@runtime_checkable
+class Pass(Protocol):
+    """What the plugin, the cache and the scripts need of a family's prepared pass: prepare → artifacts → run.
+
+    ``family``/``corpus``/``data`` name it (``data`` is the readable description of the files and split);
+    ``loaded`` is the model it measures; ``encoded`` the examples it reads (their count and content key the cache);
+    ``data_paths`` the files and folders read (their digests key the cache)."""
+
+    family: str
+    corpus: str
+    data: str
+    loaded: LoadedModel
+    data_paths: list
+
+    @property
+    def encoded(self) -> list: ...
+
+    def nothing_to_measure(self) -> str | None:
+        """Why this pass cannot run on this model (``run`` then returns :class:`NothingToMeasure`), else None."""
+
+    def artifacts(self, progress: bool = False) -> None:
+        """Make the cached artifacts ``run`` reads (fine-tuned checkpoints), outside the timed call, so a pass's time
+        does not depend on the checkpoint cache's state. A no-op for passes that only read data and the model."""
+
+    def run(self, progress: bool = False) -> "PassResult":
+        """The measurement (the benchmarks time it): a :class:`PassResult`."""
+
+
 @dataclass
 class PreparedPass:
     family: str
@@ -84,6 +114,9 @@ class PreparedPass:
     def nothing_to_measure(self) -> str | None:
         """Why this pass cannot run on this model (its ``run`` then returns :class:`NothingToMeasure`), else None."""
         return None
+
+    def artifacts(self, progress: bool = False) -> None:
+        """A forward sweep reads only the data and the model: nothing to make before it is timed."""
 
     def warm_up(self, device) -> None:
         """One untimed forward pass on a small batch: CUDA context, cuBLAS handles and kernels load outside the

@@ -1,6 +1,7 @@
 """pytest plugin: options, session-wide passes shared by every claim of a family, and the claim table.
 
-Loaded from the repository's ``conftest.py``. A benchmark module sets ``FAMILY = "surface"`` (etc.) and defines
+Registered through the package's ``pytest11`` entry point. A benchmark module sets ``FAMILY = "surface"`` (one
+family) or ``FAMILY = "*"`` (every registered family: ``benchmarks/test_claims.py``) and defines
 
 * ``test_attention_core(benchmark, bench, target)`` — times the attention core once per (model, corpus) and
   keeps the pass result for the claims;
@@ -175,7 +176,7 @@ class BenchSession:
         """The pass for ``target``: from memory, else from the disk cache, else computed (and cached)."""
         if target not in self.results:
             prepared = self.prepare(target)
-            self._cached(target, lambda: run_with_progress(self.config, prepared), prepared)
+            self._cached(target, lambda: with_artifacts(self.config, prepared, prepared.run), prepared)
         return self.results[target]
 
     def _publish_pass(self, target: Target, r: PassResult, cached: bool, path: Path | None = None,
@@ -275,17 +276,56 @@ def bench(request) -> BenchSession:
     return _bench(request.config)
 
 
-def pytest_generate_tests(metafunc):
-    family = getattr(metafunc.module, "FAMILY", None)
+EVERY_FAMILY = "*"  # a benchmark module's FAMILY that stands for every registered family (benchmarks/test_claims.py)
+
+
+def paper_key(paper: str | None) -> str:
+    """A claim's paper as a word for test ids and ``-k``: "Kovaleva et al. 2019" -> "kovaleva"."""
+    return (paper or "other").split()[0].lower()
+
+
+def module_families(module) -> list[str]:
+    """The families a benchmark module's tests run: its ``FAMILY``, or every registered family for
+    :data:`EVERY_FAMILY`, ordered by paper (the first claim's) and name."""
+    family = getattr(module, "FAMILY", None)
     if family is None:
+        return []
+    if family != EVERY_FAMILY:
+        return [family]
+    from .registry import families
+
+    def order(name: str):
+        claims = load_claims(family=name)
+        return (paper_key(claims[0].paper) if claims else "~", name)
+
+    return sorted(families(), key=order)
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrize a benchmark module's tests from the registry: ``target`` over (model, corpus) of each family,
+    ``claim`` over the family's claims, jointly. Ids read ``paper-family-model-corpus[-claim]`` so that ``-k``
+    selects by paper, family, model, corpus or claim."""
+    fams = module_families(metafunc.module)
+    if not fams:
         return
-    if "target" in metafunc.fixturenames:
+    names = [n for n in ("target", "claim") if n in metafunc.fixturenames]
+    if not names:
+        return
+    params, ids = [], []
+    for family in fams:
+        claims = load_claims(family=family)
+        fam_paper = paper_key(claims[0].paper) if claims else "other"
         targets = [Target(m, c, family) for m in requested_models(metafunc.config)
                    for c in requested_corpora(metafunc.config, family)]
-        metafunc.parametrize("target", targets, ids=[t.id for t in targets])
-    if "claim" in metafunc.fixturenames:
-        claims = load_claims(family=family)
-        metafunc.parametrize("claim", claims, ids=[c.id for c in claims])
+        for t in targets:
+            if "claim" not in names:
+                params.append(t)
+                ids.append(f"{fam_paper}-{family}-{t.id}")
+                continue
+            for c in claims:
+                params.append((t, c) if "target" in names else c)
+                ids.append(f"{paper_key(c.paper)}-{family}-{t.id}-{c.id}")
+    metafunc.parametrize(names if len(names) > 1 else names[0], params, ids=ids)
 
 
 def failure_message(o: ClaimOutcome) -> str:
@@ -313,14 +353,19 @@ def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
     return out
 
 
-def run_with_progress(config, prepared):
-    """Run a pass with a progress bar on the terminal's stderr, visible without ``-s`` (pytest's capture is
-    suspended around it); none when $CI is set or stderr is not a terminal (tqdm's disable=None), so logs stay clean."""
+def with_artifacts(config, prepared, call=lambda run: run()):
+    """A pass computed: its artifacts made (fine-tunes; not timed), then ``call(run)`` runs the measurement (the
+    benchmark times that call alone), so a pass's time does not depend on the checkpoint cache's state. Progress
+    bars go to the terminal's stderr, visible without ``-s`` (pytest's capture is suspended around them); none when
+    $CI is set or stderr is not a terminal (tqdm's disable=None), so logs stay clean."""
     capman = config.pluginmanager.getplugin("capturemanager")
     if os.environ.get("CI") or capman is None:
-        return prepared.run(progress=False)
+        prepared.artifacts(progress=False)
+        return call(lambda: prepared.run(progress=False))
     with capman.global_and_fixture_disabled():
-        return prepared.run(progress=True)
+        prepared.artifacts(progress=True)
+    with capman.global_and_fixture_disabled():
+        return call(lambda: prepared.run(progress=True))
 
 
 def benchmark_group(target: Target) -> str:
@@ -348,8 +393,8 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
             bench._cached(target, prepared.run, prepared)
             pytest.skip(f"nothing to time: {prepared.nothing_to_measure()}")
         # timed where computed: a cache miss (or every pass with --time-cores, replacing the cached one)
-        result = bench._cached(target, lambda: benchmark.pedantic(run_with_progress, (bench.config, prepared), rounds=1, iterations=1,
-                                                                  warmup_rounds=0), prepared,
+        timed_run = lambda run: benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)  # noqa: E731
+        result = bench._cached(target, lambda: with_artifacts(bench.config, prepared, timed_run), prepared,
                                force=bool(bench.config.getoption("--time-cores")))
     claims = {}
     for claim in load_claims(family=target.family):
@@ -526,7 +571,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
 def pytest_collection_modifyitems(config, items):
     # Fail fast on a bad data directory (a clear message naming the option) before any model is loaded.
-    if any(getattr(item.module, "FAMILY", None) for item in items if hasattr(item, "module")):
+    if any(module_families(item.module) for item in items if hasattr(item, "module")):
         try:
             _bench(config).data_dir
         except BenchError as exc:

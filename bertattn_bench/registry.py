@@ -5,7 +5,7 @@ Adding a claim takes one declarative entry in ``reference_numbers/*.toml`` and a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 METRICS: dict[str, Callable] = {}
@@ -38,6 +38,9 @@ class Measurement:
     # the value's standard error (its units), where the metric can say how far sampling moves it (a binomial SE for
     # an accuracy over n anaphors/arcs); a claim on it is "inconclusive" when its threshold lies in the interval
     standard_error: float | None = None
+    # named values a script reads (e.g. the structural probe's chosen layer), so nothing parses ``detail``'s wording;
+    # they reach the report's claims.json as the outcome's ``values``
+    values: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Family:
     """A claim family: how to prepare its pass over one corpus, which corpora it knows, and the default."""
 
     name: str
-    prepare: Callable  # (loaded, data_dir, corpus, limit=None, batch_size=32) -> passes.PreparedPass
+    prepare: Callable  # (loaded, data_dir, corpus, limit=None, batch_size=32) -> passes.Pass
     corpora: tuple[str, ...]
     default_corpus: str
     tier_corpora: dict | None = None  # families that train: {tier: default corpora}
@@ -73,7 +76,7 @@ class Family:
 
 def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None,
            quick_limit: int | None = None, trains: bool = False):
-    """Register a family's prepare function (``bertattn_bench.passes.PreparedPass`` factory)."""
+    """Register a family's prepare function (it returns a ``bertattn_bench.passes.Pass``)."""
     def register(fn):
         if name in FAMILIES and FAMILIES[name].prepare is not fn:
             raise ValueError(f"family {name!r} registered twice")

@@ -133,14 +133,28 @@ def sweep_layer_passes(configs: Sequence[Sequence[tuple[int, int]]], n_layers: i
     return n_layers + sum(n_layers - f for f in firsts)
 
 
+# Rows per forward pass and examples per batch of a sweep, by device type (``sweep``'s defaults). On a CPU a pass
+# of 16 length-sorted examples x 4 configurations ran at 0.93x a plain batch-32 pass per configuration, 256 rows of
+# 32 examples x 8 configurations at 1.12x (MiniLM, MRPC dev, 2 cores; docs/speed.md): the attention tensors of a
+# 256-row pass fall out of cache and a 32-example batch pads more. A GPU wants wide passes.
+PASS_SHAPE = {"cpu": (64, 16), "cuda": (256, 32)}
+
+
+def pass_shape(device: torch.device, rows_per_pass: int | None, examples_per_batch: int | None) -> tuple[int, int]:
+    """``(rows_per_pass, examples_per_batch)``: the given ones, else the device type's (:data:`PASS_SHAPE`)."""
+    rows, examples = PASS_SHAPE.get(torch.device(device).type, PASS_SHAPE["cuda"])
+    return rows_per_pass or rows, examples_per_batch or examples
+
+
 def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequence[tuple[int, int]]],
-          kind: str = "uniform", rows_per_pass: int = 256, examples_per_batch: int = 32,
+          kind: str = "uniform", rows_per_pass: int | None = None, examples_per_batch: int | None = None,
           progress: bool = False, desc: str = "sweep", share_prefix: bool = True) -> np.ndarray:
     """Logits ``(C, N, ...)`` of every configuration (a list of 0-based heads to disable) on every example.
 
     Each forward pass holds ``examples_per_batch`` length-sorted examples repeated for ``k`` configurations
-    (``rows_per_pass // examples_per_batch``); row ``j*b + i`` is example i under configuration j, set per row
-    by :class:`attention.UniformRows` (``kind="uniform"``, Kovaleva) or per-row gates (``kind="mask"``, Michel).
+    (``rows_per_pass // examples_per_batch``; both by default the device type's, :data:`PASS_SHAPE`); row
+    ``j*b + i`` is example i under configuration j, set per row by :class:`attention.UniformRows`
+    (``kind="uniform"``, Kovaleva) or per-row gates (``kind="mask"``, Michel).
 
     Prefix sharing (``share_prefix``, on by default): a configuration whose first intervened layer is ``l``
     computes exactly the plain model's hidden states below ``l``. So each batch runs once plainly (each encoder
@@ -154,6 +168,7 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     if kind not in ("uniform", "mask"):
         raise ValueError(f"sweep kind {kind!r}: 'uniform' or 'mask'")
     device = next(model.parameters()).device
+    rows_per_pass, examples_per_batch = pass_shape(device, rows_per_pass, examples_per_batch)
     n_l, n_h = attention.layers_heads(model)
     masks = torch.zeros(len(configs), n_l, n_h, dtype=torch.bool)
     for c, heads in enumerate(configs):

@@ -117,7 +117,8 @@ def sweep_vs_plain(args, loaded) -> None:
                 base = out
     print(f"{loaded.info.name} on {dv}, {args.task} dev: n = {len(dev.examples)} examples, {args.sweep} sweep of "
           f"C = {C} configurations ({kind}), model: {which}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {args.rounds} interleaved rounds")
+          f"{torch.get_num_threads()} threads, {args.rounds} interleaved rounds; sweep passes of "
+          f"{'{} rows = {} examples x configurations'.format(*sweeps.pass_shape(torch.device(dv), None, None))}")
     lp_s, lp_w = sweeps.sweep_layer_passes(configs, L), sweeps.sweep_layer_passes(configs, L, share_prefix=False)
     print(f"layer passes per example: shared {lp_s}, whole {lp_w} ({lp_s / lp_w:.2f}x)")
     for name in times:

@@ -29,7 +29,6 @@ import datetime as dt
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,6 @@ FAMILIES = {
                "step_unit": "arcs", "precision": 0.1},
     "patterns": {"k": "patterns and not negative", "corpora": "mrpc", "step_unit": None, "precision": 0.001},
 }
-LAYER = re.compile(r"structural probe .*? at (embeddings|layer (\d+))")
 
 
 def parse_runs(text: str) -> list[tuple[int, int]]:
@@ -87,17 +85,17 @@ def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: P
     if not path.is_file():  # a check failing against the baseline is fine (that is what is measured); no report is not
         raise SystemExit(f"seed {seed}, {threads} thread(s): no {path}; pytest exited {proc.returncode}:\n"
                          + proc.stdout[-3000:] + proc.stderr[-3000:])
-    records = [r for r in json.loads(path.read_text()) if not r.get("negative_control") and not r.get("skipped")]
     return {"seed": seed, "omp_num_threads": threads, "torch_threads": torch_threads, "seconds": None if seconds is None else round(seconds, 1),
-            "pytest_exit": proc.returncode,
-            "values": {f"{r['claim_id']}@{r['corpus']}": {"measured": r["measured"], "n": r["n"], "n_unit": r["n_unit"],
-                                                           "holds": r["holds"], "layer": _layer(r.get("detail", ""))}
-                       for r in records}}
+            "pytest_exit": proc.returncode, "values": values_of(json.loads(path.read_text()))}
 
 
-def _layer(detail: str):
-    m = LAYER.search(detail)
-    return None if m is None else (0 if m.group(1) == "embeddings" else int(m.group(2)))
+def values_of(records: list[dict]) -> dict:
+    """Per ``claim@corpus`` of a claims report (claims.json; negative controls and skips left out): the value, its
+    n and verdict, and the structural probe's chosen layer where the metric names it (the outcome's ``values``)."""
+    return {f"{r['claim_id']}@{r['corpus']}": {"measured": r["measured"], "n": r["n"], "n_unit": r["n_unit"],
+                                               "holds": r["holds"],
+                                               "layer": (r.get("values") or {}).get("structural_layer")}
+            for r in records if not r.get("negative_control") and not r.get("skipped")}
 
 
 def summarise(runs: list[dict], safety: float, family: str = "probes") -> dict:

@@ -99,21 +99,24 @@ def test_provenance_points_at_the_measured_spread(tmp_path):
 
 def test_spread_summary_known_answer():
     """scripts/spread.py: spread = max - min over runs, tolerance = max(safety x spread, 100/n) rounded up
-    to 0.1; the structural layer per run is read from the detail."""
+    to 0.1; the structural layer per run is read from the outcome's named values, not the detail's wording."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("spread", Path(__file__).parent.parent / "scripts" / "spread.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 
-    def run(v, layer_text):
-        return {"values": {"c@x": {"measured": v, "n": 1000, "n_unit": "arcs", "holds": True,
-                                   "layer": mod._layer(f"structural probe (H&M, rank 64, seed 0) at {layer_text}: 5")}}}
+    def run(v, layer):
+        record = {"claim_id": "c", "corpus": "x", "measured": v, "n": 1000, "n_unit": "arcs", "holds": True,
+                  "detail": "at layer 9 (wording a script must not parse)", "values": {"structural_layer": layer}}
+        skipped = {**record, "claim_id": "s", "skipped": "no pass"}
+        return {"values": mod.values_of([record, skipped, {**record, "claim_id": "n", "negative_control": True}])}
 
-    s = mod.summarise([run(16.9, "layer 2"), run(17.3, "layer 3"), run(16.6, "embeddings")], safety=2.0)["c@x"]
+    s = mod.summarise([run(16.9, 2), run(17.3, 3), run(16.6, 0)], safety=2.0)["c@x"]
     assert s["spread"] == pytest.approx(0.7) and s["max_abs_delta_from_first"] == pytest.approx(0.4)
     assert s["proposed_tolerance"] == 1.4 and s["structural_layer"] == [2, 3, 0] and s["n"] == 1000
-    tiny = mod.summarise([run(5.0, "layer 1"), run(5.0, "layer 1")], safety=2.0)["c@x"]
+    assert set(run(1.0, 1)["values"]) == {"c@x"}  # skipped and negative-control records left out
+    tiny = mod.summarise([run(5.0, 1), run(5.0, 1)], safety=2.0)["c@x"]
     assert tiny["proposed_tolerance"] == 0.1  # the one-arc step (100/1000 = 0.1) is the floor
     with pytest.raises(SystemExit, match="SEED:THREADS"):
         mod.parse_runs("0:2,x")

@@ -225,7 +225,8 @@ NA_METRIC = "test_not_applicable_metric_xyz"
 
 def _constant(pr, scale: float = 1.0) -> Measurement:
     """Reads the fake pass result: ``result`` is the value, ``n_examples`` the n."""
-    return Measurement(pr.result * scale, n=pr.n_examples, n_unit="things", detail="constant", head="2-3", unit="u")
+    return Measurement(pr.result * scale, n=pr.n_examples, n_unit="things", detail="constant", head="2-3", unit="u",
+                       values={"layer": 4, "scale": scale})
 
 
 def _not_applicable(pr) -> Measurement:
@@ -282,6 +283,13 @@ def test_no_baseline_passed_follows_holds():
 def test_params_are_passed_to_the_metric():
     out = evaluate(claim(">", 1.0, params={"scale": 3.0}), FakePass(0.5))
     assert out.measured == 1.5 and out.holds is True
+
+
+def test_named_values_reach_the_report_record():
+    """A script reads a metric's named values from claims.json (scripts/spread.py: the structural probe's layer),
+    never by parsing the detail's wording."""
+    out = evaluate(claim(">", 1.0, params={"scale": 3.0}), FakePass(0.5))
+    assert out.values == {"layer": 4, "scale": 3.0} and out.record()["values"] == {"layer": 4, "scale": 3.0}
 
 
 def test_baseline_within_tolerance_passes_even_when_the_claim_does_not_hold():

@@ -1,18 +1,22 @@
-"""Progress bars on long passes reach the terminal without -s (capture suspended), and not in CI; pytest-xdist
-workers share the cores instead of each taking all of them."""
+"""Progress bars on long passes reach the terminal without -s (capture suspended), and not in CI; a pass's
+artifacts (fine-tunes) are made before, and outside, the timed call; pytest-xdist workers share the cores instead of
+each taking all of them."""
 import sys
 
 import pytest
 
-from bertattn_bench.pytest_plugin import run_with_progress, worker_threads
+from bertattn_bench.pytest_plugin import with_artifacts, worker_threads
 
 
 class FakePass:
     def __init__(self):
         self.calls = []
 
+    def artifacts(self, progress=False):
+        self.calls.append(("artifacts", progress, sys.stderr is sys.__stderr__))
+
     def run(self, progress=False):
-        self.calls.append((progress, sys.stderr is sys.__stderr__))
+        self.calls.append(("run", progress, sys.stderr is sys.__stderr__))
         return "result"
 
 
@@ -20,15 +24,29 @@ def test_progress_shown_on_the_real_stderr_outside_ci(request, monkeypatch):
     monkeypatch.delenv("CI", raising=False)
     fake = FakePass()
     assert sys.stderr is not sys.__stderr__  # pytest captures this test's stderr ...
-    assert run_with_progress(request.config, fake) == "result"
-    assert fake.calls == [(True, True)]  # ... but not the pass's progress bar
+    assert with_artifacts(request.config, fake) == "result"
+    assert fake.calls == [("artifacts", True, True), ("run", True, True)]  # ... but not the pass's progress bars
 
 
 def test_no_progress_in_ci(request, monkeypatch):
     monkeypatch.setenv("CI", "1")
     fake = FakePass()
-    run_with_progress(request.config, fake)
-    assert fake.calls == [(False, False)]
+    with_artifacts(request.config, fake)
+    assert fake.calls == [("artifacts", False, False), ("run", False, False)]
+
+
+@pytest.mark.parametrize("ci", [True, False])
+def test_only_the_run_is_timed(request, monkeypatch, ci):
+    """The timer (the benchmark's pedantic call) wraps ``run`` alone: the artifacts are made before it starts."""
+    monkeypatch.setenv("CI", "1") if ci else monkeypatch.delenv("CI", raising=False)
+    fake = FakePass()
+
+    def timer(run):
+        fake.calls.append("timer starts")
+        return run()
+
+    assert with_artifacts(request.config, fake, timer) == "result"
+    assert [c if isinstance(c, str) else c[0] for c in fake.calls] == ["artifacts", "timer starts", "run"]
 
 
 @pytest.mark.parametrize("cores,workers,threads", [(2, 2, 1), (2, 1, 2), (16, 4, 4), (16, 3, 5), (2, 8, 1), (1, 0, 1)])

@@ -22,10 +22,13 @@ class _Benchmark:
 
 class _Prepared:
     def __init__(self):
-        self.runs = 0
+        self.runs = self.artifact_calls = 0
 
     def nothing_to_measure(self):
         return None
+
+    def artifacts(self, progress=False):
+        self.artifact_calls += 1
 
     def run(self, progress=False):  # a real PassResult: the cache stores data and the package's classes only
         self.runs += 1
@@ -56,10 +59,12 @@ def test_cached_pass_is_loaded_untimed_and_time_cores_recomputes(tmp_path, monke
     cold = _Bench(tmp_path)
     b = _Benchmark()
     assert P.time_core(b, cold, target).result == 1 and b.calls == 1 and cold.prepared.runs == 1  # miss: timed
+    assert cold.prepared.artifact_calls == 1  # its artifacts made first
     warm = _Bench(tmp_path)
     b = _Benchmark()
     assert P.time_core(b, warm, target).result == 1  # the cached pass
     assert b.calls == 0 and warm.prepared.runs == 0  # neither run nor timed
+    assert warm.prepared.artifact_calls == 0  # and no fine-tune is made or loaded for it
     forced = _Bench(tmp_path, time_cores=True)
     b = _Benchmark()
     assert P.time_core(b, forced, target).result == 1 and b.calls == 1 and forced.prepared.runs == 1

@@ -234,7 +234,7 @@ def compute_arct(data_dir: Path) -> tuple[ArctResult, int]:
 
 @dataclass
 class ArctPass:
-    """Prepared pass (duck-types ``passes.PreparedPass``); reads the ARCT files only, never runs the model."""
+    """Prepared pass (a ``passes.Pass``); reads the ARCT files only, never runs the model."""
 
     family: str
     corpus: str
@@ -247,6 +247,9 @@ class ArctPass:
 
     def nothing_to_measure(self) -> str | None:
         return None
+
+    def artifacts(self, progress: bool = False) -> None:
+        """Nothing to make: the pass reads the ARCT files only."""
 
     def run(self, progress: bool = False):
         from ..passes import PassResult

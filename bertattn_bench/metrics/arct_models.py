@@ -100,7 +100,7 @@ class ArctFtResult:
 
 @dataclass
 class ArctFtPass:
-    """A pass of the ``arct_ft`` family: one setting, every seed of the tier (the ``passes.PreparedPass`` protocol)."""
+    """A pass of the ``arct_ft`` family: one setting, every seed of the tier (a ``passes.Pass``)."""
 
     family: str
     corpus: str
@@ -123,16 +123,31 @@ class ArctFtPass:
     def nothing_to_measure(self) -> str | None:
         return self.reason
 
+    def _data(self) -> tuple[dict, dict]:
+        setting = arct_ft.SETTINGS[self.setting]
+        items = arct_ft.load_setting(self.data_dir, setting, self.limit)
+        data = {role: arct_ft.encode_items(self.loaded.tokenizer, rows, setting.mode,
+                                           min(arct_ft.MAX_TOKENS[setting.mode], self.loaded.info.max_positions))
+                for role, rows in items.items()}
+        return items, data
+
+    def artifacts(self, progress: bool = False) -> None:
+        """Train (or find in the checkpoint cache) every seed's run before ``run`` is timed; without a cache the
+        training runs inside ``run``."""
+        if self.reason or self.cache_dir is None:
+            return
+        _, data = self._data()
+        for seed in self.seeds:
+            arct_ft.finetuned_run(self.loaded, arct_ft.SETTINGS[self.setting], seed, data, self.cache_dir,
+                                  self.recipe, progress)
+
     def run(self, progress: bool = False) -> PassResult:
         info = self.loaded.info
         if self.reason:
             return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
         start = time.perf_counter()
         setting = arct_ft.SETTINGS[self.setting]
-        items = arct_ft.load_setting(self.data_dir, setting, self.limit)
-        data = {role: arct_ft.encode_items(self.loaded.tokenizer, rows, setting.mode,
-                                           min(arct_ft.MAX_TOKENS[setting.mode], info.max_positions))
-                for role, rows in items.items()}
+        items, data = self._data()
         runs = [arct_ft.finetuned_run(self.loaded, setting, seed, data, self.cache_dir, self.recipe, progress)
                 for seed in self.seeds]
         shipped = arct.load_shipped_results(self.data_dir)

@@ -90,7 +90,7 @@ class DisableResult:
 class DisablePass(GluePass):
     """The ``disable`` family's pass."""
 
-    rows_per_pass: int = 256
+    rows_per_pass: int | None = None  # the sweep's device default (sweeps.PASS_SHAPE)
 
     def measure(self, progress: bool):
         info = self.loaded.info

@@ -155,8 +155,8 @@ def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_,
 
 @dataclass
 class GluePass:
-    """A pass of a fine-tuning family on one GLUE task (the ``passes.PreparedPass`` protocol: run,
-    nothing_to_measure, data_paths); subclasses implement :meth:`measure`."""
+    """A pass of a fine-tuning family on one GLUE task (a ``passes.Pass``): the checkpoints it reads are made
+    by :meth:`artifacts`, before the timed :meth:`run`; subclasses implement :meth:`measure`."""
 
     family: str
     corpus: str
@@ -182,6 +182,19 @@ class GluePass:
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
                                   recipe_for(self.task.name, self.tier), progress=progress)
 
+    def checkpoints(self) -> list[tuple[object, int]]:
+        """The (model, seed) fine-tunes :meth:`measure` reads."""
+        return [(self.loaded, seed) for seed in self.seeds]
+
+    def artifacts(self, progress: bool = False) -> None:
+        """Fine-tune (or find in the checkpoint cache) every checkpoint :meth:`measure` reads, before it is timed.
+        Without a checkpoint cache nothing can be kept between the two calls: the fine-tunes then run inside
+        ``run`` (and its time)."""
+        if self.reason or self.cache_dir is None:
+            return
+        for loaded, seed in self.checkpoints():
+            self.finetuned(loaded, seed, progress)  # kept in the cache; the weights in memory are let go
+
     def run(self, progress: bool = False) -> PassResult:
         info = self.loaded.info
         if self.reason:
@@ -200,6 +213,15 @@ class FinetunePass(GluePass):
     """The ``finetune`` family's pass."""
 
     batch_size: int = 64
+
+    def checkpoints(self) -> list[tuple[object, int]]:
+        out = super().checkpoints()
+        if self.loaded.info.random_init_seed is None and TIERS[self.tier]["twin"]:
+            from ..model import random_twin
+
+            twin = random_twin(self.loaded)
+            out += [(twin, seed) for seed in TWIN_SEEDS]
+        return out
 
     def measure(self, progress: bool):
         info = self.loaded.info

@@ -421,7 +421,7 @@ def ud_inputs(loaded, data_dir: Path, limit: int | None):
 
 @dataclass
 class PatternsPass:
-    """The ``patterns`` family's pass on one GLUE task (the ``passes.PreparedPass`` protocol)."""
+    """The ``patterns`` family's pass on one GLUE task (a ``passes.Pass``)."""
 
     family: str
     corpus: str
@@ -449,6 +449,16 @@ class PatternsPass:
     def nothing_to_measure(self) -> str | None:
         return None
 
+    def _finetuned(self, progress: bool) -> finetune.FineTuned:
+        return finetune.finetuned(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
+                                  recipe_for(self.task.name, self.tier), progress=progress)
+
+    def artifacts(self, progress: bool = False) -> None:
+        """The fine-tuned checkpoint, made (or found in the cache) before ``run`` is timed; without a cache the
+        fine-tune runs inside ``run``."""
+        if self.ft_seed is not None and self.cache_dir is not None:
+            self._finetuned(progress)  # kept in the cache; the weights in memory are let go
+
     def _measure(self, model, label: str, progress: bool) -> ModelStats:
         info, tok, dev = self.loaded.info, self.loaded.tokenizer, torch.device(self.loaded.info.device)
         g = run_reducers(model, iter_batches(self.dev, tok, dev, self.batch_size),
@@ -465,8 +475,7 @@ class PatternsPass:
         pt = self._measure(self.loaded.model, "pre-trained", progress)
         ft = None
         if self.ft_seed is not None:
-            tuned = finetune.finetuned(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
-                                       recipe_for(self.task.name, self.tier), progress=progress)
+            tuned = self._finetuned(progress)
             ft = self._measure(tuned.model.encoder, f"fine-tuned on {self.task.name} (seed {self.ft_seed})", progress)
             del tuned
         cls, sep = pt.glue.to_special[..., 0].sum(), pt.glue.to_special[..., 1].sum()

@@ -734,4 +734,5 @@ def probe_vs_structural(pr, probe: str = "attn_words") -> Measurement:
     st = res.structural
     return Measurement(res.uas(probe) - st.uuas, n=res.n_eval_arcs, n_unit="arcs", unit="points (UAS - UUAS)",
                        standard_error=difference_se((res.uas(probe), res.n_eval_arcs), (st.uuas, st.n_edges)),
-                       detail=f"{res.label(probe)} {res.uas(probe):.1f} UAS vs {st.describe()}; {_train_note(res)}")
+                       detail=f"{res.label(probe)} {res.uas(probe):.1f} UAS vs {st.describe()}; {_train_note(res)}",
+                       values={"structural_layer": st.layer, "structural_uuas": st.uuas, "probe_uas": res.uas(probe)})

@@ -27,7 +27,6 @@ SST-2 (full tier). STS-B is a regression task: no paired test (its significance 
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,9 +36,9 @@ import torch
 
 from .. import attention, finetune, sweeps
 from ..attention import head_name
-from ..batching import Skipped, length_order, make_batch
+from ..batching import length_order, make_batch
 from ..data import glue
-from ..passes import NothingToMeasure, PassResult, timed
+from ..passes import timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from ..stats import mann_whitney_null_se, noise_bar, rank_correlation
@@ -217,6 +216,16 @@ class PruneResult:
         return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
 
 
+def importance_data(p: GluePass, seed: int) -> finetune.Encoded_:
+    """The head-importance examples of pass ``p``'s fine-tune with ``seed``: a seeded subset of ``p.n_importance``
+    of the training rows the model was fine-tuned on (never dev)."""
+    rows = finetune.training_rows(p.data_dir, p.task.name, recipe_for(p.task.name, p.tier), seed)
+    if len(rows) > p.n_importance:
+        keep = np.random.default_rng(10_000 + seed).choice(len(rows), p.n_importance, replace=False)
+        rows = [rows[i] for i in sorted(keep)]
+    return finetune.encode_split(p.loaded.tokenizer, rows, min(finetune.Recipe().max_tokens, p.loaded.info.max_positions))
+
+
 @dataclass
 class PrunePass(GluePass):
     """The ``prune`` family's pass."""
@@ -224,29 +233,20 @@ class PrunePass(GluePass):
     exact: bool = False
     cross_dev: finetune.Encoded_ | None = None
     n_importance: int = IMPORTANCE_EXAMPLES
-    rows_per_pass: int = 256
+    rows_per_pass: int | None = None  # the sweep's device default (sweeps.PASS_SHAPE)
 
     @property
     def full(self) -> bool:
         return self.tier == "full"
 
     def importance_data(self, seed: int) -> finetune.Encoded_:
-        """A seeded subset of the training rows the model was fine-tuned on (never dev)."""
-        rows = finetune.training_rows(self.data_dir, self.task.name, recipe_for(self.task.name, self.tier), seed)
-        if len(rows) > self.n_importance:
-            keep = np.random.default_rng(10_000 + seed).choice(len(rows), self.n_importance, replace=False)
-            rows = [rows[i] for i in sorted(keep)]
-        return finetune.encode_split(self.loaded.tokenizer, rows, min(finetune.Recipe().max_tokens,
-                                                                      self.loaded.info.max_positions))
+        return importance_data(self, seed)
 
-    def run(self, progress: bool = False) -> PassResult:
+    def measure(self, progress: bool):
         info = self.loaded.info
-        if self.reason:
-            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
         t, dev, tok, dv = self.task, self.dev, self.loaded.tokenizer, info.device
         L, H = info.n_layers, info.n_heads
         counts = step_counts(L, H)
-        start = time.perf_counter()
         secs: dict[str, float] = {}
         add = lambda k, s: secs.__setitem__(k, secs.get(k, 0.0) + s)  # noqa: E731
         acc = {k: [] for k in ("raw", "imp", "base", "hd", "hp", "hf", "curve", "curve_p", "one", "kept", "exact",
@@ -345,8 +345,7 @@ class PrunePass(GluePass):
             curve_random=stack("random"), abo_delta=stack("abo"), abo_p=stack("abo_p"),
             one_head_best=np.array(acc["one_best"]) if acc["one_best"] else None,
             cross=cross, early=early, seconds=secs, n_configs=n_cfg, train_meta=metas)
-        return PassResult(self.family, self.corpus, self.data, info, result, len(dev.examples), Skipped(),
-                          time.perf_counter() - start, extra={"seconds": secs})
+        return result, {"seconds": secs}
 
     def _cross(self, model, own_logits: np.ndarray, own_labels: np.ndarray) -> dict:
         """§3.4 substitute: the single-head sweep of this (MRPC) model on STS-B dev binarised; beside the accuracy Δ,

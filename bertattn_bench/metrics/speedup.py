@@ -28,7 +28,7 @@ from ..passes import timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from .finetuned import GLUE_TASKS, GluePass, prepare_glue, result_of
-from .pruning import PrunePass, head_importance, normalize_by_layer, order_from_scores
+from .pruning import head_importance, importance_data, normalize_by_layer, order_from_scores
 
 FRACTION = 0.5  # Table 4: 50% of heads removed
 BATCH_SIZES = (1, 16, 64)  # Table 4's batch sizes (1, 4, 16, 64; 4 left out to save time)
@@ -105,12 +105,14 @@ def time_interleaved(models: dict, batches: dict, rounds: int, device) -> dict:
 
 
 @dataclass
-class SpeedPass(PrunePass):
-    """The ``speedup`` family's pass (a PrunePass for its checkpoint access and importance data)."""
+class SpeedPass(GluePass):
+    """The ``speedup`` family's pass."""
 
+    n_importance: int = IMPORTANCE_EXAMPLES
     rounds: int = 3
 
-    run = GluePass.run  # the pass protocol (nothing to measure, timing); PrunePass's own run is its sweeps
+    def importance_data(self, seed: int) -> finetune.Encoded_:
+        return importance_data(self, seed)
 
     def measure(self, progress: bool):
         info, dev = self.loaded.info, self.dev
