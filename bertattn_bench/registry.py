@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import tiers
+
 METRICS: dict[str, Callable] = {}
 FAMILIES: dict[str, "Family"] = {}
 FIGURES: dict[str, Callable] = {}  # family -> fn(pass_results: list[PassResult], directory: Path) -> list[Path]
@@ -59,7 +61,7 @@ class Family:
     # checkpoint cache, progress), and torch's thread count is part of its cache key (cache.threads_matter)
     trains: bool = False
 
-    def default_corpora(self, tier: str = "regression") -> list[str]:
+    def default_corpora(self, tier: str = tiers.RECORDED) -> list[str]:
         if self.tier_corpora:
             return list(self.tier_corpora[tier])
         return [self.default_corpus]

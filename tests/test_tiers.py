@@ -67,3 +67,15 @@ def test_families_that_train_say_so_at_registration():
     for fam in families().values():
         assert fam.trains == ("options" in inspect.signature(fam.prepare).parameters), fam.name
         assert threads_matter(fam.name) == fam.trains
+
+
+def test_every_per_tier_table_names_every_tier():
+    """A per-tier budget table that misses a tier would fail (KeyError) only when that tier runs: checked here."""
+    from bertattn_bench.metrics import arct_models, framenet, patterns, probes, pruning, speedup
+
+    tables = {"finetuned.TIERS": finetuned.TIERS, "pruning.TIER_IMPORTANCE_EXAMPLES": pruning.TIER_IMPORTANCE_EXAMPLES,
+              "patterns.TIER_DEV_MAX": patterns.TIER_DEV_MAX, "patterns.TIER_UD_MAX": patterns.TIER_UD_MAX,
+              "patterns.TIER_CORPORA": patterns.TIER_CORPORA, "framenet.TIER_CORPORA": framenet.TIER_CORPORA,
+              "probes.TIERS": probes.TIERS, "speedup.TIERS": speedup.TIERS, "arct_models.TIERS": arct_models.TIERS}
+    for name, table in tables.items():
+        assert set(table) == set(tiers.NAMES), name

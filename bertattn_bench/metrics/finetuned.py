@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import attention, finetune
+from .. import attention, finetune, tiers
 from ..batching import Skipped, length_order, make_batch
 from ..data import glue
 from ..passes import NothingToMeasure, PassResult
@@ -48,7 +48,7 @@ def tier_seeds(tier: str, task: str) -> tuple[int, ...]:
     return tuple(t["seeds"].get(task, t["default_seeds"]))
 
 
-def recipe_for(task: str, tier: str = "regression") -> finetune.Recipe:
+def recipe_for(task: str, tier: str = tiers.RECORDED) -> finetune.Recipe:
     """The fine-tuning recipe of ``task`` at ``tier``: the paper's (3 epochs), SST-2's train sample; the quick
     tier's one short epoch on a seeded train sample (its checkpoint is cached apart: the recipe is in the key)."""
     t = TIERS[tier]

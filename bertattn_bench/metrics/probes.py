@@ -482,7 +482,7 @@ class ProbeResult:
     seconds: dict[str, float] = field(default_factory=dict)
     structural: StructuralScore | None = None  # Hewitt & Manning's structural probe on the model's vectors
     train_seed: int = 0  # probe initialisation and training order ($BERTATTN_SEED)
-    tier: str = "regression"  # quick/regression: a seeded training sample; full: every GUM train sentence
+    tier: str = tiers.RECORDED  # quick/regression: a seeded training sample; full: every GUM train sentence
     n_root_words: int = 0  # scored root words among the eval arcs (0 without a ROOT candidate)
 
     def uas(self, name: str) -> float:
@@ -524,7 +524,7 @@ class ProbePass(PreparedPass):
     n_train_documents: int = 0
     settings: ProbeSettings = field(default_factory=ProbeSettings)
     data_paths: list = field(default_factory=list)
-    tier: str = "regression"
+    tier: str = tiers.RECORDED
 
     def run(self, progress: bool = False) -> PassResult:
         """Timed: the sweeps and the training. Building the random-init twin is not timed."""

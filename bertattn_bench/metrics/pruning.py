@@ -46,7 +46,8 @@ from .disabling import score_configs
 from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for, result_of
 
 IMPORTANCE_EXAMPLES = 1000  # seeded subset of the training set for I_h (the authors' default is all of MNLI train)
-QUICK_IMPORTANCE_EXAMPLES = 256  # the quick tier's (smoke run: its model saw 800 train pairs)
+# per tier (the quick tier's smoke run: its model saw 800 train pairs)
+TIER_IMPORTANCE_EXAMPLES = {"quick": 256, "regression": IMPORTANCE_EXAMPLES, "full": IMPORTANCE_EXAMPLES}
 IMPORTANCE_BATCH = 32  # the authors' --train_batch_size; per-example gates make the score independent of it
 STEPS = 10  # the curve: k = 0..9 tenths of all heads (the authors' MT code: i = 0..9; 100% = a constant predictor)
 RANDOM_ORDERS = 3  # full tier: seeded random pruning orders (chance)
@@ -394,7 +395,7 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
                                                                       options)
     exact = _exact_requested(tier)
     L, H = loaded.info.n_layers, loaded.info.n_heads
-    n_imp = QUICK_IMPORTANCE_EXAMPLES if tier == "quick" else IMPORTANCE_EXAMPLES
+    n_imp = TIER_IMPORTANCE_EXAMPLES[tier]
     desc += (f"; head masking (ξ_h = 0); importance on {n_imp} seeded training examples, "
              f"ℓ2 per layer; sweep of {1 + L * H + STEPS} configurations{'; exact pruning' if exact else ''}")
     cross = None
