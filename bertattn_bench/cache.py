@@ -13,7 +13,9 @@ The key cannot go stale (issue 9):
   index under the cache dir (``file-digests.json``, file-locked), so a hit re-reads no file;
 * **code**: a version per family, the hash of the modules its prepare function imports (transitively, within the
   package: the family's own modules and the core ones, e.g. attention.py, batching.py, passes.py, model.py), not
-  of the whole package;
+  of the whole package; and of what in them computes (:func:`computing_source`: the syntax tree without comments,
+  docstrings and the ``@metric`` / ``@figure`` functions, which read a finished result), so editing a claim's
+  metric or a figure re-runs no pass and retrains no checkpoint;
 * **options**: limit, batch size, every plain setting of the prepared pass (e.g. the probes' seeds and
   hyper-parameters) and torch's thread count (it changes the order of float sums in trained values).
 
@@ -242,14 +244,53 @@ def module_closure(*names: str, exclude: tuple[str, ...] = ()) -> tuple[str, ...
     return tuple(sorted(seen))
 
 
+READER_DECORATORS = ("metric", "figure")  # registered functions that read a finished pass result, never feed one
+
+
+def _reads_results_only(node: ast.stmt) -> bool:
+    """A module-level function registered with ``@metric(...)`` or ``@figure(...)``: a claim's measurement or a
+    figure, computed from a cached pass result, so its code is not part of what the pass computes."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for d in node.decorator_list:
+        f = d.func if isinstance(d, ast.Call) else d
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in READER_DECORATORS:
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _computing_source(path: str, stamp: tuple) -> bytes:
+    """What of a module's source can change a computed value: its syntax tree (so not comments or layout), without
+    docstrings and without the ``@metric`` / ``@figure`` functions (:func:`_reads_results_only`). Editing a claim's
+    metric, a figure or a docstring therefore leaves the cached passes and checkpoints valid; editing a reducer, a
+    pass or anything they call does not. ``stamp`` (size, mtime) keys the memo."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    tree.body = [n for n in tree.body if not _reads_results_only(n)]
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
+
+
+def computing_source(path: Path) -> bytes:
+    st = path.stat()
+    return _computing_source(str(path), (st.st_size, st.st_mtime_ns))
+
+
 def module_version(*modules, exclude: tuple[str, ...] = ()) -> str:
-    """Hash of the source of ``modules`` (module objects or dotted names) and of every package module they import
-    (except ``exclude`` and what only it imports): the code version of whatever those modules compute."""
+    """Hash of the computing source (:func:`computing_source`) of ``modules`` (module objects or dotted names) and of
+    every package module they import (except ``exclude`` and what only it imports): the code version of whatever
+    those modules compute."""
     names = tuple(sorted({m if isinstance(m, str) else m.__name__ for m in modules}))
     h = hashlib.sha256()
     for name in module_closure(*names, exclude=tuple(sorted(exclude))):
         h.update(name.encode())
-        h.update(_module_file(name).read_bytes())
+        h.update(computing_source(_module_file(name)))
     return h.hexdigest()[:16]
 
 

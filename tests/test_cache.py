@@ -265,10 +265,10 @@ def test_module_version_follows_imported_source(tmp_path, monkeypatch):
     the family's version; editing one it does not import leaves it."""
     real = C._module_file
     edited = tmp_path / "attention.py"
-    edited.write_text(real("bertattn_bench.attention").read_text() + "\n# edited\n")
+    edited.write_text(real("bertattn_bench.attention").read_text() + "\n_EDITED = 1\n")
     before_probes, before_coref = C.module_version("bertattn_bench.metrics.probes"), C.module_version("bertattn_bench.metrics.coref")
     unrelated = tmp_path / "clustering.py"
-    unrelated.write_text(real("bertattn_bench.metrics.clustering").read_text() + "\n# edited\n")
+    unrelated.write_text(real("bertattn_bench.metrics.clustering").read_text() + "\n_EDITED = 1\n")
     swap = {"bertattn_bench.attention": edited, "bertattn_bench.metrics.clustering": unrelated}
     monkeypatch.setattr(C, "_module_file", lambda name: swap.get(name) or real(name))
     C.module_closure.cache_clear()
@@ -328,6 +328,47 @@ def test_two_processes_record_different_claims_both_kept(tmp_path):
     assert sorted(doc["results"]) == ["c.claim1@c", "c.claim2@c"]
 
 
+def test_code_version_ignores_metrics_figures_docstrings_and_comments(tmp_path, monkeypatch):
+    """A pass's cached result and a checkpoint stay valid when a claim's @metric, a @figure writer, a docstring or a
+    comment is edited (they read a finished result or change no computation); editing a reducer's code invalidates."""
+    import ast
+
+    real = C._module_file
+    src = real("bertattn_bench.metrics.coref").read_text()
+    tree = ast.parse(src)
+    before = C.module_version("bertattn_bench.metrics.coref")
+
+    def version_with(text):
+        edited = tmp_path / f"coref{len(list(tmp_path.iterdir()))}.py"
+        edited.write_text(text)
+        monkeypatch.setattr(C, "_module_file", lambda name: edited if name == "bertattn_bench.metrics.coref" else real(name))
+        C.module_closure.cache_clear()
+        try:
+            return C.module_version("bertattn_bench.metrics.coref")
+        finally:
+            monkeypatch.setattr(C, "_module_file", real)
+            C.module_closure.cache_clear()
+
+    def insert_in(fn: ast.FunctionDef) -> str:
+        """The source with a statement added to function ``fn``'s body (after its first statement)."""
+        first = fn.body[0]
+        lines = src.splitlines(keepends=True)
+        lines.insert(first.end_lineno, " " * first.col_offset + "_edited = 1\n")
+        return "".join(lines)
+
+    def decorated(name):
+        return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and any(
+            isinstance(d, ast.Call) and getattr(d.func, "id", None) == name for d in n.decorator_list))
+
+    assert version_with(insert_in(decorated("metric"))) == before
+    assert version_with(insert_in(decorated("figure"))) == before
+    assert version_with(src.replace('"""', '"""Edited. ', 1)) == before  # the module docstring
+    assert version_with(src + "\n# a comment\n") == before
+    reducer = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Reducer"))
+    method = next(n for n in reducer.body if isinstance(n, ast.FunctionDef) and n.name == "update")
+    assert version_with(insert_in(method)) != before
+
+
 def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
     """A fine-tuned checkpoint's code version follows the trainer and what it imports (attention core, batching,
     the GLUE reader) but not the key-naming cache module, nor through it the registry and every metric: editing a
@@ -343,13 +384,13 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
     real = C._module_file
     before = finetune._sources_version(), arct_ft._sources_version()
     metric = tmp_path / "surface.py"
-    metric.write_text(real("bertattn_bench.metrics.surface").read_text() + "\n# edited\n")
+    metric.write_text(real("bertattn_bench.metrics.surface").read_text() + "\n_EDITED = 1\n")
     monkeypatch.setattr(C, "_module_file", lambda name: metric if name == "bertattn_bench.metrics.surface" else real(name))
     C.module_closure.cache_clear()
     try:
         assert (finetune._sources_version(), arct_ft._sources_version()) == before
         core = tmp_path / "attention.py"
-        core.write_text(real("bertattn_bench.attention").read_text() + "\n# edited\n")
+        core.write_text(real("bertattn_bench.attention").read_text() + "\n_EDITED = 1\n")
         monkeypatch.setattr(C, "_module_file", lambda name: core if name == "bertattn_bench.attention" else real(name))
         C.module_closure.cache_clear()
         after = finetune._sources_version(), arct_ft._sources_version()
