@@ -380,6 +380,11 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     t = glue.task(task_name)
     recipe, why = with_precision(recipe, loaded.info.device)
     model = task_model(loaded, t, seed)
+    if recipe.bf16_autocast:
+        failure = bf16_failure(model, loaded.tokenizer)
+        if failure:
+            recipe, why = replace(recipe, bf16_autocast=False), f"{why}; bf16 autocast fails in this model's code " \
+                                                                   f"({failure}): fp32"
     if cache_dir is None:
         rows = training_rows(data_dir, task_name, recipe, seed)
         data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
@@ -402,6 +407,27 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory, why)
         checkpoints.save(directory, model, meta, (state.name,))
         return FineTuned(model, meta, False)
+
+
+def bf16_failure(model: TaskModel, tokenizer) -> str | None:
+    """Why a forward pass of ``model`` fails under bf16 autocast (e.g. transformers' DeBERTa v1 fills masked scores
+    with float32's minimum, which overflows bfloat16), or None where it runs: one two-pair padded batch, no grad."""
+    device = next(model.parameters()).device
+    pairs = [glue.Example("A short sentence.", "And a second one.", 0, "bf16 check"),
+             glue.Example("Another, somewhat longer sentence to pad against.", "Yes.", 0, "bf16 check")]
+    batch = make_batch(encode_split(tokenizer, pairs, 32).examples, tokenizer, device, False)
+    was_training = model.training
+    try:
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16):
+            model.eval()
+            model(**_inputs(batch))
+    except RuntimeError as exc:
+        if "bfloat16" not in str(exc).lower():
+            raise
+        return str(exc).splitlines()[0]
+    finally:
+        model.train(was_training)
+    return None
 
 
 def _meta(loaded, t, recipe, seed, data, log, seconds, directory, precision_why: str = "") -> dict:

@@ -309,3 +309,20 @@ def test_sweep_pass_shape_by_device():
     assert sweeps.pass_shape(torch.device("cuda"), None, None) == (256, 32)
     assert sweeps.pass_shape(torch.device("cpu"), 24, 6) == (24, 6)
     assert sweeps.pass_shape(torch.device("cpu"), None, 8) == (64, 8)
+
+
+def test_a_model_whose_code_fails_under_bf16_trains_in_fp32(tokenizer, tiny, glue_dir, monkeypatch):
+    """transformers' DeBERTa v1 fills masked scores with float32's minimum, which overflows bfloat16 under autocast
+    (a fine-tune crashed there): the trainer checks one batch first and falls back to fp32, saying why in the meta.
+    A model that runs under bf16 keeps it."""
+    from bertattn_bench import architectures
+
+    deberta = architectures.build(next(a for a in architectures.MATRIX if a.model_type == "deberta"), tokenizer)
+    t = glue.task("mrpc")
+    assert "bfloat16" in finetune.bf16_failure(finetune.task_model(deberta, t, 0), tokenizer).lower()
+    assert finetune.bf16_failure(finetune.task_model(tiny, t, 0), tokenizer) is None
+    monkeypatch.setenv(finetune.PRECISION_ENV, "bf16")
+    recipe = finetune.Recipe(epochs=1, batch_size=16)
+    ft = finetune.finetuned(deberta, "mrpc", 0, glue_dir, None, recipe)
+    assert ft.meta["precision"] == "fp32" and "fails in this model's code" in ft.meta["precision_why"]
+    assert finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, recipe).meta["precision"] == "bf16 autocast"
