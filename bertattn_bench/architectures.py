@@ -128,6 +128,7 @@ class Probe:
     path: str = ""  # attention.INTERFACE or attention.OWN_CODE
     train_loss: float | None = None  # fine-tuning on the toy pairs (finetune_and_sweep)
     sweep_diff: float | None = None  # max |swept - alone| over configurations, uniform and mask
+    train_precision: str = ""  # "bf16 autocast", or "fp32 (bf16 autocast fails: ...)" (finetune.bf16_failure)
     families: dict = field(default_factory=dict)  # family -> (measured claims, skipped claims, first skip reason)
 
     EXACT = 1e-5
@@ -300,10 +301,12 @@ _PAIRS = [("the cat sat on the mat", "a cat sat on a mat"), ("dogs bark", "the m
           ("birds sing at dawn", "at dawn birds sing"), ("prices rose", "the team won")]
 
 
-def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
-    """Fine-tuning (1 epoch, 8 toy MRPC-style pairs, batch 4) and the batched disabling/masking sweep on it
-    (none, every head, every layer; each batch row its own configuration): returns (last epoch's training loss,
-    max |swept logits - the same configuration run alone|) over the configurations and both kinds."""
+def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float, str]:
+    """Fine-tuning (1 epoch, 8 toy MRPC-style pairs, batch 4) under bf16 autocast where the model's code runs under
+    it, else in fp32 (the trainer's fallback, :func:`finetune.bf16_failure`; forced rather than chosen by the CPU, so
+    the row is the same on every machine), and the batched disabling/masking sweep on it (none, every head, every
+    layer; each batch row its own configuration): returns (last epoch's training loss, max |swept logits - the same
+    configuration run alone| over the configurations and both kinds, the training precision)."""
     import math
 
     from . import finetune, sweeps
@@ -313,8 +316,10 @@ def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
     rows = [glue.Example(a, b, float(i % 2), f"toy:{i + 1}") for i, (a, b) in enumerate(_PAIRS)]
     data = finetune.encode_split(tokenizer, rows, min(64, loaded.info.max_positions))
     model = finetune.task_model(loaded, t, seed=0)
-    log = finetune.train(model, t, data, tokenizer, finetune.Recipe(epochs=1, batch_size=4, bf16_autocast=False),
-                         seed=0)
+    failure = finetune.bf16_failure(model, tokenizer)
+    precision = f"fp32 (bf16 autocast fails: {failure})" if failure else "bf16 autocast"
+    log = finetune.train(model, t, data, tokenizer,
+                         finetune.Recipe(epochs=1, batch_size=4, bf16_autocast=failure is None), seed=0)
     model.eval()
     n_l, n_h = attention.layers_heads(model)
     configs = [[]] + [[(l, h)] for l in range(n_l) for h in range(n_h)] + [[(l, h) for h in range(n_h)]
@@ -328,7 +333,7 @@ def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float]:
             alone = finetune.predict(model, data, tokenizer, batch_size=4, interventions=[iv])
             worst = max(worst, float(abs(swept[c] - alone).max()))
     loss = float(log["loss_per_epoch"][-1])
-    return (loss if math.isfinite(loss) else float("nan")), worst
+    return (loss if math.isfinite(loss) else float("nan")), worst, precision
 
 
 # ---- the toy data folder: two or three examples per corpus --------------------------------------------------------
@@ -416,14 +421,14 @@ def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
     p.path = attention.site(loaded.model).path
     if data_dir is not None:
         p.families = run_families(loaded, data_dir)
-        p.train_loss, p.sweep_diff = finetune_and_sweep(loaded, tokenizer)
+        p.train_loss, p.sweep_diff, p.train_precision = finetune_and_sweep(loaded, tokenizer)
     return p
 
 
 def markdown(probes: list[Probe]) -> str:
     """The table of architectures (docs/architectures.md)."""
     rows = ["| architecture (`model_type`) | path | tiny shape | reading (= eager `output_attentions`) "
-            "| uniform attention | head masking / gates | fine-tune + sweep (loss; sweep = alone) "
+            "| uniform attention | head masking / gates | fine-tune + sweep (precision: loss; sweep = alone) "
             "| families (claims measured / skipped with a reason) |",
             "|---|---|---|---|---|---|---|---|"]
     for p in probes:
@@ -436,7 +441,7 @@ def markdown(probes: list[Probe]) -> str:
         read = f"yes (max diff {p.reading_diff:.0e})" if p.reading_diff is not None and p.reading_diff < 1e-5 \
             else f"**differs** ({p.reading_diff:.2g})"
         ft = "not run" if p.sweep_diff is None else (
-            f"loss {p.train_loss:.3f}; {'exact' if p.sweep_diff < Probe.EXACT else '**differs**'} "
+            f"{p.train_precision}: loss {p.train_loss:.3f}; {'exact' if p.sweep_diff < Probe.EXACT else '**differs**'} "
             f"(max diff {p.sweep_diff:.0e})")
         rows.append(f"| {name} | {p.path} | {p.n_layers}x{p.n_heads} | {read} "
                     f"| {'exact' if p.uniform_exact else 'NOT exact'} | {'exact' if p.gates_exact else 'NOT exact'} "
