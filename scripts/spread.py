@@ -151,6 +151,7 @@ def main(argv=None) -> int:
     doc = {"what": f"spread of the {args.family} family's values over seeds and thread counts (scripts/spread.py)",
            "command": "scripts/spread.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": _commit(),
+           "tier": os.environ.get("BERTATTN_TIER") or "quick (default)",
            "torch": torch.__version__, "cpu_count": os.cpu_count(), "safety": args.safety,
            "runs": [{k: v for k, v in r.items() if k != "values"} for r in runs],
            "claims": summarise(runs, args.safety, args.family)}
