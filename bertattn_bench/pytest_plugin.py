@@ -9,6 +9,7 @@ family) or ``FAMILY = "*"`` (every registered family: ``benchmarks/test_claims.p
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -359,13 +360,10 @@ def with_artifacts(config, prepared, call=lambda run: run()):
     bars go to the terminal's stderr, visible without ``-s`` (pytest's capture is suspended around them); none when
     $CI is set or stderr is not a terminal (tqdm's disable=None), so logs stay clean."""
     capman = config.pluginmanager.getplugin("capturemanager")
-    if os.environ.get("CI") or capman is None:
-        prepared.artifacts(progress=False)
-        return call(lambda: prepared.run(progress=False))
-    with capman.global_and_fixture_disabled():
-        prepared.artifacts(progress=True)
-    with capman.global_and_fixture_disabled():
-        return call(lambda: prepared.run(progress=True))
+    progress = not os.environ.get("CI") and capman is not None
+    with capman.global_and_fixture_disabled() if progress else contextlib.nullcontext():
+        prepared.artifacts(progress=progress)
+        return call(lambda: prepared.run(progress=progress))
 
 
 def benchmark_group(target: Target) -> str:
@@ -571,7 +569,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
 def pytest_collection_modifyitems(config, items):
     # Fail fast on a bad data directory (a clear message naming the option) before any model is loaded.
-    if any(module_families(item.module) for item in items if hasattr(item, "module")):
+    if any(getattr(item.module, "FAMILY", None) for item in items if hasattr(item, "module")):
         try:
             _bench(config).data_dir
         except BenchError as exc:

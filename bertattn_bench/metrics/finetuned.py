@@ -62,12 +62,11 @@ def dev_limit(tier: str, limit: int | None) -> int | None:
     return cap if limit is None else (limit if cap is None else min(limit, cap))
 
 
-def options_of(options: dict | None, tiers: dict = TIERS) -> tuple[str, Path | None, bool]:
-    """(tier, cache directory, progress) from a pass's options; an unknown tier is an error naming ``--tier``."""
-    from .. import tiers as budget
-
+def options_of(options: dict | None, table: dict = TIERS) -> tuple[str, Path | None, bool]:
+    """(tier, cache directory, progress) from a pass's options; a tier ``table`` (the family's TIERS) does not know
+    is an error naming ``--tier``."""
     options = options or {}
-    return budget.of_options(options, tiers), options.get("cache_dir"), bool(options.get("progress"))
+    return tiers.of_options(options, table), options.get("cache_dir"), bool(options.get("progress"))
 
 
 @dataclass
