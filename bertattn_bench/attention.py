@@ -773,26 +773,45 @@ class Reducer:
         raise NotImplementedError
 
 
+def forward(model: torch.nn.Module, batches, observe: Observer | None = None, edit_probs: ProbEditor | None = None,
+            head_gates: torch.Tensor | None = None, interventions: Sequence[Intervention] = (), hidden: bool = False,
+            progress: bool = False, desc: str = "attention") -> Iterator[tuple[object, object]]:
+    """The one forward loop: ``(batch, output)`` per batch, the model run in inference mode under one
+    :func:`attention_run` (observers and interventions as there) on ``batch.model_inputs(model)`` (a ``Batch``;
+    a dict is taken as the model's inputs as they are). ``hidden``: also every layer's hidden states.
+
+    A generator: the run is active while the caller handles a batch's output, and is left when the loop ends (or
+    the generator is closed)."""
+    if progress:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, desc=desc, unit="batch", leave=False, disable=None)  # quiet when not a TTY
+    extra = {"output_hidden_states": True} if hidden else {}
+    with torch.inference_mode(), attention_run(model, observe, edit_probs, head_gates, interventions):
+        for batch in batches:
+            inputs = batch if isinstance(batch, dict) else batch.model_inputs(model)
+            yield batch, model(**inputs, **extra)
+
+
 def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], edit_probs: ProbEditor | None = None,
                  head_gates: torch.Tensor | None = None, progress: bool = False, desc: str = "attention",
                  interventions: Sequence[Intervention] = ()) -> list:
-    """One forward pass per batch feeds every reducer every layer's attention; maps are never kept."""
+    """:func:`forward` feeding every reducer every layer's attention, one batch at a time; maps are never kept."""
 
     def observe(layer: int, probs: torch.Tensor) -> None:
         for r in reducers:
             r.update(layer, probs)
 
-    if progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(batches, desc=desc, unit="batch", leave=False, disable=None)  # quiet when not a TTY
-    hidden = any(getattr(r, "wants_hidden_states", False) for r in reducers)
-    with torch.inference_mode(), attention_run(model, observe, edit_probs, head_gates, interventions):
+    def announced(batches):  # each reducer hears of a batch before its forward pass
         for batch in batches:
             for r in reducers:
                 r.start_batch(batch)
-            out = model(**batch.model_inputs(model), output_hidden_states=hidden)
-            for r in reducers:
-                if hasattr(r, "end_batch"):
-                    r.end_batch(out.hidden_states if hidden else None)
+            yield batch
+
+    hidden = any(getattr(r, "wants_hidden_states", False) for r in reducers)
+    for _, out in forward(model, announced(batches), observe, edit_probs, head_gates, interventions, hidden,
+                          progress, desc):
+        for r in reducers:
+            if hasattr(r, "end_batch"):
+                r.end_batch(out.hidden_states if hidden else None)
     return [r.finalize() for r in reducers]

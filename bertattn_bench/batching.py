@@ -147,6 +147,7 @@ class Batch:
     word_from: torch.Tensor | None = None  # (B, W, T) mean over a word's pieces
     word_to: torch.Tensor | None = None  # (B, T, W) sum over a word's pieces
     word_mask: torch.Tensor | None = None  # (B, W)
+    positions: list[int] = field(default_factory=list)  # where :func:`iter_batches` took the examples from
 
     @property
     def token_mask(self) -> torch.Tensor:
@@ -233,7 +234,21 @@ def length_order(lengths: Sequence[int]) -> list[int]:
 def iter_batches(
     encoded: Sequence[Encoded], tokenizer, device, batch_size: int = 32, with_words: bool = False
 ) -> Iterator[Batch]:
-    """Length-sorted batches (little padding); padding never reaches a statistic (see the masks)."""
-    order = [encoded[i] for i in length_order([len(e.input_ids) for e in encoded])]
+    """The one batch loop: length-sorted padded batches (little padding; :func:`length_order`), each with the
+    ``positions`` of its examples in ``encoded`` (to put per-example outputs back in data order); padding never
+    reaches a statistic (see the masks)."""
+    order = length_order([len(e.input_ids) for e in encoded])
     for start in range(0, len(order), batch_size):
-        yield make_batch(order[start:start + batch_size], tokenizer, device, with_words)
+        idx = order[start:start + batch_size]
+        batch = make_batch([encoded[i] for i in idx], tokenizer, device, with_words)
+        batch.positions = idx
+        yield batch
+
+
+def in_data_order(positions: Sequence[Sequence[int]], rows: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-batch outputs (``rows[k]``: first axis the examples of the batch whose ``positions`` are
+    ``positions[k]``) in data order."""
+    stacked = np.concatenate(rows)
+    out = np.empty_like(stacked)
+    out[np.concatenate(positions)] = stacked
+    return out

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import attention, checkpoints
-from .batching import Encoded, length_order, make_batch, model_inputs
+from .batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs
 from .data import glue
 from .errors import DataError
 
@@ -179,11 +179,6 @@ def encode_split(tokenizer, rows: Sequence[glue.Example], max_tokens: int) -> En
                     [r.source for r in rows])
 
 
-def _inputs(batch) -> dict:
-    return {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
-            "token_type_ids": batch.token_type_ids}
-
-
 # ---- training ------------------------------------------------------------------------------------------------
 
 def _optimizer(model: TaskModel, recipe: Recipe, total_steps: int):
@@ -281,7 +276,7 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
             batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
             y = labels[idx].to(device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
-                logits = model(**_inputs(batch))
+                logits = model(**batch.model_inputs())
             loss = loss_per_example(t, logits.float(), y).mean()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -311,24 +306,16 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
 
 # ---- evaluation ----------------------------------------------------------------------------------------------
 
-def _length_sorted(examples: Sequence[Encoded]) -> list[int]:
-    return length_order([len(e.input_ids) for e in examples])
-
-
 def predict(model: TaskModel, data: Encoded_, tokenizer, batch_size: int = 64,
             interventions: Sequence[attention.Intervention] = ()) -> np.ndarray:
     """Logits for every example, in data order (batches sorted by length; padding never changes a logit)."""
     device = next(model.parameters()).device
-    order = _length_sorted(data.examples)
-    out = [None] * len(order)
-    with torch.inference_mode(), attention.attention_run(model, interventions=interventions):
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
-            logits = model(**_inputs(batch)).float().cpu().numpy()
-            for j, i in enumerate(idx):
-                out[i] = logits[j]
-    return np.stack(out)
+    positions, rows = [], []
+    for batch, logits in attention.forward(model, iter_batches(data.examples, tokenizer, device, batch_size),
+                                           interventions=interventions):
+        positions.append(batch.positions)
+        rows.append(logits.float().cpu().numpy())
+    return in_data_order(positions, rows)
 
 
 def to_predictions(t: glue.Task, logits: np.ndarray) -> np.ndarray:
@@ -420,7 +407,7 @@ def bf16_failure(model: TaskModel, tokenizer) -> str | None:
     try:
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16):
             model.eval()
-            model(**_inputs(batch))
+            model(**batch.model_inputs())
     except RuntimeError as exc:
         if "bfloat16" not in str(exc).lower():
             raise

@@ -14,7 +14,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
-from .attention import run_reducers
+from .attention import forward, run_reducers
 from .batching import Encoded, Skipped, iter_batches
 from .model import LoadedModel, ModelInfo
 
@@ -123,6 +123,5 @@ class PreparedPass:
         timing (a first pass on a GPU is several times slower than the rest)."""
         if not self.encoded:
             return
-        batch = next(iter_batches(self.encoded[:2], self.loaded.tokenizer, device, 2, False))
-        with torch.inference_mode():
-            self.loaded.model(**batch.model_inputs(self.loaded.model))
+        for _ in forward(self.loaded.model, iter_batches(self.encoded[:2], self.loaded.tokenizer, device, 2)):
+            pass

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from . import attention
-from .batching import make_batch
-from .finetune import Encoded_, TaskModel, _inputs, _length_sorted
+from .batching import iter_batches
+from .finetune import Encoded_, TaskModel
 
 def encoder_layers(model: torch.nn.Module) -> list[torch.nn.Module] | None:
     """The encoder's layers in order (one ``ModuleList`` entry per hidden layer, each holding that layer's
@@ -182,8 +182,8 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     for c, f in enumerate(firsts):
         groups.setdefault(f, []).append(c)
     masks = masks.to(device)
-    order = _length_sorted(data.examples)
-    b = max(1, min(examples_per_batch, len(order)))
+    n = len(data.examples)
+    b = max(1, min(examples_per_batch, n))
     k = max(1, rows_per_pass // b)
     chunks = [(f, cs[c0:c0 + k]) for f, cs in sorted(groups.items()) for c0 in range(0, len(cs), k)]
     out = None
@@ -192,13 +192,12 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=math.ceil(len(order) / b) * (len(chunks) + (layers is not None)), desc=desc, unit="pass",
+        bar = tqdm(total=math.ceil(n / b) * (len(chunks) + (layers is not None)), desc=desc, unit="pass",
                    leave=False, disable=None)
     with torch.inference_mode():
-        for start in range(0, len(order), b):
-            idx = order[start:start + b]
-            batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
-            inputs = _inputs(batch)
+        for batch in iter_batches(data.examples, tokenizer, device, b):
+            idx = batch.positions
+            inputs = batch.model_inputs()
             outputs, called = [None] * n_l, [None] * n_l
             servable = False
             if layers is not None:
@@ -221,7 +220,7 @@ def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequenc
                     logits = model(**rep).float().cpu().numpy()
                 logits = logits.reshape(kk, len(idx), *logits.shape[1:])
                 if out is None:
-                    out = np.zeros((len(configs), len(order), *logits.shape[2:]), dtype=np.float32)
+                    out = np.zeros((len(configs), n, *logits.shape[2:]), dtype=np.float32)
                 out[np.ix_(cs, idx)] = logits
                 if bar is not None:
                     bar.update(1)

@@ -400,3 +400,19 @@ def test_length_order_is_the_one_stable_length_sort():
     assert length_order([3, 1, 2, 1, 3, 0]) == [5, 1, 3, 2, 0, 4]
     assert length_order([]) == []
     assert length_order([2, 2, 2]) == [0, 1, 2]
+
+
+def test_iter_batches_carry_positions_and_in_data_order_restores_order(tokenizer):
+    """The one batch loop: length-sorted batches name their examples' positions (hand-computed), and per-batch
+    rows put back by those positions come out in data order."""
+    import numpy as np
+
+    from bertattn_bench.batching import Encoded, in_data_order, iter_batches
+
+    lengths = [5, 3, 4, 3, 6]
+    enc = [Encoded(i, [tokenizer.cls_token_id] * n, [0] * n, [-1] * n, 0) for i, n in enumerate(lengths)]
+    batches = list(iter_batches(enc, tokenizer, "cpu", 2))
+    assert [b.positions for b in batches] == [[1, 3], [2, 0], [4]]
+    assert [b.input_ids.shape[1] for b in batches] == [3, 5, 6]
+    rows = [np.array([[10.0 * p] for p in b.positions]) for b in batches]  # a row's value names its example
+    assert in_data_order([b.positions for b in batches], rows)[:, 0].tolist() == [0.0, 10.0, 20.0, 30.0, 40.0]

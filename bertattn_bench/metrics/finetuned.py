@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import attention, finetune, tiers
-from ..batching import Skipped, length_order, make_batch
+from ..batching import Skipped, iter_batches
 from ..data import glue
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
@@ -137,18 +137,14 @@ def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_,
     if len(idx) > max_examples:
         idx = sorted(random.Random(seed).sample(idx, max_examples))
     red = CosineReducer(info.n_layers, info.n_heads, info.device)
-    examples = [data.examples[idx[i]] for i in length_order([len(data.examples[j].input_ids) for j in idx])]
-    with torch.inference_mode():
-        for s in range(0, len(examples), batch_size):
-            batch = make_batch(examples[s:s + batch_size], loaded.tokenizer, info.device, False)
-            m = batch.token_mask
-            red.valid = (m[:, None, :, None] & m[:, None, None, :]).to(torch.float32)
-            inputs = batch.model_inputs(loaded.model)
-            with attention.attention_run(loaded.model, observe=red.keep):
-                loaded.model(**inputs)
-            with attention.attention_run(tuned.encoder, observe=red.compare):
-                tuned.encoder(**inputs)
-            red.n += len(batch.examples)
+    for batch in iter_batches([data.examples[i] for i in idx], loaded.tokenizer, info.device, batch_size):
+        m = batch.token_mask
+        red.valid = (m[:, None, :, None] & m[:, None, None, :]).to(torch.float32)
+        inputs = batch.model_inputs(loaded.model)  # the same inputs for both encoders
+        for model, observe in ((loaded.model, red.keep), (tuned.encoder, red.compare)):
+            for _ in attention.forward(model, [inputs], observe=observe):
+                pass
+        red.n += len(batch.examples)
     return (red.sums / max(red.n, 1)).cpu().numpy(), red.n
 
 

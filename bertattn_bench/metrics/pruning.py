@@ -29,14 +29,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from .. import attention, finetune, sweeps
 from ..attention import head_name
-from ..batching import length_order, make_batch
+from ..batching import iter_batches
 from ..data import glue
 from ..passes import timed
 from ..plotting import pyplot, save_figure
@@ -62,38 +61,23 @@ EXACT_ENV = "BERTATTN_PRUNE_EXACT"  # "1": recompute importance before every ste
 
 # ---- the measurements (library functions, unit-tested on a tiny model) -----------------------------------------
 
-def importance_batches(model, data: finetune.Encoded_, tokenizer, batch_size: int = IMPORTANCE_BATCH):
-    """Length-sorted batches with their labels (per-example gates: batching never changes a score)."""
-    device = next(model.parameters()).device
-    order = length_order([len(e.input_ids) for e in data.examples])
-    labels = torch.from_numpy(data.labels)
-    for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
-        b = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
-        yield SimpleNamespace(input_ids=b.input_ids, attention_mask=b.attention_mask,
-                              token_type_ids=b.token_type_ids, labels=labels[idx].to(device))
-
-
 def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.Encoded_, tokenizer,
                     masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH) -> tuple[np.ndarray, int]:
     """Raw I_h = mean over ``data`` of |∂L(x)/∂ξ_h| (L, H), the loss per example, ξ = 1 except the ``masked``
-    heads (0: their importance is 0). Returns (scores, n examples)."""
+    heads (0: their importance is 0). Length-sorted batches with per-example gates: batching never changes a
+    score. Returns (scores, n examples)."""
     n_l, n_h = attention.layers_heads(model)
     device = next(model.parameters()).device
     mask = attention.zero_heads(n_l, n_h, list(masked), device=device) if masked else None
+    labels = torch.from_numpy(data.labels)
 
     def loss_fn(m, batch):
-        inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
-                  "token_type_ids": batch.token_type_ids}
-        if mask is None:
-            logits = m(**inputs)
-        else:
-            with attention.attention_run(m, head_gates=mask):
-                logits = m(**inputs)
-        return finetune.loss_per_example(t, logits.float(), batch.labels)
+        with attention.attention_run(m, head_gates=mask):
+            logits = m(**batch.model_inputs())
+        return finetune.loss_per_example(t, logits.float(), labels[batch.positions].to(device))
 
-    total, n = attention.head_gate_gradients(model, importance_batches(model, data, tokenizer, batch_size), loss_fn,
-                                             n_l, n_h, per_example=True)
+    total, n = attention.head_gate_gradients(model, iter_batches(data.examples, tokenizer, device, batch_size),
+                                             loss_fn, n_l, n_h, per_example=True)
     return (total / n).double().cpu().numpy(), n
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .. import attention, finetune, head_pruning
-from ..batching import make_batch
+from ..batching import iter_batches
 from ..passes import timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
@@ -72,17 +72,14 @@ class SpeedResult:
 
 
 def timing_batches(model, data: finetune.Encoded_, tokenizer, batch_size: int) -> list[dict]:
-    """Length-sorted padded batches, built once (only the forward passes are timed)."""
+    """Length-sorted padded batches' model inputs, built once (only the forward passes are timed)."""
     device = next(model.parameters()).device
-    order = finetune._length_sorted(data.examples)
-    out = []
-    for start in range(0, len(order), batch_size):
-        b = make_batch([data.examples[i] for i in order[start:start + batch_size]], tokenizer, device, False)
-        out.append(finetune._inputs(b))
-    return out
+    return [b.model_inputs() for b in iter_batches(data.examples, tokenizer, device, batch_size)]
 
 
 def forward_all(model, batches: list[dict]) -> None:
+    """The timed loop: the bare model (a physically pruned copy, or the unpruned one), no attention run around
+    it, so that nothing but the forward passes is timed."""
     with torch.inference_mode():
         for inputs in batches:
             model(**inputs)
