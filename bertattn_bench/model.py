@@ -143,15 +143,21 @@ def _load_tokenizer(source: str, name: str):
     from transformers import AutoTokenizer
 
     _check_folder(source, name)
-    try:
-        tok = AutoTokenizer.from_pretrained(source, **_hub_kwargs())
-    except Exception as exc:
-        if Path(source).is_dir():
-            raise _folder_error(name, source, exc) from exc
-        raise _hub_error(name, exc) from exc
+    tok = _from_source(AutoTokenizer.from_pretrained, source, name)
     if not getattr(tok, "is_fast", False):
         raise ModelLoadError(f"--model {name!r}: a fast tokenizer is needed (word_ids() maps pieces to words)")
     return tok
+
+
+def _from_source(load, source: str, name: str, hub_name: str | None = None, **kwargs):
+    """``load(source, **kwargs)`` (a ``from_pretrained``), any failure turned into the project's error: a folder's
+    (what the folder lacks) where ``source`` exists on disk, else the hub's (offline, not in the local cache)."""
+    try:
+        return load(source, **kwargs, **_hub_kwargs())
+    except Exception as exc:
+        if Path(source).exists():
+            raise _folder_error(name, source, exc) from exc
+        raise _hub_error(hub_name or name, exc) from exc
 
 
 def _hub_error(name: str, exc: Exception) -> ModelLoadError:
@@ -222,26 +228,17 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
             raise ModelLoadError(str(exc)) from None
         source, base_name, base_slug = _resolve_source(base or EMBEDDED)
         _check_folder(source, base_name)
-        try:
-            config = AutoConfig.from_pretrained(source, **_hub_kwargs())
-        except Exception as exc:
-            if Path(source).is_dir():
-                raise _folder_error(base_name, source, exc) from exc
-            raise _hub_error(base_name, exc) from exc
+        config = _from_source(AutoConfig.from_pretrained, source, base_name)
         tok = _load_tokenizer(source, base_name)
         return model_from_config(config, tok, f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}",
                                  seed=seed, device=device, with_mlm_head=with_mlm_head, source=source)
     source, readable, slug = _resolve_source(name)
     tok = _load_tokenizer(source, readable)
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
-    try:
-        # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
-        model, loading = cls.from_pretrained(source, attn_implementation=attention.ATTN_IMPLEMENTATION,
-                                             dtype=torch.float32, output_loading_info=True, **_hub_kwargs())
-    except Exception as exc:
-        if Path(source).exists():
-            raise _folder_error(name, source, exc) from exc
-        raise _hub_error(readable, exc) from exc
+    # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
+    model, loading = _from_source(cls.from_pretrained, source, name, readable,
+                                  attn_implementation=attention.ATTN_IMPLEMENTATION, dtype=torch.float32,
+                                  output_loading_info=True)
     prefix = getattr(model, "base_model_prefix", "")
     missing_head = [k for k in loading.get("missing_keys", []) if not k.startswith(prefix + ".")]
     if with_mlm_head and missing_head:  # transformers would silently give a randomly initialised head

@@ -81,6 +81,20 @@ def _rows(path: Path, delimiter: str, quoted: bool):
         yield number, fields
 
 
+def _header(path: Path, rows, required, expected: str, about: str = "") -> list[str]:
+    """The first row of ``rows`` as the header, which must name every ``required`` column: else an error naming
+    the file (empty: ``expected``) or the header's line (``about``: what such a header looks like)."""
+    first = next(rows, None)
+    if first is None:
+        raise DataError(f"{path}: empty file (expected {expected})")
+    number, header = first
+    missing = [c for c in required if c not in header]
+    if missing:
+        more = f"; {about}" if about else ""
+        raise DataError(f"{path}:{number}: header lacks column(s) {missing} (found {header}{more})")
+    return header
+
+
 def read_arct(path: Path, quoted: bool | None = None, unique_ids: bool = True) -> list[ArctItem]:
     """An ARCT file (header line ``#id ...``). ``quoted``: CSV quoting (default: True for ``.csv`` files);
     ``unique_ids``: a repeated id is an error (UKPLab's ``train-w-swap-full.txt`` lists every id twice: the row,
@@ -88,14 +102,8 @@ def read_arct(path: Path, quoted: bool | None = None, unique_ids: bool = True) -
     path = Path(path)
     quoted = path.suffix == ".csv" if quoted is None else quoted
     rows = _rows(path, "\t", quoted)
-    first = next(rows, None)
-    if first is None:
-        raise DataError(f"{path}: empty file (expected a header line starting with #id)")
-    number, header = first
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise DataError(f"{path}:{number}: header lacks column(s) {missing} (found {header}; an ARCT header "
-                        f"starts with #id and names {', '.join(REQUIRED_COLUMNS)})")
+    header = _header(path, rows, REQUIRED_COLUMNS, "a header line starting with #id",
+                     f"an ARCT header starts with #id and names {', '.join(REQUIRED_COLUMNS)}")
     col = {name: i for i, name in enumerate(header)}
     flag_col = next((c for c in FLAG_COLUMNS if c in col), None)
     items, seen = [], {}
@@ -219,13 +227,7 @@ def read_accs(path: Path, experiment: str | None = None) -> SeedRuns:
     """``accs.csv``: ``run_no,seed,train,dev,test[,test_adv]``; accuracies must lie in [0, 1]."""
     path = Path(path)
     rows = _rows(path, ",", True)
-    first = next(rows, None)
-    if first is None:
-        raise DataError(f"{path}: empty file (expected the header {','.join(ACCS_COLUMNS)}[,test_adv])")
-    number, header = first
-    missing = [c for c in ACCS_COLUMNS if c not in header]
-    if missing:
-        raise DataError(f"{path}:{number}: header lacks column(s) {missing} (found {header})")
+    header = _header(path, rows, ACCS_COLUMNS, f"the header {','.join(ACCS_COLUMNS)}[,test_adv]")
     acc_cols = [c for c in header if c not in ("run_no", "seed")]
     seeds, columns, seen = [], {c: [] for c in acc_cols}, {}
     for number, fields in rows:

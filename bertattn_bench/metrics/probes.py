@@ -49,6 +49,7 @@ from ..data import gum
 from ..data.gum import train_documents as gum_train_documents
 from ..registry import Measurement, NotApplicable, family, metric
 from ..stats import binomial_se_points, difference_se
+from ..training import adam_epochs
 from .structural_probe import HiddenWordStates, StructuralScore, StructuralSettings, Tree, structural_probe
 from .syntax import DIRECTIONS, DependencyReducer, HeadScore, sd_arcs
 
@@ -412,18 +413,14 @@ def _masked(scores: torch.Tensor, bk: Bucket) -> torch.Tensor:
 
 
 def train_probe(probe: torch.nn.Module, buckets: list[Bucket], epochs: int, lr: float, seed: int) -> torch.nn.Module:
-    """Adam over the buckets in a seeded order each epoch; cross-entropy over the candidate heads."""
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(probe.parameters(), lr=lr)
-    for _ in range(epochs):
-        for b in torch.randperm(len(buckets), generator=gen).tolist():
-            bk = buckets[b]
-            scores = _masked(probe(bk), bk)
-            loss = torch.nn.functional.cross_entropy(scores.flatten(0, 1), bk.heads.flatten(), ignore_index=-1)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return probe
+    """Adam over the buckets in a seeded order each epoch (:func:`training.adam_epochs`); cross-entropy over the
+    candidate heads."""
+
+    def loss(p: torch.nn.Module, bk: Bucket) -> torch.Tensor:
+        scores = _masked(p(bk), bk)
+        return torch.nn.functional.cross_entropy(scores.flatten(0, 1), bk.heads.flatten(), ignore_index=-1)
+
+    return adam_epochs(probe, buckets, loss, epochs, lr, seed)
 
 
 @torch.no_grad()

@@ -28,6 +28,7 @@ import torch
 
 from ..attention import Reducer
 from ..stats import binomial_se_points
+from ..training import adam_epochs
 
 PUNCT_UPOS = "PUNCT"
 
@@ -178,15 +179,7 @@ def train_distance_probe(states: list[torch.Tensor], trees: list[Tree], idx: lis
         torch.manual_seed(s.seed)
         probe = DistanceProbe(n_layers, dim, s.rank).to(device)
     buckets = _buckets(states, trees, idx, s.batch_sentences, device)
-    gen = torch.Generator().manual_seed(s.seed)
-    opt = torch.optim.Adam(probe.parameters(), lr=s.lr)
-    for _ in range(s.epochs):
-        for b in torch.randperm(len(buckets), generator=gen).tolist():
-            loss = _loss(probe, buckets[b])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return probe
+    return adam_epochs(probe, buckets, _loss, s.epochs, s.lr, s.seed)
 
 
 @torch.no_grad()
