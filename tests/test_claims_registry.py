@@ -513,3 +513,16 @@ def test_bert_base_claims_gate_on_shape_not_name(monkeypatch):
     assert "needs its shape" in c.unmet_requirement(named)  # the name alone does not make it bert-base
     monkeypatch.setenv("BERTATTN_ASSUME_SHAPE", "bert-base")
     assert c.unmet_requirement(named) is None
+
+
+def test_tolerance_rationales_point_at_sections_that_exist():
+    """A rationale that sends its measurements to docs/tolerances.md#anchor names a section that page has (a
+    renamed claim or a dropped section fails here, not in a reader's browser)."""
+    import re
+
+    page = REFERENCE_DIR.parent / "docs" / "tolerances.md"
+    anchors = {h[3:].strip().replace(".", "") for h in page.read_text().splitlines() if h.startswith("## ")}
+    pointers = [(c.id, m) for c in load_claims() for m in re.findall(r"docs/tolerances\.md#(\S+)", c.tolerance_rationale)]
+    assert pointers, "no rationale points at docs/tolerances.md"
+    assert [(cid, a) for cid, a in pointers if a not in anchors] == []
+    assert all(a == cid.replace(".", "") for cid, a in pointers), pointers
