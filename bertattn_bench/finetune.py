@@ -368,7 +368,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     recipe, why = with_precision(recipe, loaded.info.device)
     model = task_model(loaded, t, seed)
     if recipe.bf16_autocast:
-        failure = bf16_failure(model, loaded.tokenizer)
+        failure = _bf16_failure_of(loaded, model)
         if failure:
             recipe, why = replace(recipe, bf16_autocast=False), f"{why}; bf16 autocast fails in this model's code " \
                                                                    f"({failure}): fp32"
@@ -394,6 +394,21 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
         meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory, why)
         checkpoints.save(directory, model, meta, (state.name,))
         return FineTuned(model, meta, False)
+
+
+_BF16_FAILURES: dict[tuple, str | None] = {}
+
+
+def _bf16_failure_of(loaded, model: TaskModel) -> str | None:
+    """:func:`bf16_failure`, tried once per encoder class, config and device in a process (every seed's and task's
+    fine-tune, cached or not, needs the answer for its checkpoint key)."""
+    config = (getattr(loaded.info, "extra", None) or {}).get("config_sha256")
+    if config is None:
+        return bf16_failure(model, loaded.tokenizer)
+    key = (type(loaded.model).__name__, config, str(loaded.info.device))
+    if key not in _BF16_FAILURES:
+        _BF16_FAILURES[key] = bf16_failure(model, loaded.tokenizer)
+    return _BF16_FAILURES[key]
 
 
 def bf16_failure(model: TaskModel, tokenizer) -> str | None:

@@ -313,8 +313,9 @@ def pytest_generate_tests(metafunc):
     if not names:
         return
     params, ids = [], []
+    catalog = load_claims()  # read once, split by family
     for family in fams:
-        claims = load_claims(family=family)
+        claims = [c for c in catalog if c.family == family]
         fam_paper = paper_key(claims[0].paper) if claims else "other"
         targets = [Target(m, c, family) for m in requested_models(metafunc.config)
                    for c in requested_corpora(metafunc.config, family)]

@@ -156,7 +156,7 @@ def test_speedup_pass_on_a_tiny_model(tiny, tmp_path, monkeypatch):
     sp = speedup.prepare_speedup(tiny, tmp_path, "mrpc", options={"tier": "regression", "cache_dir": None})
     sp.reason = None  # the tiny model counts as random-init: the regression tier would skip it
     r = sp.run().result
-    imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), sp.importance_data(0),
+    imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), pruning.importance_data(sp, 0),
                                                              tiny.tokenizer)[0])
     want = pruning.order_from_scores(imp)[:4]
     assert r.pruned == [attention.head_name(l, h) for l, h in want]

@@ -211,7 +211,7 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
     for l in range(2):
         for h in range(4):
             assert r.head_delta[0, l, h] == pytest.approx(_alone(model, tok, dev, [(l, h)]) - r.base[0], abs=1e-9)
-    imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), pp.importance_data(0), tok)[0])
+    imp = pruning.normalize_by_layer(pruning.head_importance(model, glue.task("mrpc"), pruning.importance_data(pp, 0), tok)[0])
     np.testing.assert_allclose(r.importance[0], imp, rtol=1e-5)
     order = pruning.order_from_scores(imp)
     assert r.counts == [0, 0, 1, 2, 3, 4, 4, 5, 6, 7]

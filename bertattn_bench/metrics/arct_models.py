@@ -17,6 +17,7 @@ setting's claims are about learned structure; the twin is not trained in the reg
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -123,7 +124,10 @@ class ArctFtPass:
     def nothing_to_measure(self) -> str | None:
         return self.reason
 
+    @functools.cached_property
     def _data(self) -> tuple[dict, dict]:
+        """The setting's items and their encodings, read and encoded once per pass (the runs trained before the
+        timer and the measurement share them)."""
         setting = arct_ft.SETTINGS[self.setting]
         items = arct_ft.load_setting(self.data_dir, setting, self.limit)
         data = {role: arct_ft.encode_items(self.loaded.tokenizer, rows, setting.mode,
@@ -136,7 +140,7 @@ class ArctFtPass:
         training runs inside ``run``."""
         if self.reason or self.cache_dir is None:
             return
-        _, data = self._data()
+        _, data = self._data
         for seed in self.seeds:
             arct_ft.finetuned_run(self.loaded, arct_ft.SETTINGS[self.setting], seed, data, self.cache_dir,
                                   self.recipe, progress)
@@ -147,7 +151,7 @@ class ArctFtPass:
             return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
         start = time.perf_counter()
         setting = arct_ft.SETTINGS[self.setting]
-        items, data = self._data()
+        items, data = self._data
         runs = [arct_ft.finetuned_run(self.loaded, setting, seed, data, self.cache_dir, self.recipe, progress)
                 for seed in self.seeds]
         shipped = arct.load_shipped_results(self.data_dir)

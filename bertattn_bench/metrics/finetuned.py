@@ -10,6 +10,7 @@ notebook, which flattened padded 200 x 200 maps).
 """
 from __future__ import annotations
 
+import functools
 import random
 import time
 from dataclasses import dataclass, field
@@ -209,13 +210,21 @@ class FinetunePass(GluePass):
 
     batch_size: int = 64
 
-    def checkpoints(self) -> list[tuple[object, int]]:
-        out = super().checkpoints()
+    @functools.cached_property
+    def twin(self):
+        """The random-init twin fine-tuned beside the model (Table 1's "random init"), built once per pass (the
+        checkpoints before the timer and the measurement read the same one); None where the tier fine-tunes no
+        twin or the model is itself one."""
         if self.loaded.info.random_init_seed is None and TIERS[self.tier]["twin"]:
             from ..model import random_twin
 
-            twin = random_twin(self.loaded)
-            out += [(twin, seed) for seed in TWIN_SEEDS]
+            return random_twin(self.loaded)
+        return None
+
+    def checkpoints(self) -> list[tuple[object, int]]:
+        out = super().checkpoints()
+        if self.twin is not None:
+            out += [(self.twin, seed) for seed in TWIN_SEEDS]
         return out
 
     def measure(self, progress: bool):
@@ -236,10 +245,8 @@ class FinetunePass(GluePass):
                 cos, n_cos = attention_change(self.loaded, ft.model, dev, COSINE_MAX_EXAMPLES)
             del ft
         random_ft, twin_meta = None, {}
-        if info.random_init_seed is None and TIERS[self.tier]["twin"]:
-            from ..model import random_twin
-
-            twin = random_twin(self.loaded)
+        if self.twin is not None:
+            twin = self.twin
             random_ft = {}
             for seed in TWIN_SEEDS:
                 ft = self.finetuned(twin, seed, progress)

@@ -224,9 +224,6 @@ class PrunePass(GluePass):
     def full(self) -> bool:
         return self.tier == "full"
 
-    def importance_data(self, seed: int) -> finetune.Encoded_:
-        return importance_data(self, seed)
-
     def measure(self, progress: bool):
         info = self.loaded.info
         t, dev, tok, dv = self.task, self.dev, self.loaded.tokenizer, info.device
@@ -242,7 +239,7 @@ class PrunePass(GluePass):
             ft = self.finetuned(self.loaded, seed, progress)
             metas[seed] = {**ft.meta, "cached": ft.cached}
             model = ft.model
-            imp_data = self.importance_data(seed)
+            imp_data = importance_data(self, seed)
             (raw, n_imp), s = timed(dv, lambda: head_importance(model, t, imp_data, tok))
             add("importance", s)
             norm = normalize_by_layer(raw)

@@ -108,9 +108,6 @@ class SpeedPass(GluePass):
     n_importance: int = IMPORTANCE_EXAMPLES
     rounds: int = 3
 
-    def importance_data(self, seed: int) -> finetune.Encoded_:
-        return importance_data(self, seed)
-
     def measure(self, progress: bool):
         info, dev = self.loaded.info, self.dev
         t, tok, dv = self.task, self.loaded.tokenizer, info.device
@@ -118,7 +115,7 @@ class SpeedPass(GluePass):
         seed = self.seeds[0]
         ft = self.finetuned(self.loaded, seed, progress)
         model = ft.model.eval()
-        imp_data = self.importance_data(seed)
+        imp_data = importance_data(self, seed)
         imp, _ = head_importance(model, t, imp_data, tok)
         order = order_from_scores(normalize_by_layer(imp))
         heads = order[:int(round(FRACTION * L * H))]
