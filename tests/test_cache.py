@@ -249,13 +249,15 @@ def test_hub_models_keyed_by_snapshot_commit(tmp_path, monkeypatch):
 
 def test_code_version_per_family():
     """Each family is keyed by the modules its prepare function imports (transitively), not the whole package."""
-    probes = C.module_closure("bertattn_bench.metrics.probes")
-    for core in ("attention", "batching", "passes", "model", "metrics.structural_probe", "data.ud"):
+    probes = C.module_closure("bertattn_bench.metrics.probes.run")  # the family's pass and prepare (a package)
+    for core in ("attention", "batching", "passes", "model", "metrics.probes.structural", "metrics.probes.reduce",
+                 "data.ud"):
         assert f"bertattn_bench.{core}" in probes
-    for other in ("metrics.coref", "metrics.clustering", "metrics.gradient", "pytest_plugin", "report", "cache"):
+    for other in ("metrics.coref", "metrics.clustering", "metrics.gradient", "pytest_plugin", "report", "cache",
+                  "metrics.probes.claims", "metrics.probes"):  # its metrics and the package's re-exports: not keyed
         assert f"bertattn_bench.{other}" not in probes
     assert C.family_code_version("probes") != C.family_code_version("coref")
-    assert C.family_code_version("probes") == C.module_version("bertattn_bench.metrics.probes")
+    assert C.family_code_version("probes") == C.module_version("bertattn_bench.metrics.probes.run")
     with pytest.raises(ValueError, match="not an importable"):
         C.module_closure("bertattn_bench.no_such_module")
 

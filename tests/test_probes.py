@@ -404,8 +404,9 @@ def test_train_probes_uses_the_training_seed(monkeypatch):
     train = features(planted(train_h), train_h)
     seen = []
     real_train, real_seeded = P.train_probe, P.seeded
-    monkeypatch.setattr(P, "train_probe", lambda probe, b, e, lr, seed: seen.append(seed) or real_train(probe, b, 1, lr, seed))
-    monkeypatch.setattr(P, "seeded", lambda seed, build: seen.append(("init", seed)) or real_seeded(seed, build))
+    # patched where train_probes looks them up: the package's models module
+    monkeypatch.setattr(P.models, "train_probe", lambda probe, b, e, lr, seed: seen.append(seed) or real_train(probe, b, 1, lr, seed))
+    monkeypatch.setattr(P.models, "seeded", lambda seed, build: seen.append(("init", seed)) or real_seeded(seed, build))
     P.train_probes(train, train, P.ProbeSettings(seed=0, train_seed=7, epochs=1), CPU)
     assert seen == [7, 7, ("init", 7), 7]
 

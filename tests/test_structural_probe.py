@@ -10,7 +10,7 @@ import torch
 from bertattn_bench.attention import run_reducers
 from bertattn_bench.batching import encode_words, iter_batches
 from bertattn_bench.metrics import probes as P
-from bertattn_bench.metrics import structural_probe as S
+from bertattn_bench.metrics.probes import structural as S
 from bertattn_bench.registry import NotApplicable
 
 CPU = torch.device("cpu")

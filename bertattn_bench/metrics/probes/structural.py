@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention import Reducer
-from ..stats import binomial_se_points
-from ..training import adam_epochs
+from ...attention import Reducer
+from ...stats import binomial_se_points
+from ...training import adam_epochs
 
 PUNCT_UPOS = "PUNCT"
 
