@@ -258,6 +258,13 @@ def test_code_version_per_family():
         assert f"bertattn_bench.{other}" not in probes
     assert C.family_code_version("probes") != C.family_code_version("coref")
     assert C.family_code_version("probes") == C.module_version("bertattn_bench.metrics.probes.run")
+    from bertattn_bench.registry import families
+
+    for name in ("probes", "patterns"):  # families as packages: their claims and figures modules are never keyed
+        closure = C.module_closure(families()[name].prepare.__module__)
+        assert f"bertattn_bench.metrics.{name}.run" in closure
+        assert not {f"bertattn_bench.metrics.{name}", f"bertattn_bench.metrics.{name}.claims",
+                    f"bertattn_bench.metrics.{name}.figures"} & set(closure), name
     with pytest.raises(ValueError, match="not an importable"):
         C.module_closure("bertattn_bench.no_such_module")
 

@@ -25,7 +25,8 @@ from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from ..stats import binomial_se_points, difference_se, paired_difference_se
 from ..plotting import pyplot, save_figure
-from .patterns import map_masks, neighbour_mass, top_heads_neighbour_ratio
+from .patterns.claims import top_heads_neighbour_ratio
+from .patterns.maps import map_masks, neighbour_mass
 
 BASELINES = ("nearest", "head_word", "rules")
 BASELINE_NAMES = {"nearest": "nearest mention", "head_word": "head-word match", "rules": "rule-based"}
