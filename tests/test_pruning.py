@@ -195,7 +195,7 @@ def _sensitive(tiny, seed, glue_dir):
 def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, tier):
     """The pass end to end on the tiny model: every Δ, curve step, all-but-one entry, single-head model and the
     cross-set sweep equals masking that configuration alone with ``predict``."""
-    monkeypatch.setattr(pruning, "recipe_for", lambda task, tier="regression": RECIPE)
+    monkeypatch.setattr(pruning.run, "recipe_for", lambda task, tier="regression": RECIPE)  # where the pass reads it
     monkeypatch.setattr(finetune, "finetuned", lambda loaded, task, seed, *a, **k: finetune.FineTuned(
         _sensitive(loaded, seed, glue_dir), {}, True))
     pp = pruning.prepare_prune(tiny, glue_dir, "mrpc", options={"tier": tier, "cache_dir": None})

@@ -28,7 +28,8 @@ from ..passes import timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
 from .finetuned import GLUE_TASKS, GluePass, prepare_glue, result_of
-from .pruning import head_importance, importance_data, normalize_by_layer, order_from_scores
+from .pruning.measure import head_importance, normalize_by_layer, order_from_scores
+from .pruning.run import importance_data
 
 FRACTION = 0.5  # Table 4: 50% of heads removed
 BATCH_SIZES = (1, 16, 64)  # Table 4's batch sizes (1, 4, 16, 64; 4 left out to save time)
