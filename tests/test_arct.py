@@ -289,9 +289,9 @@ def test_pass_shipped_results(arct_pass):
 
 
 def test_outside_rounding_interval():
-    assert m._outside(0.0878, "0.09") == 0.0
-    assert m._outside(0.5541, "0.552") == pytest.approx(0.0016)
-    assert m._outside(0.5, "0.500") == 0.0
+    assert m.claims._outside(0.0878, "0.09") == 0.0
+    assert m.claims._outside(0.5541, "0.552") == pytest.approx(0.0016)
+    assert m.claims._outside(0.5, "0.500") == 0.0
 
 
 def test_treebank_tokens_are_nltks_word_tokenizer():

@@ -260,7 +260,7 @@ def test_code_version_per_family():
     assert C.family_code_version("probes") == C.module_version("bertattn_bench.metrics.probes.run")
     from bertattn_bench.registry import families
 
-    for fam, name in (("probes", "probes"), ("patterns", "patterns"), ("prune", "pruning")):
+    for fam, name in (("probes", "probes"), ("patterns", "patterns"), ("prune", "pruning"), ("arct", "arct")):
         # families as packages: the key follows the pass; their claims and figures modules are never keyed
         closure = C.module_closure(families()[fam].prepare.__module__)
         assert f"bertattn_bench.metrics.{name}.run" in closure

@@ -155,7 +155,7 @@ class ArctFtPass:
         runs = [arct_ft.finetuned_run(self.loaded, setting, seed, data, self.cache_dir, self.recipe, progress)
                 for seed in self.seeds]
         shipped = arct.load_shipped_results(self.data_dir)
-        from .arct import run_values
+        from .arct.claims import run_values
 
         column = "adv_pooled" if setting.adversarial else "test"
         authors = {e: run_values(shipped[e], column) for e in AUTHORS[self.setting] if e in shipped}
