@@ -18,7 +18,7 @@ each ``with`` block removes exactly its own frame on exit (also on an exception)
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -780,8 +780,8 @@ def forward(model: torch.nn.Module, batches, observe: Observer | None = None, ed
     :func:`attention_run` (observers and interventions as there) on ``batch.model_inputs(model)`` (a ``Batch``;
     a dict is taken as the model's inputs as they are). ``hidden``: also every layer's hidden states.
 
-    A generator: the run is active while the caller handles a batch's output, and is left when the loop ends (or
-    the generator is closed)."""
+    A generator: the run is active while the caller handles a batch's output, and is left when the loop ends or
+    the generator is closed (``contextlib.closing`` around a loop that may stop early or raise)."""
     if progress:
         from tqdm.auto import tqdm
 
@@ -809,9 +809,10 @@ def run_reducers(model: torch.nn.Module, batches, reducers: Sequence[Reducer], e
             yield batch
 
     hidden = any(getattr(r, "wants_hidden_states", False) for r in reducers)
-    for _, out in forward(model, announced(batches), observe, edit_probs, head_gates, interventions, hidden,
-                          progress, desc):
-        for r in reducers:
-            if hasattr(r, "end_batch"):
-                r.end_batch(out.hidden_states if hidden else None)
+    with closing(forward(model, announced(batches), observe, edit_probs, head_gates, interventions, hidden, progress,
+                         desc)) as outputs:  # a reducer that raises leaves the run at once, not when collected
+        for _, out in outputs:
+            for r in reducers:
+                if hasattr(r, "end_batch"):
+                    r.end_batch(out.hidden_states if hidden else None)
     return [r.finalize() for r in reducers]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from contextlib import closing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -311,10 +312,11 @@ def predict(model: TaskModel, data: Encoded_, tokenizer, batch_size: int = 64,
     """Logits for every example, in data order (batches sorted by length; padding never changes a logit)."""
     device = next(model.parameters()).device
     positions, rows = [], []
-    for batch, logits in attention.forward(model, iter_batches(data.examples, tokenizer, device, batch_size),
-                                           interventions=interventions):
-        positions.append(batch.positions)
-        rows.append(logits.float().cpu().numpy())
+    with closing(attention.forward(model, iter_batches(data.examples, tokenizer, device, batch_size),
+                                   interventions=interventions)) as outputs:
+        for batch, logits in outputs:
+            positions.append(batch.positions)
+            rows.append(logits.float().cpu().numpy())
     return in_data_order(positions, rows)
 
 

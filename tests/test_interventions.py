@@ -232,3 +232,28 @@ def test_own_code_path_refuses_the_scores_point(tokenizer):
     with pytest.raises(ValueError, match="'scores' point"):
         with attention.attention_run(loaded.model, interventions=[attention.Intervention("scores", lambda *a: a[1])]):
             pass
+
+
+def test_forward_loop_leaves_its_run_when_a_reducer_raises(tiny, tokenizer):
+    """attention.forward's run ends as soon as the loop over it stops: a reducer that raises in run_reducers' loop
+    leaves no frame on the model, even while the exception (and so the loop's frame) is still held."""
+    from bertattn_bench.batching import encode_words, iter_batches
+
+    class Boom(attention.Reducer):
+        def start_batch(self, batch):
+            pass
+
+        def update(self, layer, probs):
+            pass
+
+        def end_batch(self, hidden_states):  # raised in the loop's body, outside the generator
+            raise RuntimeError("boom")
+
+        def finalize(self):
+            return None
+
+    enc = [encode_words(tokenizer, i, ["the", "cat", "sat"]) for i in range(3)]
+    with pytest.raises(RuntimeError, match="boom"):
+        attention.run_reducers(tiny.model, iter_batches(enc, tokenizer, "cpu", 2), [Boom()])
+    for mod in attention.attention_modules(tiny.model):
+        assert "_bertattn_stack" not in mod.__dict__
