@@ -1,4 +1,4 @@
-"""Niven & Kao 2019 on ARCT, the model-free half: cue statistics (§4, Table 2), the adversarial set's construction (adversarial)."""
+"""Niven & Kao §5 (the model-free arct family): the adversarial set's construction, checked against the shipped one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
-"""Niven & Kao 2019 on ARCT, the model-free half: cue statistics (§4, Table 2), the adversarial set's construction (claims)."""
+"""Niven & Kao (the model-free arct family): the claim metrics on cues and on the authors' shipped per-seed runs
+(named by reference_numbers/niven2019_arct.toml)."""
 from __future__ import annotations
 
 

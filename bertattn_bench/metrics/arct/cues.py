@@ -1,4 +1,4 @@
-"""Niven & Kao 2019 on ARCT, the model-free half: cue statistics (§4, Table 2), the adversarial set's construction (cues)."""
+"""Niven & Kao §4, Table 2 (the model-free arct family): cue productivity and coverage."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,4 @@
-"""Niven & Kao 2019 on ARCT, the model-free half: cue statistics (§4, Table 2), the adversarial set's construction (figures)."""
+"""Niven & Kao (the model-free arct family): the figure writer."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Niven & Kao 2019 on ARCT, the model-free half: cue statistics (§4, Table 2), the adversarial set's construction (run)."""
+"""Niven & Kao (the model-free arct family): the pass (data only, no model) and its prepare."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""Niven & Kao 2019 on ARCT, the model-free half: cue statistics (§4, Table 2), the adversarial set's construction (tokens)."""
+"""Niven & Kao (the model-free arct family): the tokenisation variants the cue statistics are computed under."""
 from __future__ import annotations
 
 import re

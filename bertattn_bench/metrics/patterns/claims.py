@@ -1,4 +1,5 @@
-"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features) (claims)."""
+"""Kovaleva §4.1/§4.4/§4.5 (the patterns family): the claim metrics (named by
+reference_numbers/kovaleva2019_patterns.toml)."""
 from __future__ import annotations
 
 

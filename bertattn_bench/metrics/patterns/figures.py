@@ -1,4 +1,4 @@
-"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features) (figures)."""
+"""Kovaleva Figs. 1-2, 6-7 (the patterns family): the figure writer."""
 from __future__ import annotations
 
 from pathlib import Path

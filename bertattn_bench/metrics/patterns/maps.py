@@ -1,4 +1,5 @@
-"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features) (maps)."""
+"""Kovaleva §4.1 (the patterns family): the map rule, the per-batch masks and the masses that classify a map into the
+five types."""
 from __future__ import annotations
 
 from dataclasses import dataclass

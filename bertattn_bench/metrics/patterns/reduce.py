@@ -1,4 +1,5 @@
-"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features) (reduce)."""
+"""Kovaleva §4.1/§4.4 (the patterns family): the reducers (map types per head; attention to special tokens and UD
+word features) and their results."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

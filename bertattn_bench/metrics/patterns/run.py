@@ -1,4 +1,5 @@
-"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features) (run)."""
+"""Kovaleva §4.1/§4.4/§4.5 (the patterns family): the pass (pre-trained and fine-tuned maps on a GLUE dev set and UD
+EWT) and its prepare."""
 from __future__ import annotations
 
 import random

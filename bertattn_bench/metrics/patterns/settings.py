@@ -1,4 +1,4 @@
-"""Kovaleva et al. 2019 §4.1 (five attention-map types), §4.4 (attention to special tokens and linguistic features) (settings)."""
+"""Kovaleva §4.1/§4.4/§4.5 (the patterns family): its thresholds, feature lists, per-tier budgets and corpora."""
 from __future__ import annotations
 
 

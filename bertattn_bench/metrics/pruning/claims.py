@@ -1,4 +1,4 @@
-"""Michel, Levy & Neubig 2019, "Are Sixteen Heads Really Better than One?" (§3-§4, §6) on the fine-tuned models. (claims)."""
+"""Michel et al. (the prune family): the claim metrics (named by reference_numbers/michel2019_prune.toml)."""
 from __future__ import annotations
 
 

@@ -1,4 +1,4 @@
-"""Michel, Levy & Neubig 2019, "Are Sixteen Heads Really Better than One?" (§3-§4, §6) on the fine-tuned models. (figures)."""
+"""Michel et al. Figs. 2-4 (the prune family): the figure writer."""
 from __future__ import annotations
 
 from pathlib import Path

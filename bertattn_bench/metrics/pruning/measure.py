@@ -1,4 +1,5 @@
-"""Michel, Levy & Neubig 2019, "Are Sixteen Heads Really Better than One?" (§3-§4, §6) on the fine-tuned models. (measure)."""
+"""Michel et al. §3-§4 (the prune family): head importance from gate gradients, pruning orders and steps, AUC;
+library functions unit-tested on a tiny model."""
 from __future__ import annotations
 
 

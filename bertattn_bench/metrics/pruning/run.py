@@ -1,4 +1,5 @@
-"""Michel, Levy & Neubig 2019, "Are Sixteen Heads Really Better than One?" (§3-§4, §6) on the fine-tuned models. (run)."""
+"""Michel et al. (the prune family): the pass (importance, the single-head and curve sweeps, the full tier's second
+sweep) and its prepare."""
 from __future__ import annotations
 
 import os
