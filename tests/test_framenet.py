@@ -499,3 +499,26 @@ def test_tiny_model_notebook_pass(tmp_path, tiny):
 def test_unknown_corpus(tmp_path, tiny):
     with pytest.raises(DataError, match="unknown FrameNet corpus"):
         M.prepare_framenet(tiny, _toy_data(tmp_path), "nope")
+
+
+def test_disable_p_regression_task_is_judged_against_its_noise_bar_or_not_at_all():
+    """STS-B (Pearson, no McNemar): a drop past the noise bar counts (p 0); within it, none (p 1); with no bar at
+    all (one seed, no seed sd given, no one-example step) the task is left out and named, never failed for a Δ of
+    -0.01 (a verdict the definition would decide)."""
+    import dataclasses
+
+    score, control = np.full((2, 4), 0.10), np.full((2, 4), 0.10)
+    score[1, 2], control[1, 2] = 0.30, 0.12
+    r = _result(score, control)
+    delta = np.zeros((1, 2, 4))
+    delta[0, 1, 2] = -0.01
+    stsb = dataclasses.replace(_sweep(delta, np.full((1, 2, 4), np.nan)), task="sts-b", step=float("nan"))
+    mrpc = _sweep(np.zeros((1, 2, 4)), np.full((1, 2, 4), 0.5))
+    m = M.framenet_heads_disable_p(_PR(r), passes=[_PR(mrpc), _PR(stsb)])
+    assert m.value == 1.0 and "sts-b not judged" in m.detail and "x1" in m.detail  # one test: MRPC's
+    with pytest.raises(NotApplicable, match="sts-b not judged"):
+        M.framenet_heads_disable_p(_PR(r), passes=[_PR(stsb)])
+    bar = {"sts-b": 0.5}  # a measured seed sd: -0.01 is inside it, -2 past it
+    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(stsb)], seed_sd=bar).value == 1.0
+    stsb.head_delta[0, 1, 2] = -2.0
+    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(stsb)], seed_sd=bar).value == 0.0

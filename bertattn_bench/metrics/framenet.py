@@ -413,7 +413,9 @@ def framenet_heads_disable_p(pr, passes: list, direction: str | None = None, see
     (the ``disable`` family), seed and frame-semantic head whose Δ is negative: the sweep's exact paired McNemar p
     (same dev examples with and without the head), Bonferroni over all (task, seed, head) tests. Value: the smallest
     adjusted p (1 when no head lowers the score); a regression task (no McNemar) counts a drop below its noise bar
-    (one example's step, seed sd) as p = 0."""
+    (one example's step, seed sd) as p = 0. A regression task without a noise bar (one seed and no seed sd given:
+    Pearson has no one-example step) is not judged, and the detail says so: with a bar of 0 every negative Δ,
+    however small, would count as a drop, a verdict decided by the definition."""
     from .disabling import _noise
     from .finetuned import result_of
 
@@ -428,6 +430,14 @@ def framenet_heads_disable_p(pr, passes: list, direction: str | None = None, see
             raise NotApplicable(f"the {dr.task} sweep has {dr.n_layers}x{dr.n_heads} heads, the FrameNet pass "
                                 f"{r.shape[0]}x{r.shape[1]}")
         sweeps.append(dr)
+    unjudged = []
+    for dr in list(sweeps):
+        if bool(np.isnan(dr.head_p).all()) and not _noise(dr, seed_sd)[0] > 0:
+            unjudged.append(f"{dr.task} not judged (no paired test for its Pearson score and no noise bar: "
+                            f"{_noise(dr, seed_sd)[1]})")
+            sweeps.remove(dr)
+    if not sweeps:
+        raise NotApplicable("; ".join(unjudged))
     m = sum(len(dr.seeds) for dr in sweeps) * len(heads)
     ps, parts, n_dev = [1.0], [], []
     for dr in sweeps:
@@ -448,7 +458,7 @@ def framenet_heads_disable_p(pr, passes: list, direction: str | None = None, see
         n_dev.append(dr.n_dev)
     return Measurement(float(min(ps)), n=int(min(n_dev)), n_unit="dev examples", unit="adjusted p of a drop",
                        head=head_name(*heads[0][:2]),
-                       detail=f"Δ when disabled, {m} tests (Bonferroni x{m}): " + "; ".join(parts))
+                       detail=f"Δ when disabled, {m} tests (Bonferroni x{m}): " + "; ".join(parts + unjudged))
 
 
 @figure("framenet")
