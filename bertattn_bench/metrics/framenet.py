@@ -423,32 +423,29 @@ def framenet_heads_disable_p(pr, passes: list, direction: str | None = None, see
     heads, _, _ = frame_heads(r, direction)
     if not heads:
         raise NotApplicable("no frame-semantic head on this model (kov.framenet_heads): nothing to disable")
-    sweeps = []
+    sweeps, unjudged = [], []  # (result, its noise bar and text; None for a McNemar task)
     for p in passes:
         dr = result_of(p)
         if (dr.n_layers, dr.n_heads) != r.shape:
             raise NotApplicable(f"the {dr.task} sweep has {dr.n_layers}x{dr.n_heads} heads, the FrameNet pass "
                                 f"{r.shape[0]}x{r.shape[1]}")
-        sweeps.append(dr)
-    unjudged = []
-    for dr in list(sweeps):
-        if bool(np.isnan(dr.head_p).all()) and not _noise(dr, seed_sd)[0] > 0:
+        noise = _noise(dr, seed_sd) if bool(np.isnan(dr.head_p).all()) else None  # a regression task: its bar
+        if noise is not None and not noise[0] > 0:
             unjudged.append(f"{dr.task} not judged (no paired test for its Pearson score and no noise bar: "
-                            f"{_noise(dr, seed_sd)[1]})")
-            sweeps.remove(dr)
+                            f"{noise[1]})")
+        else:
+            sweeps.append((dr, noise))
     if not sweeps:
         raise NotApplicable("; ".join(unjudged))
-    m = sum(len(dr.seeds) for dr in sweeps) * len(heads)
+    m = sum(len(dr.seeds) for dr, _ in sweeps) * len(heads)
     ps, parts, n_dev = [1.0], [], []
-    for dr in sweeps:
-        regression = bool(np.isnan(dr.head_p).all())
-        bar, how = _noise(dr, seed_sd) if regression else (None, "")
+    for dr, noise in sweeps:
         for l, h, *_ in heads:
             for s, seed in enumerate(dr.seeds):
                 delta = float(dr.head_delta[s, l, h])
-                if regression:
-                    pv = 0.0 if delta < -bar else 1.0
-                    parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {delta:+.2f} ({how})")
+                if noise is not None:
+                    pv = 0.0 if delta < -noise[0] else 1.0
+                    parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {delta:+.2f} ({noise[1]})")
                 else:
                     lost, gained = dr.head_flips[s, l, h]
                     pv = float(dr.head_p[s, l, h]) if delta < 0 else 1.0
