@@ -13,7 +13,7 @@ Select with ``-k``: ``pytest benchmarks -k dependency``, ``-k kovaleva``, ``-k "
 clark.sep_mid_layers``. A new family needs no module here: registering it (``@family``) and its TOML file is enough
 (docs/contributing.md).
 """
-from bertattn_bench.pytest_plugin import EVERY_FAMILY, check_claim, time_core
+from bertattn_bench.pytest_bench import EVERY_FAMILY, check_claim, time_core
 
 FAMILY = EVERY_FAMILY
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertattn_bench.batching import iter_batches
-from bertattn_bench.pytest_plugin import Target, benchmark_group, requested_corpora, requested_models
+from bertattn_bench.pytest_bench import Target, benchmark_group, requested_corpora, requested_models
 
 NAIVE_SENTENCES = 40  # the loop is slow by design; enough sentences for a stable rate
 

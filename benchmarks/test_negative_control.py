@@ -8,7 +8,7 @@ import pytest
 from bertattn_bench.claims import load_claims
 from bertattn_bench.model import RANDOM_PREFIX
 from bertattn_bench.passes import NothingToMeasure
-from bertattn_bench.pytest_plugin import Target, requested_corpora, requested_models
+from bertattn_bench.pytest_bench import Target, requested_corpora, requested_models
 from bertattn_bench.registry import families
 
 

@@ -1,3 +1,21 @@
-"""bertattn-bench: the claims of the BERT attention-analysis papers as runnable, parametrized checks."""
+"""bertattn-bench: the claims of the BERT attention-analysis papers as runnable, parametrized checks.
+
+``bertattn_bench.run(model, select=..., data_dir=...)`` runs claims from Python (:mod:`bertattn_bench.api`); the
+names below are imported on first use, so ``import bertattn_bench`` stays light (no torch until a run).
+"""
 
 __version__ = "0.1.0"
+__all__ = ["run", "Results", "ClaimsCallback", "claims_along_training"]
+
+
+_LAZY = {"run": "api", "Results": "api", "ClaimsCallback": "along_training", "claims_along_training": "along_training"}
+
+
+def __getattr__(name):
+    # imported by name at first use (importlib, not an import statement: the pass cache keys a family by the modules
+    # its code imports, and the package's faces are none of them)
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'bertattn_bench' has no attribute {name!r}")

@@ -1,17 +1,34 @@
-"""Command line: ``python -m bertattn_bench record|compare|run`` (thin wrappers over the pytest benchmarks).
+"""The command line: ``bertattn-bench COMMAND`` (or ``python -m bertattn_bench COMMAND``).
 
-  record  [--model M] [pytest args]           record M's baseline into reference_numbers/baselines/
-  compare --model B --against A [pytest args] run B, judged against A's recorded baseline: exit 1 on a regression
-  run     [pytest args]                       the claim benchmarks (same as `pytest benchmarks`)
+  run     [options] [pytest args]             the claim benchmarks (the pytest face: one test per claim, the
+                                              claims table at the end; the same as `pytest benchmarks` in a checkout)
+  record  [--model M] [options]               run and record M's baseline (default: the package's baselines)
+  compare --model B --against A [options]     run B judged against A's recorded baseline: exit 1 on a lost claim
+  list    [-k EXPR] [--families]              the claims (or families with their corpora), no data or model needed
   diff    OLD NEW [--prefix P]                what moved between two recorded baselines (a JSON path, or
-                                              REV:PATH for a git revision's copy): a Markdown table of every
-                                              claim@corpus whose value, n or verdict changed
-  merge   OUT IN... [--reference M]           join the claims reports of a split run (each IN a --claims-report
-                                              folder, its baseline fragments in IN/baselines/): OUT/claims.*,
-                                              OUT/matrix.*, OUT/baselines/<slug>.json; refuses parts recorded with
-                                              other code, claims catalog, --limit or data
-  matrix  OUT IN... [--reference M]           the claims x models table (Markdown, CSV, HTML) of any claims
-                                              reports (e.g. checkpoints along training), without merge's checks
+                                              REV:PATH for a git revision's copy)
+  merge   OUT IN... [--reference M]           join the claims reports of a split run into one report, matrix and
+                                              baseline; refuses parts measured with other code, catalog or data
+  matrix  OUT IN... [--reference M]           the claims x models table (Markdown, CSV, HTML) of any claims reports
+  data    list|fetch|verify ...               the corpora the claims read (where available)
+
+Options of run, record and compare (each also as --bertattn-NAME):
+  -k EXPR                   select by paper, family, model, corpus or claim id (pytest -k), e.g. -k dependency
+  --model NAME_OR_PATH      embedded (default), a folder, a hub name, random:<model>[@seed]; repeatable
+  --data-dir DIR            the data folder (env BERTATTN_DATA_DIR)
+  --tier quick|regression|full   the budget (default quick; env BERTATTN_TIER)
+  --corpus FAMILY=A,B       corpora per family (see `list --families`)
+  --limit N                 at most N examples per corpus (a smoke run)
+  --device auto|cpu|cuda|cuda:N, --batch-size N
+  --claims-report DIR       claims.md/.csv/.json, run.json, matrix.*, figures
+  --record-baseline [DIR]   record the measured values as each model's baseline
+  --compare-to MODEL_OR_JSON   judge against another model's recorded baseline
+  --cache-dir DIR, --no-cache  finished passes and fine-tunes (env BERTATTN_CACHE_DIR; default ./.bertattn_cache)
+  --time-cores              recompute and time every pass even when cached
+Any other argument goes to pytest (e.g. -x, -q, --benchmark-disable, -n 2 with pytest-xdist).
+
+Exit status: 0 every check passed; 1 a check failed (a value or verdict regressed); 4 bad usage or input
+(an option, a data file, a model, a cache folder), one line naming it.
 """
 from __future__ import annotations
 
@@ -20,10 +37,9 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 USAGE_ERROR = 4  # pytest's exit status for a usage error: the options are checked there with the same status
+PROG = "bertattn-bench"
+COMMANDS = ["run", "record", "compare", "list", "diff", "merge", "matrix", "data"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,14 +47,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE_ERROR, f"ERROR: {self.prog}: {message} (see --help)\n")
 
 
+def _checkout_root() -> Path | None:
+    """The repository the package runs from, if it does (its benchmarks/ beside the package)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "benchmarks").is_dir() and (root / "pyproject.toml").is_file() else None
+
+
 def pytest_args(argv: list[str] | None = None) -> list[str]:
-    """The pytest command line a ``record|compare|run`` invocation stands for."""
-    parser = _Parser(prog="python -m bertattn_bench", description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["record", "compare", "run", "diff", "merge", "matrix"])
+    """The pytest command line a ``run|record|compare`` invocation stands for."""
+    from .resources import BENCHMARKS, folder
+
+    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                     add_help=False)
+    parser.add_argument("command", choices=COMMANDS)
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)
-    out = [str(ROOT / "benchmarks"), "-p", "no:cacheprovider", "--rootdir", str(ROOT), *rest]
+    root = _checkout_root()
+    out = [str(folder(BENCHMARKS)), "-p", "bertattn_bench.short_options", "-p", "no:cacheprovider",
+           "--rootdir", str(root or Path.cwd()), *rest]
     if args.command == "record":
         out.append("--record-baseline")
     elif args.command == "compare":
@@ -48,15 +74,54 @@ def pytest_args(argv: list[str] | None = None) -> list[str]:
     return out
 
 
+def list_main(argv: list[str]) -> int:
+    """The claims (id, paper, section, family, statement) or the families with their corpora: no data, no model."""
+    from .claims import load_claims
+    from .errors import BenchError
+    from .registry import families
+    from .runner import family_order, paper_key
+
+    parser = _Parser(prog=f"{PROG} list", description="the claims of the catalog (no data or model needed)")
+    parser.add_argument("-k", dest="select", default=None, help="a -k expression over paper-family-claim ids")
+    parser.add_argument("--families", action="store_true", help="the families, their corpora and defaults")
+    parser.add_argument("--json", action="store_true", help="as JSON")
+    args = parser.parse_args(argv)
+    try:
+        from .api import _selector
+
+        matches = _selector(args.select)
+        if args.families:
+            rows = [{"family": f.name, "default": f.default_corpus, "corpora": list(f.corpora)}
+                    for f in (families()[n] for n in family_order())]
+            rows = [r for r in rows if matches(r["family"])]
+            print(json.dumps(rows, indent=1) if args.json else "\n".join(
+                f"{r['family']:<12} default {r['default']:<14} corpora {', '.join(r['corpora'])}" for r in rows))
+            return 0
+        catalog = load_claims()
+        rows = [{"id": c.id, "paper": c.paper, "section": c.section, "family": c.family, "learned": c.learned,
+                 "statement": c.statement} for name in family_order() for c in catalog
+                if c.family == name and matches(f"{paper_key(c.paper)}-{c.family}-{c.id}")]
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+    else:
+        for r in rows:
+            print(f"{r['id']:<40} {r['paper']:<22} {r['section']:<14} {r['statement']}")
+        print(f"{len(rows)} claim(s)")
+    return 0
+
+
 def diff_main(argv: list[str]) -> int:
     from .baselines import baseline_diff, diff_markdown, read_baseline
 
-    parser = _Parser(prog="python -m bertattn_bench diff", description="what moved between two recorded baselines")
+    parser = _Parser(prog=f"{PROG} diff", description="what moved between two recorded baselines")
     parser.add_argument("old", help="baseline JSON, or REV:PATH (e.g. HEAD~3:reference_numbers/baselines/X.json)")
     parser.add_argument("new", help="baseline JSON, or REV:PATH")
     parser.add_argument("--prefix", default="", help="only claim ids starting with this (e.g. clark.)")
     args = parser.parse_args(argv)
-    rows = baseline_diff(read_baseline(args.old, ROOT), read_baseline(args.new, ROOT), args.prefix)
+    rows = baseline_diff(read_baseline(args.old, _checkout_root()), read_baseline(args.new, _checkout_root()), args.prefix)
     print(diff_markdown(rows))
     flips = sum(r["flipped"] for r in rows)
     print(f"\n{len(rows)} moved, {flips} verdict(s) changed")
@@ -64,7 +129,7 @@ def diff_main(argv: list[str]) -> int:
 
 
 def _report_parser(command: str, what: str) -> _Parser:
-    parser = _Parser(prog=f"python -m bertattn_bench {command}", description=what)
+    parser = _Parser(prog=f"{PROG} {command}", description=what)
     parser.add_argument("out", help="output folder (created)")
     parser.add_argument("inputs", nargs="+", help="claims-report folders (--claims-report DIR of each part)")
     parser.add_argument("--reference", default=None, help="model whose values the others' delta is taken against "
@@ -168,9 +233,12 @@ def matrix_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import pytest
-
     argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0 if argv else USAGE_ERROR
+    if argv[:1] == ["list"]:
+        return list_main(argv[1:])
     if argv[:1] == ["diff"]:
         return diff_main(argv[1:])
     if argv[:1] == ["merge"]:
@@ -178,7 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["matrix"]:
         return matrix_main(argv[1:])
 
-    return int(pytest.main(pytest_args(argv)))
+    args = pytest_args(argv)
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
+    import pytest
+
+    return int(pytest.main(args))
 
 
 if __name__ == "__main__":

@@ -41,20 +41,22 @@ def describe_data(paths: list[Path], data_dir: Path, index: DigestIndex | None =
     return f"{' + '.join(names)} sha256:{digest[:16]} ({count} file(s))"
 
 
-def _data_of(session, slug: str) -> dict[str, str]:
-    """``family/corpus`` -> the data files (with checksums) that pass read, from the session's pass summaries."""
+def _data_of(passes: list[dict], slug: str) -> dict[str, str]:
+    """``family/corpus`` -> the data files (with checksums) that pass read, from the run's pass summaries."""
     return {f"{p['family']}/{p['corpus']}": p.get("data_files") or p.get("data", "")
-            for p in session.passes if p["slug"] == slug}
+            for p in passes if p["slug"] == slug}
 
 
-def record_baselines(session, directory: Path, date: str | None = None) -> list[Path]:
-    """Write (or merge into) ``directory/<slug>.json`` for each model of the session; ``date`` defaults to now (UTC)."""
+def record_baselines(outcomes: list, passes: list[dict], directory: Path, command: str = "",
+                     limit: int | None = None, date: str | None = None) -> list[Path]:
+    """Write (or merge into) ``directory/<slug>.json`` for each model of a run (its claim ``outcomes`` and pass
+    summaries ``passes``); ``date`` defaults to now (UTC)."""
     import torch
     import transformers
 
     directory.mkdir(parents=True, exist_ok=True)
     by_model: dict[str, list] = {}
-    for o in session.outcomes:
+    for o in outcomes:
         if o.skipped is None and not o.negative_control:  # the twin's values are a control, not a baseline
             by_model.setdefault(o.model_slug, []).append(o)
     written = []
@@ -65,15 +67,15 @@ def record_baselines(session, directory: Path, date: str | None = None) -> list[
                                                            else {})}
                    for o in outcomes}
         path = directory / f"{slug}.json"
-        info = next(p for p in session.passes if p["slug"] == slug)
+        info = next(p for p in passes if p["slug"] == slug)
         provenance = {
             "model": info["model"], "source": info["source"].replace(str(Path(sys.prefix)), "<venv>"),
-            "command": "pytest " + " ".join(session.config.invocation_params.args),
+            "command": command,
             "date": date or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": git_commit(), "data": _data_of(session, slug),
+            "commit": git_commit(), "data": _data_of(passes, slug),
             "attn_implementation": info["attn_implementation"], "device": info["device"],
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "limit": session.config.getoption("--limit"),
+            "python": platform.python_version(), "limit": limit,
         }
         for r in results.values():
             r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it

@@ -178,6 +178,8 @@ def model_fingerprint(info, index: DigestIndex | None = None) -> str:
     if source is not None and source.is_dir():
         digest, count = files_digest([source], index)
         parts.append(f"folder:{digest}:{count}")
+    elif (getattr(info, "extra", None) or {}).get("weights_sha256"):  # a model object the caller held: its weights
+        parts.append(f"weights:{info.extra['weights_sha256']}")
     elif info.random_init_seed is not None and info.extra.get("config_sha256"):
         # built from a config in memory with a seed: the weights are the config's, the seed's and torch's RNG's
         import torch

@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import tomllib
+import tomllib  # Python 3.11+: the version pyproject.toml declares
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import resources
 from .errors import BenchError
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference_numbers"
+REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
+BASELINE_DIR = REFERENCE_DIR / "baselines"
 # Claims that name a paper model's heads apply to models of that shape (layers, heads, hidden), never by name: a
 # fine-tuned bert-base in any folder qualifies, camembert-base with another shape or a 6-layer model does not.
 SHAPES = {"bert-base": (12, 12, 768), "bert-large": (24, 16, 1024)}
@@ -207,7 +209,11 @@ def _claims_from_file(path: Path) -> list[Claim]:
 def load_claims(directory: Path = REFERENCE_DIR, family: str | None = None) -> list[Claim]:
     """All claim entries (optionally of one family); every metric they name must exist."""
     metrics = load_all_metrics()
-    claims = [c for p in sorted(directory.glob("*.toml")) for c in _claims_from_file(p)]
+    files = sorted(Path(directory).glob("*.toml"))
+    if not files:
+        raise BenchError(f"no claims catalog: {directory} holds no *.toml file (the package's reference_numbers/; "
+                         f"reinstall bertattn-bench or run from a full checkout)")
+    claims = [c for p in files for c in _claims_from_file(p)]
     ids = [c.id for c in claims]
     dupes = {i for i in ids if ids.count(i) > 1}
     if dupes:

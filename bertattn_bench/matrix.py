@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BenchError
-from .report import read_json
+from .documents import read_json, short_model
 
 MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "skipped": "–", None: ""}
 LEGEND = ("✓ holds · ✗ does not hold · ? inconclusive (a threshold inside the value's 95% interval) · "
@@ -75,7 +75,6 @@ def read_records(source: Path) -> list[dict]:
 
 
 def _labels(columns: list[Column]) -> list[Column]:
-    from .report import short_model
 
     short = [short_model(c.model) for c in columns]
     out = []

@@ -288,6 +288,47 @@ def verify_attention_observed(model, tok, info: ModelInfo) -> None:
                                  f"real tokens (max deviation {float((sums - 1).abs().max()):.3g}): refused")
 
 
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 over a model's parameters and buffers (names, dtypes, shapes, bytes): what makes an in-memory model
+    the same model for the cache, whatever object holds it."""
+    h = hashlib.sha256()
+    for name, t in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, device: str | None = None) -> LoadedModel:
+    """A model object the caller holds (a notebook's, a training loop's), measured as a loaded one would be.
+
+    The caller's object is left as it is: a copy (float32, eval mode, the project's attention implementation) is
+    measured. A task model (``...ForSequenceClassification``, ``...ForMaskedLM``) is measured through its encoder
+    (``model.base_model``). Its name is ``name`` or ``object:<the config's name or path>``; its slug and the cache
+    key carry a digest of its weights, so two objects with the same weights share cached passes and a changed
+    weight is never served a stale one."""
+    import copy
+
+    if tokenizer is None:
+        raise ModelLoadError("an in-memory model needs its tokenizer: pass tokenizer=... beside model=...")
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
+        raise ModelLoadError(f"model={type(model).__name__}: not a transformers model (a torch module with .config)")
+    attention.register()
+    encoder = getattr(model, "base_model", model)
+    encoder = copy.deepcopy(encoder).to(dtype=torch.float32)
+    try:
+        encoder.set_attn_implementation(attention.ATTN_IMPLEMENTATION)
+    except Exception as exc:  # a model whose code offers no attention interface (see docs/architectures.md)
+        raise ModelLoadError(attention.unsupported(encoder, f"its attention implementation cannot be set "
+                                                            f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+    digest = weights_digest(encoder)
+    base = name or f"object:{getattr(encoder.config, '_name_or_path', '') or type(model).__name__}"
+    slug = f"{slugify(Path(base.split(':', 1)[-1]).name or type(model).__name__)}-w{digest[:10]}"
+    loaded = _finish(encoder, tokenizer, base, slug, "", choose_device(device), None)
+    loaded.info.extra["weights_sha256"] = digest
+    return loaded
+
+
 def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, device: str | None = None,
                       with_mlm_head: bool = False, source: str = "config") -> LoadedModel:
     """A randomly initialised model of ``config`` (the negative control; tiny models in the unit tests)."""

@@ -76,11 +76,17 @@ class Family:
         return limit, None
 
 
+def _redefined(old, new) -> bool:
+    """Two different functions under one name. The same function defined again (its module imported a second time,
+    e.g. after pytest's in-process runs restore ``sys.modules``) replaces the first."""
+    return old is not new and (old.__module__, old.__qualname__) != (new.__module__, new.__qualname__)
+
+
 def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None,
            quick_limit: int | None = None, trains: bool = False):
     """Register a family's prepare function (it returns a ``bertattn_bench.passes.Pass``)."""
     def register(fn):
-        if name in FAMILIES and FAMILIES[name].prepare is not fn:
+        if name in FAMILIES and _redefined(FAMILIES[name].prepare, fn):
             raise ValueError(f"family {name!r} registered twice")
         FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora, quick_limit, trains)
         return fn
@@ -91,7 +97,7 @@ def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpor
 def figure(family_name: str):
     """Register a figure writer for a family: ``fn(pass_results, directory) -> list[Path]`` (matplotlib, Agg)."""
     def register(fn):
-        if family_name in FIGURES and FIGURES[family_name] is not fn:
+        if family_name in FIGURES and _redefined(FIGURES[family_name], fn):
             raise ValueError(f"figure writer for family {family_name!r} registered twice")
         FIGURES[family_name] = fn
         return fn
@@ -101,7 +107,7 @@ def figure(family_name: str):
 
 def metric(name: str):
     def register(fn):
-        if name in METRICS:
+        if name in METRICS and _redefined(METRICS[name], fn):
             raise ValueError(f"metric {name!r} registered twice")
         METRICS[name] = fn
         return fn

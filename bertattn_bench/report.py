@@ -8,6 +8,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from .claims import ClaimOutcome
+from .documents import read_json, short_model  # noqa: F401 (re-exported: report.short_model)
 
 
 def _measured(o: ClaimOutcome) -> str:
@@ -55,19 +56,6 @@ TERMINAL_COLUMNS = ("claim", "model", "data", "measured", "n", "verdict", "check
 # (which fits 80 columns); the widest excess goes first
 _PREFERRED = {"claim": 30, "model": 14, "data": 14, "measured": 16, "n": 11, "verdict": 13, "check": 17}
 _MIN_WIDTH = {"claim": 16, "model": 6, "data": 7, "measured": 8, "n": 6, "verdict": 13, "check": 6}
-
-
-def short_model(name: str) -> str:
-    """The model as in the test ids: ``embedded:all-MiniLM-L6-v2`` -> ``minilm``, its random twin
-    ``random-init(embedded:...)@0`` -> ``random-minilm`` (``@seed`` when not 0), a folder -> its name."""
-    import re
-
-    twin = re.fullmatch(r"random-init\((.*)\)@(-?\d+)", name)
-    if twin:
-        return "random-" + short_model(twin.group(1)) + ("" if twin.group(2) == "0" else f"@{twin.group(2)}")
-    if name.startswith("embedded:"):
-        return "minilm"
-    return Path(name).name or name
 
 
 def _fit(table: list[dict], width: int) -> list[dict]:
@@ -208,8 +196,11 @@ def code_version() -> str:
     """sha256 over the package's and the benchmarks' Python sources (what computes and judges every value)."""
     from .cache import files_digest
 
+    from .resources import BENCHMARKS, folder
+
     root = Path(__file__).resolve().parent
-    files = sorted(root.rglob("*.py")) + sorted((root.parent / "benchmarks").glob("*.py"))
+    bench = folder(BENCHMARKS)
+    files = sorted(p for p in root.rglob("*.py") if bench not in p.parents) + sorted(bench.glob("*.py"))
     return files_digest(files)[0][:16]
 
 
@@ -221,44 +212,29 @@ def references_version() -> str:
     return files_digest(sorted(REFERENCE_DIR.glob("*.toml")))[0][:16]
 
 
-def run_provenance(session) -> dict:
+def run_provenance(passes: list[dict], limit: int | None, tier: str, command: str) -> dict:
     """``run.json`` of a run: the versions ``merge`` must find equal (code, references, limit), the data each pass
-    read (family/corpus -> files and checksum), and, for the reader, commit, command, date, models, versions."""
+    read (family/corpus -> files and checksum), and, for the reader, commit, command, date, models, versions.
+    ``passes``: the run's pass summaries (:func:`runner.pass_summary`)."""
     import datetime as dt
 
     import torch
     import transformers
 
     from .baselines import git_commit
-    from .pytest_plugin import requested_tier
 
-    config = session.config
     return {
         "format": RUN_FORMAT, "version": 1,
-        "code": code_version(), "references": references_version(), "limit": config.getoption("--limit"),
-        "tier": requested_tier(config),
+        "code": code_version(), "references": references_version(), "limit": limit,
+        "tier": tier,
         "data": dict(sorted({f"{p['family']}/{p['corpus']}": p.get("data_files") or p.get("data", "")
-                             for p in session.passes}.items())),
-        "models": sorted({p["model"] for p in session.passes}),
-        "commit": git_commit(), "command": "pytest " + " ".join(config.invocation_params.args),
+                             for p in passes}.items())),
+        "models": sorted({p["model"] for p in passes}),
+        "commit": git_commit(), "command": command,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__, "transformers": transformers.__version__,
-        "devices": sorted({p["device"] for p in session.passes}),
+        "devices": sorted({p["device"] for p in passes}),
     }
-
-
-def read_json(path: Path, missing: str):
-    """A JSON file of a claims report: ``missing`` (naming what was expected) where the file is not there, the file
-    and line where it is not JSON."""
-    from .errors import BenchError
-
-    path = Path(path)
-    if not path.is_file():
-        raise BenchError(missing)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
 
 
 def read_run(folder: Path) -> dict:

@@ -20,10 +20,16 @@ def _session(tmp_path: Path, claim: str, corpus: str, value: float, args: list[s
     return SimpleNamespace(outcomes=[outcome], passes=[p], config=config, data_dir=data)
 
 
+def rec(session, directory, date=None):
+    """record_baselines over a run's plain values, as the runner calls it."""
+    return record_baselines(session.outcomes, session.passes, directory,
+                            command="pytest " + " ".join(session.config.invocation_params.args), date=date)
+
+
 def test_record_merges_runs_and_keeps_their_provenance(tmp_path):
     out = tmp_path / "baselines"
-    record_baselines(_session(tmp_path, "c.one", "a", 1.0, ["-k", "one"]), out, date="2026-01-01T00:00:00+00:00")
-    record_baselines(_session(tmp_path, "c.two", "b", 2.0, ["-k", "two"]), out, date="2026-01-02T00:00:00+00:00")
+    rec(_session(tmp_path, "c.one", "a", 1.0, ["-k", "one"]), out, date="2026-01-01T00:00:00+00:00")
+    rec(_session(tmp_path, "c.two", "b", 2.0, ["-k", "two"]), out, date="2026-01-02T00:00:00+00:00")
     doc = json.loads((out / "m.json").read_text())
     assert doc["results"]["c.one@a"]["measured"] == 1.0 and doc["results"]["c.one@a"]["n"] == 7
     assert doc["results"]["c.one@a"]["recorded"] == "2026-01-01T00:00:00+00:00"
@@ -33,7 +39,7 @@ def test_record_merges_runs_and_keeps_their_provenance(tmp_path):
     assert doc["provenance"]["data"]["fam/b"].startswith("b.txt sha256:")
     assert [r["command"] for r in doc["provenance"]["earlier_runs"]] == ["pytest -k one"]
     # re-measuring c.one replaces it, and the run that no longer owns any value leaves the history
-    record_baselines(_session(tmp_path, "c.one", "a", 1.5, ["-k", "one again"]), out, date="2026-01-03T00:00:00+00:00")
+    rec(_session(tmp_path, "c.one", "a", 1.5, ["-k", "one again"]), out, date="2026-01-03T00:00:00+00:00")
     doc = json.loads((out / "m.json").read_text())
     assert doc["results"]["c.one@a"]["measured"] == 1.5
     assert [r["command"] for r in doc["provenance"]["earlier_runs"]] == ["pytest -k two"]
@@ -53,7 +59,7 @@ def test_negative_control_outcomes_are_not_recorded(tmp_path):
     session = _session(tmp_path, "c.one", "a", 1.0, [])
     twin = SimpleNamespace(**{**vars(session.outcomes[0]), "model_slug": "random-m", "negative_control": True})
     session.outcomes.append(twin)
-    written = record_baselines(session, tmp_path / "baselines", date="2026-01-01T00:00:00+00:00")
+    written = rec(session, tmp_path / "baselines", date="2026-01-01T00:00:00+00:00")
     assert [p.name for p in written] == ["m.json"]
 
 
@@ -66,19 +72,18 @@ def test_xdist_workers_write_no_report_or_baseline(tmp_path):
     outcome = ClaimOutcome(claim_id="c.one", paper="p", section="§1", statement="s", model="m", model_slug="m",
                            data="d", corpus="a", measured=1.0, unit="", n=7, n_unit="arcs", reference="r",
                            comparison=">= 0", holds=True, head=None, detail="", attn_implementation="eager")
-    options = {"--claims-report": str(tmp_path / "report"), "--record-baseline": str(tmp_path / "baselines"),
-               "--limit": None}
-    session = _session(tmp_path, "c.one", "a", 1.0, [])
+    from bertattn_bench.runner import RunOptions, Runner
+
+    session = Runner(RunOptions(claims_report=tmp_path / "report", record_baseline=tmp_path / "baselines"))
     session.outcomes = [outcome]
+    session.passes = _session(tmp_path, "c.one", "a", 1.0, []).passes
     session.passes[0].update(cached=False, n_examples=0, seconds=0.0, skipped="", cache_path=None)
-    session.results = {}
     lines = []
     terminal = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lines.append, isatty=False)
 
     def config(**extra):
-        c = SimpleNamespace(getoption=options.get, invocation_params=SimpleNamespace(args=[]), **extra)
+        c = SimpleNamespace(invocation_params=SimpleNamespace(args=[]), **extra)
         c._bertattn_session = session
-        session.config = c
         return c
 
     plugin.pytest_terminal_summary(terminal, 0, config(workerinput={"workerid": "gw0"}))
@@ -92,7 +97,7 @@ def test_provenance_points_at_the_measured_spread(tmp_path):
     (out / "spread").mkdir(parents=True)
     (out / "spread" / "m-probes.json").write_text("{}")
     (out / "spread" / "other-probes.json").write_text("{}")
-    record_baselines(_session(tmp_path, "c.one", "a", 1.0, []), out, date="2026-01-01T00:00:00+00:00")
+    rec(_session(tmp_path, "c.one", "a", 1.0, []), out, date="2026-01-01T00:00:00+00:00")
     doc = json.loads((out / "m.json").read_text())
     assert doc["provenance"]["tolerance_spread"] == ["spread/m-probes.json"]
 

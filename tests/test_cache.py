@@ -307,7 +307,7 @@ def _record_worker(directory: str, claim: str, go: str):
     while not Path(go).exists():
         _t.sleep(0.01)
     session = _fake_session(claim)
-    B.record_baselines(session, Path(directory), date=f"2026-01-01T00:00:0{claim[-1]}+00:00")
+    B.record_baselines(session.outcomes, session.passes, Path(directory), date=f"2026-01-01T00:00:0{claim[-1]}+00:00")
 
 
 def _fake_session(claim: str):

@@ -18,7 +18,7 @@ def test_compare_without_model_a_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         pytest_args(["compare", "--model", "random:embedded"])
     assert exc.value.code == 4
-    assert capsys.readouterr().err == "ERROR: python -m bertattn_bench: compare needs --against MODEL_A (see --help)\n"
+    assert capsys.readouterr().err == "ERROR: bertattn-bench: compare needs --against MODEL_A (see --help)\n"
 
 
 def test_unknown_command_is_one_line_exit_4(capsys):

@@ -36,7 +36,8 @@ def part(tmp_path, name, models, date="2026-11-24T10:00:00+00:00", **over):
     folder = tmp_path / name
     s = session(models, date)
     write_report(s.outcomes, folder, provenance=provenance(models, **over))
-    record_baselines(s, folder / "baselines", date=date)
+    record_baselines(s.outcomes, s.passes, folder / "baselines", command="pytest benchmarks --model x", limit=100,
+                     date=date)
     return folder
 
 
@@ -68,8 +69,7 @@ def test_baseline_fragments_of_one_model_split_by_family_join(tmp_path, monkeypa
     s = session([A], "d")
     one, two = tmp_path / "f1", tmp_path / "f2"
     for folder, keep in ((one, ("clark.sep", "clark.prev")), (two, ("clark.dep",))):
-        record_baselines(SimpleNamespace(**{**vars(s), "outcomes": [o for o in s.outcomes if o.claim_id in keep]}),
-                         folder, date="d")
+        record_baselines([o for o in s.outcomes if o.claim_id in keep], s.passes, folder, date="d")
     doc = merge_baseline_fragments([one / "all-MiniLM-L6-v2.json", two / "all-MiniLM-L6-v2.json"])
     assert sorted(doc["all-MiniLM-L6-v2"]["results"]) == ["clark.dep@ewt_dev", "clark.prev@wikitext2",
                                                           "clark.sep@wikitext2"]

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bertattn_bench.pytest_plugin import with_artifacts, worker_threads
+from bertattn_bench.pytest_bench import with_artifacts, worker_threads
 
 
 class FakePass:
@@ -54,15 +54,21 @@ def test_worker_threads(cores, workers, threads):
     assert worker_threads(cores, workers) == threads
 
 
-def test_xdist_workers_set_their_torch_threads(pytester):
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin"]')
+def test_xdist_workers_set_their_torch_threads(pytester, monkeypatch, tmp_path):
+    """A benchmark module's session on a pytest-xdist worker shares the cores out (an unrelated module is left
+    alone: the plugin imports no torch there)."""
+    (tmp_path / "placeholder").write_text("x")
+    monkeypatch.setenv("BERTATTN_DATA_DIR", str(tmp_path))
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
     pytester.makepyfile(test_threads="""
 import os, torch
 
-def test_a():
+FAMILY = "dependency"
+
+def test_a(bench):
     assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
 
-def test_b():
+def test_b(bench):
     assert torch.get_num_threads() == max(1, (os.cpu_count() or 1) // 2)
 """)
     result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist")

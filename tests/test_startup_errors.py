@@ -28,7 +28,7 @@ def bench_dir(pytester, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for var in ("BERTATTN_DEVICE", "BERTATTN_MODEL"):
         monkeypatch.delenv(var, raising=False)
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
     pytester.makepyfile(test_bench=BENCH_MODULE)
     return pytester
 
@@ -134,10 +134,10 @@ def test_unknown_hub_name_is_one_error_not_a_failure_per_test(bench_dir):
 
 
 def test_a_good_model_is_loaded_once_and_kept(bench_dir, monkeypatch):
-    from bertattn_bench import pytest_plugin
+    from bertattn_bench import model
 
     calls = []
-    monkeypatch.setattr(pytest_plugin, "load_model", lambda name, device=None: calls.append(name) or object())
+    monkeypatch.setattr(model, "load_model", lambda name, device=None: calls.append(name) or object())
     bench_dir.makepyfile(test_bench="""
 FAMILY = "dependency"
 

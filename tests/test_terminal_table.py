@@ -74,7 +74,7 @@ def test_version_note_only_when_the_baseline_versions_differ():
 def test_the_session_ends_with_the_compact_table(pytester, monkeypatch):
     """The plugin's terminal summary, end to end: the table after the tests, its counts, before pytest's summary."""
     monkeypatch.setenv("COLUMNS", "80")
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
     pytester.makepyfile(test_fake_claims="""
 import sys
 sys.path.insert(0, %r)

@@ -48,8 +48,12 @@ def test_quick_recipe_is_one_short_epoch_on_a_train_sample():
 
 
 def test_unknown_tier_from_the_environment_is_a_usage_error(pytester, monkeypatch):
+    """A benchmark module stops at start-up on a bad BERTATTN_TIER; an unrelated project's run is not touched (the
+    plugin reads no bertattn variable until a benchmark module is collected)."""
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     monkeypatch.setenv("BERTATTN_TIER", "fast")
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == pytest.ExitCode.OK
+    pytester.makepyfile(test_bench='FAMILY = "dependency"\n\ndef test_claim(bench, target):\n    pass\n')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.re_match_lines([r".*BERTATTN_TIER= 'fast': expected one of quick, regression, full.*"])

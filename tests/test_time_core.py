@@ -2,7 +2,7 @@
 seconds); --time-cores recomputes and times every pass."""
 from types import SimpleNamespace
 
-from bertattn_bench import pytest_plugin as P
+from bertattn_bench import pytest_bench as P
 from bertattn_bench.batching import Skipped
 from bertattn_bench.model import ModelInfo
 from bertattn_bench.passes import PassResult
@@ -42,13 +42,13 @@ class _Bench:
 
     def __init__(self, cache_dir, time_cores=False):
         self.cache, self.prepared = PassCache(cache_dir), _Prepared()
-        self.config = SimpleNamespace(getoption=lambda name: time_cores if name == "--time-cores" else None,
+        self.config = SimpleNamespace(getoption=lambda name: time_cores if name == "bertattn_time_cores" else None,
                                       pluginmanager=SimpleNamespace(getplugin=lambda name: None))
 
     def prepare(self, target):
         return self.prepared
 
-    def _cached(self, target, compute, prepared, force=False):
+    def cached(self, target, compute, prepared, force=False):
         path = self.cache.directory / f"{target.family}-{target.corpus}.pkl"
         return self.cache.get_or_compute(path, compute, force=force)[0]
 
