@@ -380,29 +380,32 @@ def toy_data_dir(root: Path) -> Path:
 
 
 def run_families(loaded, data_dir: Path, families=FAMILIES, limit: int = 3) -> dict:
-    """Every attention family's default pass (``limit`` examples) and every claim of it evaluated:
-    family -> (claims measured, claims skipped, the first skip reason). A crash propagates."""
-    from .claims import evaluate, load_claims
+    """Every attention family's default pass (``limit`` examples) and every claim of it evaluated, by the runner
+    (the same steps as a run of the suite, on the model object, no cache, no baseline): family -> (claims measured,
+    claims skipped, the first skip reason). A crash propagates."""
+    from .claims import load_claims
     from .passes import NothingToMeasure
-    from .registry import families as registered, load_all_metrics
+    from .registry import families as registered
+    from .runner import RunOptions, Runner, Target
 
-    load_all_metrics()
+    name = loaded.info.name
+    runner = Runner(RunOptions(models=[name], data_dir=data_dir, limit=limit, batch_size=2, tier="regression",
+                               cache_dir=None, check_baseline=False), loaded={name: loaded})
     out = {}
-    for name in families:
-        fam = registered()[name]
-        prepared = fam.prepare(loaded, data_dir, fam.default_corpus, limit=limit, batch_size=2)
-        result = prepared.run()
+    for fam in families:
+        target = Target(name, registered()[fam].default_corpus, fam)
+        result = runner.result(target)
         measured, skipped, reasons = 0, 0, []
-        for claim in load_claims(family=name):
+        for claim in load_claims(family=fam):
             if isinstance(result.result, NothingToMeasure):
                 skipped, reasons = skipped + 1, reasons + [result.result.reason]
                 continue
-            o = evaluate(claim, result)
+            o = runner.outcome(claim, target)
             if o.skipped:
                 skipped, reasons = skipped + 1, reasons + [o.skipped]
             else:
                 measured += 1
-        out[name] = (measured, skipped, reasons[0] if reasons else "")
+        out[fam] = (measured, skipped, reasons[0] if reasons else "")
     return out
 
 

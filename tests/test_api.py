@@ -1,0 +1,100 @@
+"""The Python face: bertattn_bench.run() on a name, a folder, a LoadedModel and a model object in memory gives the
+same values; selections; errors kept as data; claims along training (a report per step, steps as matrix columns)."""
+import json
+
+import pytest
+
+import bertattn_bench as bb
+from bertattn_bench.architectures import toy_data_dir
+from bertattn_bench.errors import BenchError
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    return toy_data_dir(tmp_path_factory.mktemp("toy"))
+
+
+def values(results):
+    return {(o.claim_id, o.corpus): (o.measured, o.n, o.holds, o.head) for o in results}
+
+
+def test_object_folder_and_loaded_model_give_the_same_values(tiny, toy, tmp_path):
+    folder = tmp_path / "tiny"
+    tiny.model.save_pretrained(folder)
+    tiny.tokenizer.save_pretrained(folder)
+    kw = dict(select="dependency", data_dir=toy, cache_dir=None, baseline=False)
+    from_loaded = bb.run(tiny, **kw)
+    from_object = bb.run(tiny.model, tokenizer=tiny.tokenizer, **kw)
+    from_folder = bb.run(str(folder), **kw)
+    assert not (from_loaded.errors or from_object.errors or from_folder.errors)
+    judged = [o for o in from_object if not o.skipped]
+    assert len(judged) >= 10  # the §4 claims measured on the toy treebank
+    assert values(from_object) == values(from_folder) == values(from_loaded)
+    assert {o.model for o in from_object} == {"object:" + tiny.model.config._name_or_path} or len(
+        {o.model for o in from_object}) == 1
+
+
+def test_an_object_is_not_changed_and_the_cache_follows_its_weights(tiny, toy, tmp_path):
+    import copy
+
+    import torch
+
+    model = copy.deepcopy(tiny.model)
+    model.config._attn_implementation = "eager"  # what a user's model loaded without the project's code says
+    kw = dict(select="clark.dep_dobj", data_dir=toy, cache_dir=tmp_path / "cache", baseline=False)
+    first = bb.run(model, tokenizer=tiny.tokenizer, **kw)
+    assert model.config._attn_implementation == "eager"  # measured on a copy: the caller's object is untouched
+    assert [p["cached"] for p in first.passes] == [False]
+    same = bb.run(copy.deepcopy(model), tokenizer=tiny.tokenizer, **kw)  # another object, the same weights
+    assert [p["cached"] for p in same.passes] == [True] and values(same) == values(first)
+    with torch.no_grad():
+        model.encoder.layer[0].attention.self.query.weight.mul_(3.0)
+    changed = bb.run(model, tokenizer=tiny.tokenizer, **kw)
+    # the cache key follows the weights: the changed model is measured anew, never served the first one's pass
+    assert [p["cached"] for p in changed.passes] == [False]
+    assert first.outcomes[0].model_slug != changed.outcomes[0].model_slug
+
+
+def test_select_is_a_k_expression_over_the_test_ids(tiny, toy):
+    res = bb.run(tiny, select="dep_dobj or dep_det", data_dir=toy, cache_dir=None, baseline=False)
+    assert sorted({o.claim_id for o in res}) == ["clark.dep_det", "clark.dep_dobj"]
+    frame = res.to_frame()
+    assert list(frame.columns[:6]) == ["claim_id", "model", "corpus", "verdict", "measured", "unit"]
+    assert len(frame) == 2 and "clark.dep_dobj" in res.table()
+    with pytest.raises(BenchError, match="not a -k expression"):
+        bb.run(tiny, select="dep_dobj or", data_dir=toy, cache_dir=None)
+
+
+def test_a_pass_that_cannot_be_made_is_kept_as_an_error_not_raised(tiny, tmp_path):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    (empty / "placeholder").write_text("x")
+    res = bb.run(tiny, select="dependency", data_dir=empty, cache_dir=None, baseline=False)
+    assert not res.ok and not res.outcomes
+    assert list(res.errors) == ["dependency-tiny-ewt_dev"]
+    assert "en_ewt-ud-dev.conllu" in res.errors["dependency-tiny-ewt_dev"]
+
+
+def test_bad_arguments_raise_at_once(tiny, toy):
+    with pytest.raises(BenchError, match="--limit 0"):
+        bb.run(tiny, limit=0, data_dir=toy)
+    with pytest.raises(BenchError, match="tokenizer"):
+        bb.run(tiny.model, data_dir=toy)
+
+
+def test_claims_along_training_writes_a_report_per_step_and_the_steps_matrix(tiny, toy, tmp_path):
+    import copy
+
+    import torch
+
+    model = copy.deepcopy(tiny.model)
+    out = tmp_path / "along"
+    for step in (0, 10):
+        bb.claims_along_training(model, tiny.tokenizer, step, out, select="dep_dobj", name="tiny", data_dir=toy)
+        with torch.no_grad():
+            model.encoder.layer[0].attention.self.key.weight.add_(0.5)
+    assert sorted(p.name for p in out.glob("step-*")) == ["step-000000", "step-000010"]
+    header = (out / "matrix.md").read_text().splitlines()
+    assert any("tiny@step0" in line and "tiny@step10" in line for line in header)
+    records = json.loads((out / "step-000010" / "claims.json").read_text())
+    assert [r["model"] for r in records] == ["tiny@step10"]
