@@ -63,7 +63,7 @@ def pytest_args(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)
     root = _checkout_root()
-    out = [str(folder(BENCHMARKS)), "-p", "bertattn_bench.short_options", "-p", "no:cacheprovider",
+    out = [str(folder(BENCHMARKS)), "-p", "bertattn_bench.short_options",
            "--rootdir", str(root or Path.cwd()), *rest]
     if args.command == "record":
         out.append("--record-baseline")

@@ -15,7 +15,7 @@ import pytest
 from .claims import ClaimOutcome, evaluate, load_claims
 from .errors import BenchError
 from .passes import NothingToMeasure, PassResult
-from .pytest_plugin import option
+from .pytest_options import option
 from .report import _num
 from .runner import EVERY_FAMILY, RunOptions, Runner, Target, family_order, model_id, paper_key  # noqa: F401
 

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/python -m pytest benchmarks -p no:cacheprovider --benchmark-columns=min,mean,rounds "$@"
+exec .venv/bin/python -m pytest benchmarks --benchmark-columns=min,mean,rounds "$@"

@@ -98,3 +98,24 @@ def test_claims_along_training_writes_a_report_per_step_and_the_steps_matrix(tin
     assert any("tiny@step0" in line and "tiny@step10" in line for line in header)
     records = json.loads((out / "step-000010" / "claims.json").read_text())
     assert [r["model"] for r in records] == ["tiny@step10"]
+
+
+def test_the_trainer_callback_measures_at_start_every_n_steps_and_at_the_end(tiny, toy, tmp_path, monkeypatch):
+    """The callback's schedule, driven as a transformers Trainer drives it (begin, each step's end, end)."""
+    from types import SimpleNamespace
+
+    from bertattn_bench import along_training
+
+    calls = []
+    monkeypatch.setattr(along_training, "claims_along_training",
+                        lambda model, tok, step, out, select, name, **kw: calls.append((step, select, name)) or step)
+    cb = bb.ClaimsCallback(tiny.tokenizer, tmp_path, select="dep_dobj", every=2, name="tiny", data_dir=toy)
+    model = tiny.model
+    state = SimpleNamespace(global_step=0)
+    cb.on_train_begin(None, state, None, model=model)
+    for step in range(1, 6):
+        state.global_step = step
+        cb.on_step_end(None, state, None, model=model)
+    cb.on_train_end(None, state, None, model=model)
+    assert [c[0] for c in calls] == [0, 2, 4, 5] and {c[1:] for c in calls} == {("dep_dobj", "tiny")}
+    assert isinstance(cb, __import__("transformers").TrainerCallback)

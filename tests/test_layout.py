@@ -1,0 +1,108 @@
+"""The package's shape: no import circle (module-level or inside functions), every sub-package shipped in the
+wheel, and the pytest entry point light (no torch, transformers or pandas imported by loading it)."""
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = "bertattn_bench"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted((ROOT / PKG).rglob("*.py")):
+        name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        out[name[: -len(".__init__")] if name.endswith(".__init__") else name] = p
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (every import statement, at any depth of the file)."""
+    mods = modules()
+    graph = {}
+    for name, path in mods.items():
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                stem = ".".join((base[: len(base) - node.level + 1] if node.level else []) + (
+                    [node.module] if node.module else []))
+                deps.update(f"{stem}.{a.name}" if f"{stem}.{a.name}" in mods else stem for a in node.names)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = import_graph()
+    assert "bertattn_bench.runner" in graph["bertattn_bench.pytest_bench"]  # the checker sees imports
+    assert cycles(graph) == []
+
+
+def test_the_checker_finds_a_planted_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_engine_imports_no_face():
+    """The runner and the API never import a face (the pytest plugin, its session, the command line)."""
+    graph = import_graph()
+    faces = {f"{PKG}.pytest_plugin", f"{PKG}.pytest_bench", f"{PKG}.short_options", f"{PKG}.__main__"}
+
+    def reach(start):
+        seen, todo = set(), [start]
+        while todo:
+            for d in graph[todo.pop()] - seen:
+                seen.add(d)
+                todo.append(d)
+        return seen
+
+    for engine in ("runner", "api", "claims", "report", "matrix", "baselines"):
+        assert not reach(f"{PKG}.{engine}") & faces, engine
+
+
+def test_every_sub_package_is_in_the_wheel():
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / PKG).rglob("__init__.py")}
+    assert found <= declared, f"add to pyproject's packages: {sorted(found - declared)}"
+
+
+def test_loading_the_entry_point_imports_nothing_heavy():
+    code = ("import sys, bertattn_bench.pytest_plugin, bertattn_bench.short_options; "
+            "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
