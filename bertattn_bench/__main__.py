@@ -255,5 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     return int(pytest.main(args))
 
 
+def console() -> int:
+    """The ``bertattn-bench`` entry point: :func:`main`, quiet when its output is cut short (``| head``)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        sys.stderr.close()  # nothing more can be written; no traceback about it
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

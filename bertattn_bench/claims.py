@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tomllib  # Python 3.11+: the version pyproject.toml declares
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import resources
 from .errors import BenchError
+from .settings import ASSUME_SHAPE_ENV, env
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 
 REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
@@ -29,7 +29,6 @@ BASELINE_DIR = REFERENCE_DIR / "baselines"
 # Claims that name a paper model's heads apply to models of that shape (layers, heads, hidden), never by name: a
 # fine-tuned bert-base in any folder qualifies, camembert-base with another shape or a 6-layer model does not.
 SHAPES = {"bert-base": (12, 12, 768), "bert-large": (24, 16, 1024)}
-ASSUME_SHAPE_ENV = "BERTATTN_ASSUME_SHAPE"
 COMPARISONS = (">", ">=", "<", "<=", "between", "in_band")
 
 
@@ -117,7 +116,7 @@ class Claim:
         if shape:
             want = SHAPES.get(shape)
             have = (info.n_layers, info.n_heads, int(info.extra.get("hidden_size", 0)))
-            assumed = os.environ.get(ASSUME_SHAPE_ENV, "") == shape
+            assumed = env(ASSUME_SHAPE_ENV) == shape
             if want is None:
                 return f"unknown model shape {shape!r} (known: {', '.join(SHAPES)})"
             if have != want and not assumed:

@@ -60,7 +60,7 @@ class Recipe:
         return asdict(self)
 
 
-PRECISION_ENV = "BERTATTN_FT_PRECISION"
+from .settings import PRECISION_ENV, env  # noqa: E402
 PRECISIONS = ("auto", "recipe", "bf16", "fp32")
 
 
@@ -98,7 +98,7 @@ def with_precision(recipe: Recipe, device, choice: str | None = None) -> tuple[R
     "auto" takes bf16 autocast only where :func:`bf16_pays`, else fp32; "recipe" keeps ``recipe.bf16_autocast``;
     "bf16" / "fp32" force one. Returns (recipe, why); the precision is in the recipe, so in the checkpoint's key and
     its meta."""
-    choice = (choice if choice is not None else os.environ.get(PRECISION_ENV, "")).strip().lower() or "auto"
+    choice = (choice if choice is not None else env(PRECISION_ENV)).strip().lower() or "auto"
     if choice not in PRECISIONS:
         raise DataError(f"{PRECISION_ENV}={choice!r}: expected one of {', '.join(PRECISIONS)}")
     if choice == "recipe":

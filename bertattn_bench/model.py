@@ -7,7 +7,6 @@ them; there is never a silent fallback to another model.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import torch
 
 from . import attention
 from .errors import BenchError, ModelLoadError
-from .settings import parse_random_model
+from .settings import ALLOW_DOWNLOAD_ENV, env, parse_random_model
 
 EMBEDDED = "embedded"
 RANDOM_PREFIX = "random:"
@@ -106,13 +105,12 @@ def _resolve_source(name: str) -> tuple[str, str, str]:
     return name, name, slugify(name.replace("/", "--"))
 
 
-ALLOW_DOWNLOAD_ENV = "BERTATTN_ALLOW_DOWNLOAD"
 
 
 def _hub_kwargs() -> dict:
     """Hub names resolve from the local Hugging Face cache only, unless $BERTATTN_ALLOW_DOWNLOAD=1 (no retries
     against an unreachable hub on offline machines; an explicit opt-in where a network exists)."""
-    return {"local_files_only": os.environ.get(ALLOW_DOWNLOAD_ENV, "") not in ("1", "true", "yes")}
+    return {"local_files_only": env(ALLOW_DOWNLOAD_ENV) not in ("1", "true", "yes")}
 
 
 def _check_folder(source: str, name: str) -> None:
@@ -161,7 +159,7 @@ def _from_source(load, source: str, name: str, hub_name: str | None = None, **kw
 
 
 def _hub_error(name: str, exc: Exception) -> ModelLoadError:
-    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    offline = env("HF_HUB_OFFLINE") or env("TRANSFORMERS_OFFLINE")
     return ModelLoadError(
         f"could not load model {name!r}: it is not a local folder and its weights are not in the Hugging Face "
         f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}. Provide weights: on a machine with network run "

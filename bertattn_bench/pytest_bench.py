@@ -14,6 +14,7 @@ import pytest
 
 from .claims import ClaimOutcome, evaluate, load_claims
 from .errors import BenchError
+from .settings import env
 from .passes import NothingToMeasure, PassResult
 from .pytest_options import option
 from .report import _num
@@ -22,12 +23,11 @@ from .runner import EVERY_FAMILY, RunOptions, Runner, Target, family_order, mode
 
 def options_from_config(config) -> RunOptions:
     """The run's options from pytest's (either spelling) and the environment; a BenchError names a bad one."""
-    from .cache import CACHE_ENV
-    from .settings import DEVICE_ENV, MODEL_ENV
+    from .settings import CACHE_ENV, DEVICE_ENV, MODEL_ENV, env
 
-    names = option(config, "model") or [m for m in os.environ.get(MODEL_ENV, "").split(",") if m] or ["embedded"]
+    names = option(config, "model") or [m for m in env(MODEL_ENV).split(",") if m] or ["embedded"]
     cache = None if option(config, "no-cache") else Path(
-        option(config, "cache-dir") or os.environ.get(CACHE_ENV) or Path(config.rootpath) / ".bertattn_cache")
+        option(config, "cache-dir") or env(CACHE_ENV) or Path(config.rootpath) / ".bertattn_cache")
     record = option(config, "record-baseline")
     if record == "":  # the option without a folder: the package's baselines
         from .claims import BASELINE_DIR
@@ -36,12 +36,12 @@ def options_from_config(config) -> RunOptions:
     report = option(config, "claims-report")
     return RunOptions(
         models=list(dict.fromkeys(names)), data_dir=option(config, "data-dir"),
-        device=option(config, "device") or os.environ.get(DEVICE_ENV), corpus_options=option(config, "corpus") or [],
+        device=option(config, "device") or env(DEVICE_ENV) or None, corpus_options=option(config, "corpus") or [],
         limit=option(config, "limit"), batch_size=option(config, "batch-size"), tier=option(config, "tier"),
         cache_dir=cache, time_cores=bool(option(config, "time-cores")),
         record_baseline=Path(record) if record else None, compare_to=option(config, "compare-to"),
         claims_report=Path(report) if report else None,
-        command="pytest " + " ".join(config.invocation_params.args), progress=not os.environ.get("CI"))
+        command="pytest " + " ".join(config.invocation_params.args), progress=not env("CI"))
 
 
 class BenchSession(Runner):
@@ -232,7 +232,7 @@ def with_artifacts(config, prepared, call=lambda run: run()):
     bars go to the terminal's stderr, visible without ``-s`` (pytest's capture is suspended around them); none when
     $CI is set or stderr is not a terminal (tqdm's disable=None), so logs stay clean."""
     capman = config.pluginmanager.getplugin("capturemanager")
-    progress = not os.environ.get("CI") and capman is not None
+    progress = not env("CI") and capman is not None
     with capman.global_and_fixture_disabled() if progress else contextlib.nullcontext():
         prepared.artifacts(progress=progress)
         return call(lambda: prepared.run(progress=progress))

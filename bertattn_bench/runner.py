@@ -11,7 +11,6 @@ pytest usage error, a failed test, a non-zero exit status).
 """
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Callable
 from . import tiers
 from .errors import BenchError
 
-TIER_ENV = "BERTATTN_TIER"
+from .settings import TIER_ENV, env
 EVERY_FAMILY = "*"  # a benchmark module's FAMILY that stands for every registered family
 
 
@@ -58,8 +57,8 @@ def resolve_tier(tier: str | None) -> str:
     """The tier asked for (option, else ``$BERTATTN_TIER``, else the default), checked."""
     if tier:
         return tiers.check(tier, "--tier")
-    env = os.environ.get(TIER_ENV)
-    return tiers.check(env, f"{TIER_ENV}=") if env else tiers.DEFAULT
+    value = env(TIER_ENV)
+    return tiers.check(value, f"{TIER_ENV}=") if value else tiers.DEFAULT
 
 
 @dataclass

@@ -10,13 +10,44 @@ DATA_DIR_ENV = "BERTATTN_DATA_DIR"
 MODEL_ENV = "BERTATTN_MODEL"
 DEVICE_ENV = "BERTATTN_DEVICE"
 SEED_ENV = "BERTATTN_SEED"
+TIER_ENV = "BERTATTN_TIER"
+CACHE_ENV = "BERTATTN_CACHE_DIR"
+PRECISION_ENV = "BERTATTN_FT_PRECISION"
+ALLOW_DOWNLOAD_ENV = "BERTATTN_ALLOW_DOWNLOAD"
+ASSUME_SHAPE_ENV = "BERTATTN_ASSUME_SHAPE"
+PRUNE_EXACT_ENV = "BERTATTN_PRUNE_EXACT"
+
+# Every environment variable the package reads, and what it means: the one table (read them with env()).
+ENVIRONMENT = {
+    DATA_DIR_ENV: "the data folder (--data-dir)",
+    MODEL_ENV: "models to test, comma-separated (--model)",
+    DEVICE_ENV: "auto, cpu, cuda, cuda:N (--device)",
+    SEED_ENV: "training seed of the probes (default 0)",
+    TIER_ENV: "quick, regression, full (--tier)",
+    CACHE_ENV: "the pass and checkpoint cache folder (--cache-dir)",
+    PRECISION_ENV: "fine-tuning precision: auto, bf16, fp32, recipe",
+    ALLOW_DOWNLOAD_ENV: "1: let transformers download a hub model",
+    ASSUME_SHAPE_ENV: "judge claims naming a paper model's heads on a model of another shape",
+    PRUNE_EXACT_ENV: "1: recompute head importance before every pruning step also in the regression tier",
+    "CI": "set: no progress bars",
+    "HF_HUB_OFFLINE": "set: say so when a hub model is missing (read, never set)",
+    "TRANSFORMERS_OFFLINE": "as HF_HUB_OFFLINE",
+}
+
+
+def env(name: str, default: str = "") -> str:
+    """The value of one of :data:`ENVIRONMENT`'s variables (``default`` when unset); a name not in the table is a
+    bug, not a setting."""
+    if name not in ENVIRONMENT:
+        raise KeyError(f"{name}: not in settings.ENVIRONMENT (add it there with its meaning)")
+    return os.environ.get(name, default)
 
 
 def training_seed(default: int = 0) -> int:
     """The seed of trained measurements (probe initialisation, training order, held-out split) from
     ``$BERTATTN_SEED``; ``default`` when unset. The data samples keep their own seed, so n does not move with it:
     runs under several seeds measure how far a trained value moves (scripts/probe_spread.py)."""
-    value = os.environ.get(SEED_ENV, "").strip()
+    value = env(SEED_ENV).strip()
     if not value:
         return default
     try:
@@ -30,7 +61,7 @@ def training_seed(default: int = 0) -> int:
 
 def resolve_data_dir(option: str | None = None) -> Path:
     """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR``; a clear error when unset or empty."""
-    value = option or os.environ.get(DATA_DIR_ENV)
+    value = option or env(DATA_DIR_ENV)
     if not value:
         raise DataError(
             f"no data directory: pass --data-dir DIR or set {DATA_DIR_ENV}=DIR "

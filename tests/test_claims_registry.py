@@ -145,8 +145,12 @@ def test_duplicate_ids_across_files(tmp_path):
         load_claims(tmp_path)
 
 
-def test_bench_error_is_not_raised_for_an_empty_directory(tmp_path):
-    assert load_claims(tmp_path) == []
+def test_an_empty_or_missing_catalog_is_an_error_naming_where_it_looked(tmp_path):
+    """A wheel installed without its catalog must not load 0 claims silently (issue 34)."""
+    with pytest.raises(BenchError, match=f"no claims catalog: {tmp_path} holds no"):
+        load_claims(tmp_path)
+    with pytest.raises(BenchError, match="no claims catalog"):
+        load_claims(tmp_path / "missing")
 
 
 # ---- comparisons ----------------------------------------------------------------------------------------------

@@ -106,3 +106,23 @@ def test_loading_the_entry_point_imports_nothing_heavy():
             "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_environment_variables_are_read_in_one_place():
+    """settings.env() over settings.ENVIRONMENT is the one reader; no other module reads os.environ / getenv (the
+    GPU worker assignment takes the environment as an argument, defaulting to os.environ)."""
+    offenders = []
+    for name, path in modules().items():
+        if name in (f"{PKG}.settings",):
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            if ("os.environ.get(" in code or "os.getenv(" in code or "os.environ[" in code) and "environ=" not in code:
+                offenders.append(f"{path.relative_to(ROOT)}:{i}")
+    assert offenders == []
+    from bertattn_bench import settings
+
+    import pytest
+
+    with pytest.raises(KeyError, match="not in settings.ENVIRONMENT"):
+        settings.env("BERTATTN_NO_SUCH_VARIABLE")

@@ -2,7 +2,6 @@
 sweep) and its prepare."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ...attention import head_name
 from ...data import glue
 from ...passes import timed
 from ...registry import family
+from ...settings import env
 from ..disabling import score_configs
 from ..finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
 from .measure import all_but_one_configs, auc_points, binarised_stsb, delta_order, exact_pruning_steps, head_importance, normalize_by_layer, one_head_per_layer, order_from_scores, pruning_steps, step_counts
@@ -230,7 +230,7 @@ class PrunePass(GluePass):
 
 
 def _exact_requested(tier: str) -> bool:
-    return tier == "full" or os.environ.get(EXACT_ENV, "") == "1"
+    return tier == "full" or env(EXACT_ENV) == "1"
 
 
 @family("prune", corpora=GLUE_TASKS, default_corpus="mrpc",

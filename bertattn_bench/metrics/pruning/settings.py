@@ -17,4 +17,4 @@ RANDOM_ORDERS = 3  # full tier: seeded random pruning orders (chance)
 EXTRA_SEEDS = 1
 PARAPHRASE_STSB = 4.0  # STS-B score >= 4 ("mostly equivalent") counts as a paraphrase (claims catalog)
 TABLE3_BERT = [-0.01, 0.10, -0.14, -0.53, -0.29, -0.52, 0.05, -0.72, -0.96, 0.07, -0.19, -0.12]  # notes §4, points
-EXACT_ENV = "BERTATTN_PRUNE_EXACT"  # "1": recompute importance before every step also in the regression tier
+from ...settings import PRUNE_EXACT_ENV as EXACT_ENV  # noqa: E402,F401  "1": recompute importance before every step also in the regression tier
