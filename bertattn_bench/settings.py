@@ -10,6 +10,16 @@ DATA_DIR_ENV = "BERTATTN_DATA_DIR"
 MODEL_ENV = "BERTATTN_MODEL"
 DEVICE_ENV = "BERTATTN_DEVICE"
 SEED_ENV = "BERTATTN_SEED"
+DATA_HOME_ENV = "BERTATTN_DATA_HOME"  # the default data folder (``data fetch``'s destination), when set
+
+
+def default_data_home() -> Path:
+    """Where ``data fetch`` puts the corpora and runs look when neither --data-dir nor $BERTATTN_DATA_DIR is given:
+    ``$BERTATTN_DATA_HOME``, else ``${XDG_CACHE_HOME:-~/.cache}/bertattn-bench/data``."""
+    home = os.environ.get(DATA_HOME_ENV)
+    if home:
+        return Path(home).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "bertattn-bench" / "data"
 
 
 def training_seed(default: int = 0) -> int:
@@ -29,12 +39,17 @@ def training_seed(default: int = 0) -> int:
 
 
 def resolve_data_dir(option: str | None = None) -> Path:
-    """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR``; a clear error when unset or empty."""
+    """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR``, else the default data folder where it holds
+    files (:func:`default_data_home`, filled by ``python -m bertattn_bench data fetch``); a clear error otherwise."""
     value = option or os.environ.get(DATA_DIR_ENV)
+    home = default_data_home()
+    if not value and home.is_dir() and any(home.iterdir()):
+        return home.resolve()
     if not value:
         raise DataError(
             f"no data directory: pass --data-dir DIR or set {DATA_DIR_ENV}=DIR "
-            "(the folder holding ud_english_ewt/, gum/, wikitext2_raw/, ...; CI uses ../shared/data)"
+            "(the folder holding ud_english_ewt/, gum/, wikitext2_raw/, ...; CI uses ../shared/data), "
+            f"or fetch the corpora into the default folder {home} with: python -m bertattn_bench data fetch"
         )
     path = Path(value).expanduser()
     source = "--data-dir" if option else DATA_DIR_ENV
