@@ -573,6 +573,9 @@ def pytest_collection_modifyitems(config, items):
     if any(getattr(item.module, "FAMILY", None) for item in items if hasattr(item, "module")):
         try:
             _bench(config).data_dir
+            from .data.manifest import require_data  # a missing corpus: one line naming it and the fetch command
+            require_data(_bench(config).data_dir, [(t.family, t.corpus) for t in (getattr(getattr(i, "callspec", None),
+                         "params", {}).get("target") for i in items) if isinstance(t, Target)])
         except BenchError as exc:
             raise pytest.UsageError(str(exc)) from exc
     if hasattr(config, "workerinput"):
