@@ -237,7 +237,7 @@ def test_a_server_failing_mid_file_stops_with_exit_3_then_a_second_fetch_resumes
                     "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 3
-    assert any(ln.startswith("ERROR: alpha/a.txt: download failed after 1 tries") for ln in err.splitlines())
+    assert any(ln.startswith("ERROR: alpha/a.txt: download failed after 1 try") for ln in err.splitlines())
     part = dest / ("alpha/a.txt" + PART_SUFFIX)
     kept = part.stat().st_size
     assert 0 < kept < size and not (dest / "alpha/a.txt").exists()

@@ -123,7 +123,10 @@ def _verify(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # --help (0) or a usage error (4, its line printed): a status, as the commands return
+        return exc.code if isinstance(exc.code, int) else USAGE_ERROR
     try:
         return {"list": _list, "fetch": _fetch, "verify": _verify}[args.command](args)
     except DataError as exc:

@@ -132,7 +132,7 @@ def download(entry: FileEntry, dest_dir: Path, opts: Options, bar) -> None:
         failures += 1
         if failures > opts.retries:
             kept = f"; {part} is kept: fetch again to resume" if part.exists() and part.stat().st_size else ""
-            raise FetchError(f"{entry.path}: download failed after {failures} tries from {url}: "
+            raise FetchError(f"{entry.path}: download failed after {failures} {'try' if failures == 1 else 'tries'} from {url}: "
                              f"{str(error) or type(error).__name__}{kept}")
         time.sleep(opts.backoff * 2 ** (failures - 1))
 

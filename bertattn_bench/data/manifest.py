@@ -211,7 +211,7 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
 def _present(data_dir: Path, need: str) -> bool:
     path = data_dir / need.rstrip("/")
     if need.endswith("/"):
-        return path.is_dir() and any(p.is_file() for p in path.iterdir())
+        return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
     return path.is_file()
 
 
