@@ -224,12 +224,50 @@ def needed_by(corpora: dict) -> dict:
     return {fam: sorted(ids) for fam, ids in sorted(claims.items())}
 
 
+TABLE_BEGIN, TABLE_END = "<!-- manifest table: scripts/build_data_manifest.py --docs -->", "<!-- end manifest table -->"
+
+
+def markdown_table(manifest: dict) -> str:
+    """The corpora of the manifest as a Markdown table (docs/data.md): files, bytes, source, licence, families,
+    how the files were checked, all read from the manifest."""
+    from collections import Counter
+
+    rows = ["| corpus | files | bytes | source (repository @ commit) | licence | restriction | needed by | checked |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, c in manifest["corpora"].items():
+        repos = Counter(f.get("repo", c["repo"]) + " @ " + f.get("commit", c["commit"])[:12]
+                        for f in c["files"] if "derived" not in f)
+        checked = Counter(f["checked"] for f in c["files"])
+        rows.append(" | ".join([
+            f"| `{name}`", str(len(c["files"])), f"{sum(f['size'] for f in c['files']):,}",
+            "; ".join(f"`{r}` ({n})" for r, n in repos.items()), c["licence"], c["restricted"] or "",
+            ", ".join(f"`{fam}`" for fam in c["needed_by"]) or "(no family yet)",
+            "; ".join(f"{text} ({n})" for text, n in checked.items())]) + " |")
+    n = sum(len(c["files"]) for c in manifest["corpora"].values())
+    size = sum(f["size"] for c in manifest["corpora"].values() for f in c["files"])
+    rows.append(f"| **total** | **{n}** | **{size:,}** | | | | | |")
+    return "\n".join(rows)
+
+
+def write_docs(manifest: dict, doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    start, end = text.index(TABLE_BEGIN) + len(TABLE_BEGIN), text.index(TABLE_END)
+    doc.write_text(text[:start] + "\n" + markdown_table(manifest) + "\n" + text[end:], encoding="utf-8")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("data_dir", type=Path, nargs="?", help="the prepared data folder (not needed with --docs)")
     parser.add_argument("--mirrors", type=Path, default=None, help="folder of git snapshots owner+name/repo")
     parser.add_argument("--out", type=Path, default=MANIFEST_PATH)
+    parser.add_argument("--docs", type=Path, nargs="?", const=ROOT / "docs" / "data.md", default=None,
+                        help="only rewrite the corpus table of docs/data.md from the written manifest")
     args = parser.parse_args()
+    if args.docs:
+        write_docs(json.loads(args.out.read_text(encoding="utf-8")), args.docs)
+        return 0
+    if args.data_dir is None:
+        parser.error("name the data folder")
     corpora = build(args.data_dir, args.mirrors)
     claims = needed_by(corpora)
     manifest = {"format": 1,
