@@ -243,3 +243,11 @@ def test_manifest_is_package_data():
     text = (ROOT / "pyproject.toml").read_text()
     assert '"bertattn_bench.data" = ["manifest.json"]' in text
     assert json.loads((ROOT / "bertattn_bench" / "data" / "manifest.json").read_text())["format"] == 1
+
+
+def test_the_readme_and_docs_totals_are_the_manifest_s():
+    m = load_manifest()
+    n, mb = len(m.files), f"{sum(f.size for f in m.files) / 1e6:.1f} MB"
+    readme = (ROOT / "README.md").read_text()
+    assert f"{n:,} files, {mb}" in readme
+    assert f"{n} files, {mb}" in (ROOT / "docs" / "data.md").read_text()
