@@ -289,3 +289,19 @@ def test_a_missing_file_on_the_server_is_one_error_not_retried(mirror, tmp_path)
     summary = fetch_mod.fetch(tmp_path / "data", ["beta"], options(mirror, retries=3))
     [error] = summary.failed
     assert "HTTP 404" in str(error) and [r for r, _ in mirror.requests].count("beta/c.bin") == 1
+
+
+def test_a_derived_file_without_a_rule_needs_a_mirror(mirror, tmp_path, monkeypatch):
+    data = small_manifest()
+    data["corpora"]["gamma"]["files"][2]["derived"]["rule"] = None  # like FrameNet's JSONL: no rebuild
+    parsed = parse_manifest(data)
+    monkeypatch.setattr(fetch_mod, "load_manifest", lambda: parsed)
+    monkeypatch.setattr(manifest_mod, "RAW_URL", mirror.url + "/{path}")
+    summary = fetch_mod.fetch(tmp_path / "data", ["gamma"], fetch_mod.Options(progress=False, log=lambda s: None))
+    [error] = summary.failed
+    assert isinstance(error, fetch_mod.FetchError)
+    assert str(error).startswith("gamma/train.tsv: no public file to download") and fetch_mod.MIRROR_ENV in str(error)
+    assert sorted(summary.fetched) == ["gamma/ids.tsv", "gamma/msr.txt"]  # the others are fetched all the same
+    # from the mirror it is downloaded like any file
+    again = fetch_mod.fetch(tmp_path / "data", ["gamma"], options(mirror))
+    assert again.fetched == ["gamma/train.tsv"] and not again.failed
