@@ -98,7 +98,8 @@ FILES = {
     "alpha/sub/it's b.txt": b"second file, a quote and a space in its name\n" * 50,
     "beta/c.bin": os.urandom(50_000),
 }
-MRPC_TRAIN = b"\xef\xbb\xbfQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA .\tB .\n0\t3\t4\tC .\tD .\n1\t5\t6\tE .\tF .\n"
+MRPC_TRAIN = (b"\xef\xbb\xbfQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+              b"1\t1\t2\tA .\tB .\n0\t3\t4\tC .\tD .\n1\t5\t6\tE .\tF .\n")
 MRPC_IDS = b"3\t4\n"
 MRPC_OUT = b"\xef\xbb\xbfQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA .\tB .\n1\t5\t6\tE .\tF .\n"
 
@@ -194,7 +195,8 @@ def test_a_corrupted_byte_through_the_command_exits_1(mirror, tmp_path, capsys):
     rc = data_main(["fetch", "--dest", str(tmp_path / "d"), "--only", "beta", "--mirror", mirror.url, "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 1
-    assert [ln for ln in err.splitlines() if ln.startswith("ERROR")][0].startswith("ERROR: beta/c.bin: checksum mismatch")
+    errors = [ln for ln in err.splitlines() if ln.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: beta/c.bin: checksum mismatch")
 
 
 def test_a_truncated_transfer_is_retried_and_never_accepted(mirror, tmp_path):

@@ -127,12 +127,14 @@ def download(entry: FileEntry, dest_dir: Path, opts: Options, bar) -> None:
             if resumed and not fresh_retry:  # a stale partial file: one fresh download
                 fresh_retry = True
                 continue
-            raise ChecksumError(f"{entry.path}: checksum mismatch: expected sha256 {entry.sha256} ({entry.size} bytes), "
-                                f"got {actual} ({size} bytes) from {url}; the download was deleted")
+            raise ChecksumError(f"{entry.path}: checksum mismatch: expected sha256 {entry.sha256} "
+                                f"({entry.size} bytes), got {actual} ({size} bytes) from {url}; "
+                                "the download was deleted")
         failures += 1
         if failures > opts.retries:
             kept = f"; {part} is kept: fetch again to resume" if part.exists() and part.stat().st_size else ""
-            raise FetchError(f"{entry.path}: download failed after {failures} {'try' if failures == 1 else 'tries'} from {url}: "
+            tries = f"{failures} {'try' if failures == 1 else 'tries'}"
+            raise FetchError(f"{entry.path}: download failed after {tries} from {url}: "
                              f"{str(error) or type(error).__name__}{kept}")
         time.sleep(opts.backoff * 2 ** (failures - 1))
 
