@@ -201,6 +201,9 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     elif corpus in glue.TASKS:  # the GLUE families (finetune, patterns, disable, prune, speedup): dev, and train
         folder = f"{glue.GLUE_DIR}/{glue.TASKS[corpus].folder}"  # where the manifest has one (QNLI: dev only)
         paths = [f"{folder}/dev.tsv"] + [p for p in (f"{folder}/train.tsv",) if p in manifest_paths]
+        if family == "patterns":  # + the UD sentences of its linguistic features
+            from ..metrics.patterns.settings import UD_CORPUS
+            paths.append(ud.CORPORA[UD_CORPUS])
     else:
         return []
     # a path that is no manifest file is a folder: present when it holds a file
