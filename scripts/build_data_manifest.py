@@ -262,7 +262,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=MANIFEST_PATH)
     parser.add_argument("--docs", type=Path, nargs="?", const=ROOT / "docs" / "data.md", default=None,
                         help="only rewrite the corpus table of docs/data.md from the written manifest")
+    parser.add_argument("--needs-only", action="store_true",
+                        help="only recompute needed_by and claims_by_family of the written manifest (after a family or "
+                             "claim changed; needs no data folder)")
     args = parser.parse_args()
+    if args.needs_only:
+        manifest = json.loads(args.out.read_text(encoding="utf-8"))
+        manifest["claims_by_family"] = needed_by(manifest["corpora"])
+        args.out.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_docs(manifest, ROOT / "docs" / "data.md")
+        return 0
     if args.docs:
         write_docs(json.loads(args.out.read_text(encoding="utf-8")), args.docs)
         return 0

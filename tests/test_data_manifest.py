@@ -84,7 +84,8 @@ def test_needed_by_is_what_the_code_reads_now():
                 entry = now.setdefault(need.split("/")[0], {}).setdefault(fam.name, [])
                 if corpus not in entry:
                     entry.append(corpus)
-    assert {n: c.needed_by for n, c in m.corpora.items() if c.needed_by} == now
+    assert {n: c.needed_by for n, c in m.corpora.items() if c.needed_by} == now, \
+        "the families read other data now: python scripts/build_data_manifest.py --needs-only"
 
 
 def test_mrpc_train_rule_known_answer():
@@ -250,3 +251,14 @@ def test_the_readme_and_docs_totals_are_the_manifest_s():
     readme = (ROOT / "README.md").read_text()
     assert f"{n:,} files, {mb}" in readme
     assert f"{n} files, {mb}" in (ROOT / "docs" / "data.md").read_text()
+
+
+def test_claims_by_family_is_the_catalog_s():
+    from bertattn_bench.claims import load_claims
+
+    catalog: dict[str, list[str]] = {}
+    for c in load_claims():
+        catalog.setdefault(c.family, []).append(c.id)
+    written = json.loads((ROOT / "bertattn_bench" / "data" / "manifest.json").read_text())["claims_by_family"]
+    assert written == {f: sorted(ids) for f, ids in sorted(catalog.items())}, \
+        "the claims catalog changed: python scripts/build_data_manifest.py --needs-only"
