@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         return merge_main(argv[1:])
     if argv[:1] == ["matrix"]:
         return matrix_main(argv[1:])
+    if argv[:1] == ["data"]:  # list / fetch / verify the corpora (bertattn_bench/data/cli.py)
+        from .data.cli import main as data_main
+        return data_main(argv[1:])
 
     args = pytest_args(argv)
     if "-h" in argv or "--help" in argv:

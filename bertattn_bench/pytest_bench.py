@@ -169,7 +169,11 @@ def check_collected(config, items) -> None:
         return
     s = session(config)
     try:
-        s.data_dir
+        from .data.manifest import require_data  # a missing corpus: one line naming it and the fetch command
+
+        require_data(s.data_dir, list(dict.fromkeys(
+            (t.family, t.corpus) for t in (getattr(getattr(i, "callspec", None), "params", {}).get("target")
+                                           for i in items) if isinstance(t, Target))))
     except BenchError as exc:
         raise pytest.UsageError(str(exc)) from exc
     if hasattr(config, "workerinput"):

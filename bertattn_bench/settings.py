@@ -16,10 +16,15 @@ PRECISION_ENV = "BERTATTN_FT_PRECISION"
 ALLOW_DOWNLOAD_ENV = "BERTATTN_ALLOW_DOWNLOAD"
 ASSUME_SHAPE_ENV = "BERTATTN_ASSUME_SHAPE"
 PRUNE_EXACT_ENV = "BERTATTN_PRUNE_EXACT"
+DATA_HOME_ENV = "BERTATTN_DATA_HOME"  # the default data folder (``data fetch``'s destination), when set
+DATA_MIRROR_ENV = "BERTATTN_DATA_MIRROR"
 
 # Every environment variable the package reads, and what it means: the one table (read them with env()).
 ENVIRONMENT = {
     DATA_DIR_ENV: "the data folder (--data-dir)",
+    DATA_HOME_ENV: "the default data folder (data fetch's destination; default ~/.cache/bertattn-bench/data)",
+    DATA_MIRROR_ENV: "a mirror base URL holding the data folder's layout (data fetch --mirror)",
+    "XDG_CACHE_HOME": "the user cache folder the default data folder sits in",
     MODEL_ENV: "models to test, comma-separated (--model)",
     DEVICE_ENV: "auto, cpu, cuda, cuda:N (--device)",
     SEED_ENV: "training seed of the probes (default 0)",
@@ -43,6 +48,15 @@ def env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+def default_data_home() -> Path:
+    """Where ``data fetch`` puts the corpora and runs look when neither --data-dir nor $BERTATTN_DATA_DIR is given:
+    ``$BERTATTN_DATA_HOME``, else ``${XDG_CACHE_HOME:-~/.cache}/bertattn-bench/data``."""
+    home = env(DATA_HOME_ENV)
+    if home:
+        return Path(home).expanduser()
+    return Path(env("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "bertattn-bench" / "data"
+
+
 def training_seed(default: int = 0) -> int:
     """The seed of trained measurements (probe initialisation, training order, held-out split) from
     ``$BERTATTN_SEED``; ``default`` when unset. The data samples keep their own seed, so n does not move with it:
@@ -60,12 +74,17 @@ def training_seed(default: int = 0) -> int:
 
 
 def resolve_data_dir(option: str | None = None) -> Path:
-    """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR``; a clear error when unset or empty."""
+    """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR``, else the default data folder where it holds
+    files (:func:`default_data_home`, filled by ``python -m bertattn_bench data fetch``); a clear error otherwise."""
     value = option or env(DATA_DIR_ENV)
+    home = default_data_home()
+    if not value and home.is_dir() and any(home.iterdir()):
+        return home.resolve()
     if not value:
         raise DataError(
             f"no data directory: pass --data-dir DIR or set {DATA_DIR_ENV}=DIR "
-            "(the folder holding ud_english_ewt/, gum/, wikitext2_raw/, ...; CI uses ../shared/data)"
+            "(the folder holding ud_english_ewt/, gum/, wikitext2_raw/, ...; CI uses ../shared/data), "
+            f"or fetch the corpora into the default folder {home} with: python -m bertattn_bench data fetch"
         )
     path = Path(value).expanduser()
     source = "--data-dir" if option else DATA_DIR_ENV

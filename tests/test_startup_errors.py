@@ -23,7 +23,9 @@ def test_claim(bench, target):
 @pytest.fixture
 def bench_dir(pytester, monkeypatch, tmp_path_factory):
     data = tmp_path_factory.mktemp("data")
-    (data / "placeholder").write_text("x")
+    for corpus in ("ud_english_ewt/en_ewt-ud-dev.conllu", "ud_english_gum/en_gum-ud-dev.conllu"):  # the corpora the
+        (data / corpus).parent.mkdir()  # tests name exist (a missing one stops the run: test_data_manifest.py)
+        (data / corpus).write_text("x")
     monkeypatch.setenv("BERTATTN_DATA_DIR", str(data))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for var in ("BERTATTN_DEVICE", "BERTATTN_MODEL"):

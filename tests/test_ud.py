@@ -190,8 +190,9 @@ def test_data_error_is_a_bench_error():
 
 # ---- resolve_data_dir -----------------------------------------------------------------------------------------
 
-def test_resolve_unset_names_option_and_env(monkeypatch):
+def test_resolve_unset_names_option_and_env(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv("BERTATTN_DATA_HOME", str(tmp_path / "none"))  # no default data folder either
     with pytest.raises(DataError) as err:
         resolve_data_dir(None)
     msg = str(err.value)
@@ -199,8 +200,9 @@ def test_resolve_unset_names_option_and_env(monkeypatch):
     assert "BERTATTN_DATA_DIR" in msg
 
 
-def test_resolve_empty_string_option_counts_as_unset(monkeypatch):
+def test_resolve_empty_string_option_counts_as_unset(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    monkeypatch.setenv("BERTATTN_DATA_HOME", str(tmp_path / "none"))  # no default data folder either
     with pytest.raises(DataError, match="BERTATTN_DATA_DIR"):
         resolve_data_dir("")
 

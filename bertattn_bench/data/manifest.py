@@ -1,0 +1,253 @@
+"""The data manifest: every file the claim families read, where it comes from, its sha256 and size, licence and
+citation, and which families and claims need it (``manifest.json`` beside this module, built by
+``scripts/build_data_manifest.py``). Also: verifying a data folder against it, the files a family's corpus reads
+(computed from the family modules' own path constants) and the start-up check that names a missing corpus.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from urllib.parse import quote
+
+from ..errors import DataError
+
+MANIFEST_PATH = Path(__file__).with_name("manifest.json")
+RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+FETCH_COMMAND = "python -m bertattn_bench data fetch"
+PART_SUFFIX = ".part"  # a download in progress: never a manifest path, so verify never accepts it
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to the data folder, POSIX
+    size: int
+    sha256: str
+    corpus: str
+    repo: str | None = None
+    commit: str | None = None
+    source_path: str | None = None  # path in ``repo`` at ``commit``; None for a derived file
+    derived: dict | None = None  # {"rule", "inputs", "step"}
+    checked: str = ""
+
+    def source_url(self, mirror: str | None = None) -> str | None:
+        """Where to download it: ``MIRROR/<path>`` (a mirror holds the data folder's layout), else the pinned raw
+        file of its repository; None for a derived file without a mirror (it is rebuilt, or cannot be fetched)."""
+        if mirror:
+            return mirror.rstrip("/") + "/" + quote(self.path)
+        if self.source_path is None:
+            return None
+        return RAW_URL.format(repo=self.repo, commit=self.commit, path=quote(self.source_path))
+
+
+@dataclass
+class Corpus:
+    name: str
+    title: str
+    licence: str
+    restricted: str | None
+    citation: str
+    repo: str
+    commit: str
+    files: list[FileEntry] = field(default_factory=list)
+    needed_by: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass
+class Manifest:
+    corpora: dict[str, Corpus]
+    left_out: dict
+
+    @property
+    def files(self) -> list[FileEntry]:
+        return [f for c in self.corpora.values() for f in c.files]
+
+    def select(self, only: list[str] | None) -> list[Corpus]:
+        """The corpora named in ``only`` (all when empty); an unknown name is a DataError naming the known ones."""
+        if not only:
+            return list(self.corpora.values())
+        unknown = [n for n in only if n not in self.corpora]
+        if unknown:
+            raise DataError(f"unknown corpus {', '.join(unknown)}; known: {', '.join(self.corpora)}")
+        return [self.corpora[n] for n in dict.fromkeys(only)]
+
+
+def parse_manifest(data: dict) -> Manifest:
+    corpora = {}
+    for name, c in data["corpora"].items():
+        corpus = Corpus(name, c["title"], c["licence"], c.get("restricted"), c["citation"], c["repo"], c["commit"],
+                        needed_by=c.get("needed_by", {}))
+        for f in c["files"]:
+            derived = f.get("derived")
+            corpus.files.append(FileEntry(
+                f["path"], int(f["size"]), f["sha256"], name,
+                repo=None if derived else f.get("repo", c["repo"]),
+                commit=None if derived else f.get("commit", c["commit"]),
+                source_path=f.get("source_path"), derived=derived, checked=f.get("checked", "")))
+        corpora[name] = corpus
+    return Manifest(corpora, data.get("left_out", {}))
+
+
+@lru_cache(maxsize=1)
+def load_manifest() -> Manifest:
+    text = resources.files("bertattn_bench.data").joinpath("manifest.json").read_text(encoding="utf-8")
+    return parse_manifest(json.loads(text))
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --- derived files ------------------------------------------------------------------------------------------------
+
+def _glue_mrpc_train(inputs: list[bytes]) -> bytes:
+    """GLUE's ``download_glue_data.py`` ``format_mrpc``: the header line of msr_paraphrase_train.txt (its BOM kept),
+    then every row whose (#1 ID, #2 ID) is not in dev_ids.tsv, tab-joined, ``\\n``-terminated."""
+    train_text, ids_text = (b.decode("utf-8") for b in inputs)
+    dev_ids = [row.strip().split("\t") for row in ids_text.splitlines()]
+    lines = train_text.splitlines(keepends=True)
+    out = [lines[0].rstrip("\r\n") + "\n"]
+    for row in lines[1:]:
+        label, id1, id2, s1, s2 = row.strip().split("\t")
+        if [id1, id2] not in dev_ids:
+            out.append(f"{label}\t{id1}\t{id2}\t{s1}\t{s2}\n")
+    return "".join(out).encode("utf-8")
+
+
+REBUILD_RULES = {"glue_mrpc_train": _glue_mrpc_train}
+
+
+def rebuild(rule: str, data_dir: Path, inputs: list[str]) -> bytes:
+    """The bytes of a derived file, from its input files (paths relative to ``data_dir``)."""
+    return REBUILD_RULES[rule]([(Path(data_dir) / p).read_bytes() for p in inputs])
+
+
+# --- verify -------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    what: str  # "missing" | "size" | "sha256"
+    expected: str = ""
+    actual: str = ""
+
+    def __str__(self) -> str:
+        if self.what == "missing":
+            return f"{self.path}: missing"
+        return f"{self.path}: {self.what} mismatch: expected {self.expected}, got {self.actual}"
+
+
+def check_file(path: Path, entry: FileEntry) -> Problem | None:
+    """None when ``path`` holds exactly the manifest's bytes (size first: cheap)."""
+    if not path.is_file():
+        return Problem(entry.path, "missing")
+    size = path.stat().st_size
+    if size != entry.size:
+        return Problem(entry.path, "size", str(entry.size), str(size))
+    digest = sha256_file(path)
+    if digest != entry.sha256:
+        return Problem(entry.path, "sha256", entry.sha256, digest)
+    return None
+
+
+def verify(data_dir: Path, only: list[str] | None = None, progress=None) -> tuple[list[FileEntry], list[Problem]]:
+    """(files checked, problems) of ``data_dir`` against the manifest (``only``: those corpora)."""
+    entries = [f for c in load_manifest().select(only) for f in c.files]
+    problems = []
+    for entry in entries:
+        problem = check_file(Path(data_dir) / entry.path, entry)
+        if problem:
+            problems.append(problem)
+        if progress:
+            progress(entry)
+    return entries, problems
+
+
+# --- what each family reads ---------------------------------------------------------------------------------------
+
+def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
+    """The data paths (files, or folders ending in ``/``) that ``family`` reads for ``corpus``, from the family
+    modules' own constants; [] for a family that reads no data file. ``manifest_paths``: the manifest's file paths
+    (GLUE's train split is needed where the manifest has one: QNLI has only dev)."""
+    from . import arct, coref, framenet, glue, gum, segments, ud
+
+    if manifest_paths is None:
+        manifest_paths = {f.path for f in load_manifest().files}
+    if family == "dependency":
+        paths = [ud.CORPORA[corpus]]
+    elif family == "probes":
+        base = corpus[:-3] if corpus.endswith("_ud") else corpus
+        paths = [ud.CORPORA[base], gum.GUM_DOCUMENTS, *gum.SPLIT_FILES.values()]
+    elif family in ("surface", "clustering", "gradient"):
+        paths = [segments.CORPORA[corpus]]
+    elif family == "coref":
+        litbank = coref.parse_corpus(corpus)[0] == "litbank"  # as coref.corpus_data_paths
+        paths = [coref.LITBANK_DOCUMENTS] if litbank else [coref.GUM_DOCUMENTS, *coref.SPLIT_FILES.values()]
+    elif family in ("arct", "arct_ft"):
+        paths = [*arct.ORIGINAL_FILES.values(), *arct.ADVERSARIAL_FILES.values(), arct.CLAIM_MAP, arct.RESULTS_DIR]
+    elif family == "framenet":
+        paths = [framenet.JSONL, f"{framenet.XML_DIR}/{framenet.EXAMPLE['file']}", framenet.FRAME_DIR]
+    elif corpus in glue.TASKS:  # the GLUE families (finetune, patterns, disable, prune, speedup): dev, and train
+        folder = f"{glue.GLUE_DIR}/{glue.TASKS[corpus].folder}"  # where the manifest has one (QNLI: dev only)
+        paths = [f"{folder}/dev.tsv"] + [p for p in (f"{folder}/train.tsv",) if p in manifest_paths]
+        if family == "patterns":  # + the UD sentences of its linguistic features
+            from ..metrics.patterns.settings import UD_CORPUS
+            paths.append(ud.CORPORA[UD_CORPUS])
+    else:
+        return []
+    # a path that is no manifest file is a folder: present when it holds a file
+    return [p if p in manifest_paths else p.rstrip("/") + "/" for p in paths]
+
+
+def _present(data_dir: Path, need: str) -> bool:
+    path = data_dir / need.rstrip("/")
+    if need.endswith("/"):
+        return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
+    return path.is_file()
+
+
+def missing_files(data_dir: Path, targets) -> dict[str, list[str]]:
+    """{data corpus: [missing paths]} for the (family, corpus) pairs of a run, under ``data_dir`` (presence only:
+    ``data verify`` checks the bytes)."""
+    missing: dict[str, list[str]] = {}
+    for family, corpus in dict.fromkeys(targets):
+        try:
+            needs = family_needs(family, corpus)
+        except KeyError:  # a corpus the family modules do not name (a test's own): nothing to check here
+            needs = []
+        for need in needs:
+            if not _present(Path(data_dir), need):
+                owner = need.split("/")[0]
+                if need not in missing.setdefault(owner, []):
+                    missing[owner].append(need)
+    return missing
+
+
+def fetch_command(data_dir: Path, corpora: list[str]) -> str:
+    from ..settings import default_data_home
+
+    dest = "" if Path(data_dir).resolve() == default_data_home().resolve() else f" --dest {data_dir}"
+    return f"{FETCH_COMMAND}{dest} --only {' '.join(corpora)}"
+
+
+def require_data(data_dir: Path, targets) -> None:
+    """A DataError of one line when a corpus the run reads is missing: the corpus, the folder searched, the fetch
+    command."""
+    missing = missing_files(data_dir, targets)
+    if not missing:
+        return
+    names = list(missing)
+    first = missing[names[0]][0]
+    raise DataError(f"missing corpus {', '.join(names)} (e.g. {first}) in the data folder {data_dir}; "
+                    f"fetch it with: {fetch_command(data_dir, names)}")
