@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -104,9 +103,10 @@ def _merged(path: Path, provenance: dict, results: dict) -> dict:
 
 
 def _write_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """The baseline as a versioned strict-JSON document (schema ``bertattn-bench/baseline``), written atomically."""
+    from .documents import envelope, write_json
+
+    write_json(path, envelope("baseline", doc), "baseline")
 
 
 # ---- what moved between two recorded baselines ----------------------------------------------------------------
