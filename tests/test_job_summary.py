@@ -58,7 +58,8 @@ def test_command_fail_names_lost_claims(tmp_path, monkeypatch, capsys):
 def test_negative_control_fails_only_where_a_claim_holds():
     """As benchmarks/test_negative_control.py: an inconclusive 'does not hold' on the twin is not a failure."""
     twin = "random-init(embedded:all-MiniLM-L6-v2)@0"
-    outs = [outcome("t.unsure", False, False, control=True, model=twin, inconclusive=True),
+    outs = [outcome("t.unsure", False, False, control=True, model=twin, inconclusive=True, margin=-0.1,
+                    interval=[-1.0, 1.0]),
             outcome("t.held", True, False, control=True, model=twin)]
     text = job_summary(outs)
     assert "| random-minilm (negative control) | 1 | 0 | 1 | 0 | 1 | 1 |" in text
