@@ -70,6 +70,9 @@ def diff_main(argv: list[str]) -> int:
     print(diff_markdown(rows))
     flips = sum(r["flipped"] for r in rows)
     print(f"\n{len(rows)} moved, {flips} verdict(s) changed")
+    other = sum(1 for r in rows if not r.get("comparable", True))
+    if other:
+        print(f"not judged: {other} entr(y/ies) recorded with another --limit and another n")
     if failures:
         print(f"FAILED (--fail-on {args.fail_on}): {len(failures)} entr(y/ies)")
         for line in failures:

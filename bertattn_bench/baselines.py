@@ -159,6 +159,8 @@ def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9)
     lacks: key, before/after value, n and verdict, and the after value's 95% interval where it has one."""
     rows = []
     o, n = old["results"], new["results"]
+    # recorded with another --limit: where n differs too, the values are other samples' (compared, not judged)
+    limits_differ = old.get("provenance", {}).get("limit") != new.get("provenance", {}).get("limit")
     for key in sorted(k for k in set(o) | set(n) if k.startswith(prefix)):
         a, b = o.get(key), n.get(key)
         va, vb = (a or {}).get("measured"), (b or {}).get("measured")
@@ -168,7 +170,8 @@ def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9)
             continue
         rows.append({"key": key, "before": va, "after": vb, "n_before": (a or {}).get("n"), "n_after": (b or {}).get("n"),
                      "verdict_before": verdict_of(a), "verdict_after": verdict_of(b), "interval_after": _interval(b),
-                     "flipped": verdict_of(a) != verdict_of(b)})
+                     "flipped": verdict_of(a) != verdict_of(b),
+                     "comparable": not (limits_differ and (a or {}).get("n") != (b or {}).get("n"))})
     return rows
 
 
@@ -186,7 +189,8 @@ def diff_failures(rows: list[dict], fail_on: str = "flips+values", tolerances: d
     """What in ``rows`` (:func:`baseline_diff`) fails the build under the policy ``fail_on``: ``flips`` (a verdict
     that changed, the key on both sides), ``values`` (a value that moved by more than its claim's tolerance from the
     catalog; a claim not in the catalog has none and is not judged), ``flips+values`` (the default), ``any`` (any
-    row: also a changed n or a key on one side only), ``never``. One line per failure, naming the key."""
+    row: also a changed n or a key on one side only), ``never``. A row measured with another ``--limit`` and another
+    n (``comparable`` false) fails only under ``any``. One line per failure, naming the key."""
     if fail_on not in FAIL_ON:
         from .errors import BenchError
 
@@ -196,6 +200,8 @@ def diff_failures(rows: list[dict], fail_on: str = "flips+values", tolerances: d
     tolerances = catalog_tolerances() if tolerances is None else tolerances
     out = []
     for r in rows:
+        if not r.get("comparable", True) and fail_on != "any":  # another --limit's sample
+            continue
         both = r["verdict_before"] != "—" and r["verdict_after"] != "—"
         if fail_on in ("flips", "flips+values", "any") and both and r["flipped"]:
             out.append(f"{r['key']}: verdict {r['verdict_before']} -> {r['verdict_after']}")

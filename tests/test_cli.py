@@ -107,3 +107,17 @@ def test_plugin_is_registered_as_a_pytest11_entry_point_named_as_its_module():
     eps = project["entry-points"]["pytest11"]
     assert eps == {"bertattn_bench.pytest_plugin": "bertattn_bench.pytest_plugin"}
     assert hasattr(importlib.import_module("bertattn_bench.pytest_plugin"), "pytest_addoption")
+
+
+def test_diff_does_not_judge_other_limits_samples():
+    """A baseline recorded with --limit 50 against the full one: values and verdicts with another n are other
+    samples', listed but not failed (except under --fail-on any); with the same limit they are judged."""
+    from bertattn_bench.baselines import baseline_diff, diff_failures
+
+    old = {"provenance": {"limit": None}, "results": {"k@x": {"measured": 1.0, "n": 5211, "holds": True}}}
+    new = {"provenance": {"limit": 50}, "results": {"k@x": {"measured": 9.0, "n": 122, "holds": False}}}
+    rows = baseline_diff(old, new)
+    assert not rows[0]["comparable"] and diff_failures(rows, tolerances={"k": 0.5}) == []
+    assert diff_failures(rows, "any", tolerances={"k": 0.5})
+    new["provenance"]["limit"] = None
+    assert diff_failures(baseline_diff(old, new), tolerances={"k": 0.5}) == ["k@x: verdict holds -> does not hold"]
