@@ -5,7 +5,6 @@ import json
 import os
 from pathlib import Path
 
-import pandas as pd
 from tabulate import tabulate
 
 from .claims import ClaimOutcome

@@ -66,3 +66,15 @@ def test_unusable_cache_folder_is_named_at_startup(tmp_path):
         check_cache_dir(a_file)
     with pytest.raises(BenchError, match=f"cache folder {a_file / 'sub'} cannot be created"):
         check_cache_dir(a_file / "sub")
+
+
+@pytest.mark.parametrize("content", ["{truncated", "[]"])
+def test_malformed_checkpoint_meta_is_retrained_with_a_warning(tmp_path, content):
+    from bertattn_bench.checkpoints import META, WEIGHTS, complete_meta
+
+    (tmp_path / META).write_text(content)
+    (tmp_path / WEIGHTS).write_bytes(b"")
+    with pytest.warns(CacheWarning, match=f"checkpoint {tmp_path / META}: malformed"):
+        assert complete_meta(tmp_path) is None
+    (tmp_path / META).write_text('{"epochs": 3}')
+    assert complete_meta(tmp_path) == {"epochs": 3}
