@@ -114,17 +114,36 @@ def list_main(argv: list[str]) -> int:
 
 
 def diff_main(argv: list[str]) -> int:
-    from .baselines import baseline_diff, diff_markdown, read_baseline
+    """0: nothing that fails under --fail-on moved; 1: something did (listed); 4: bad usage or input."""
+    from .baselines import FAIL_ON, baseline_diff, diff_failures, diff_markdown, read_baseline
+    from .errors import BenchError
 
     parser = _Parser(prog=f"{PROG} diff", description="what moved between two recorded baselines")
     parser.add_argument("old", help="baseline JSON, or REV:PATH (e.g. HEAD~3:reference_numbers/baselines/X.json)")
     parser.add_argument("new", help="baseline JSON, or REV:PATH")
     parser.add_argument("--prefix", default="", help="only claim ids starting with this (e.g. clark.)")
+    parser.add_argument("--fail-on", default="flips+values", choices=FAIL_ON,
+                        help="what exits 1: a flipped verdict, a value outside its claim's tolerance, both (default), "
+                             "any moved entry, or never")
     args = parser.parse_args(argv)
-    rows = baseline_diff(read_baseline(args.old, _checkout_root()), read_baseline(args.new, _checkout_root()), args.prefix)
+    try:
+        rows = baseline_diff(read_baseline(args.old, _checkout_root()),
+                             read_baseline(args.new, _checkout_root()), args.prefix)
+        failures = diff_failures(rows, args.fail_on)
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
     print(diff_markdown(rows))
     flips = sum(r["flipped"] for r in rows)
     print(f"\n{len(rows)} moved, {flips} verdict(s) changed")
+    other = sum(1 for r in rows if not r.get("comparable", True))
+    if other:
+        print(f"not judged: {other} entr(y/ies) recorded with another --limit and another n")
+    if failures:
+        print(f"FAILED (--fail-on {args.fail_on}): {len(failures)} entr(y/ies)")
+        for line in failures:
+            print(f"  {line}")
+        return 1
     return 0
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -106,32 +105,37 @@ def _merged(path: Path, provenance: dict, results: dict) -> dict:
 
 
 def _write_atomic(path: Path, doc: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """The baseline as a versioned strict-JSON document (schema ``bertattn-bench/baseline``), written atomically."""
+    from .documents import envelope, write_json
+
+    write_json(path, envelope("baseline", doc), "baseline")
 
 
 # ---- what moved between two recorded baselines ----------------------------------------------------------------
 
 def read_baseline(spec: str, root: Path | None = None) -> dict:
-    """A baseline JSON from a file path, or ``REV:PATH`` for the file as git revision REV held it."""
+    """A baseline JSON from a file path, or ``REV:PATH`` for the file as git revision REV held it; a versioned document
+    (``{"schema": "bertattn-bench/baseline", "version": 1, ...}``) or an older one without those keys. Errors are
+    BenchError (the commands' usage/input status, 4)."""
+    from .errors import BenchError
+
     path = Path(spec)
     if not path.is_file() and ":" in spec:
         rev, _, rel = spec.partition(":")
         out = subprocess.run(["git", "show", f"{rev}:{rel}"], capture_output=True, text=True, cwd=root)
         if out.returncode:
-            raise SystemExit(f"baseline {spec!r}: git show failed: {out.stderr.strip()}")
+            raise BenchError(f"baseline {spec!r}: git show failed: {out.stderr.strip()}")
         text, where = out.stdout, spec
     elif path.is_file():
         text, where = path.read_text(encoding="utf-8"), str(path)
     else:
-        raise SystemExit(f"baseline {spec!r}: no such file (or REV:PATH in a git checkout)")
+        raise BenchError(f"baseline {spec!r}: no such file (or REV:PATH in a git checkout)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise SystemExit(f"baseline {where}: not JSON (line {e.lineno}: {e.msg})") from None
-    if not isinstance(doc.get("results"), dict):
-        raise SystemExit(f"baseline {where}: no 'results' object")
+        raise BenchError(f"baseline {where}: not JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
+        raise BenchError(f"baseline {where}: no 'results' object")
     return doc
 
 
@@ -157,6 +161,8 @@ def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9)
     lacks: key, before/after value, n and verdict, and the after value's 95% interval where it has one."""
     rows = []
     o, n = old["results"], new["results"]
+    # recorded with another --limit: where n differs too, the values are other samples' (compared, not judged)
+    limits_differ = old.get("provenance", {}).get("limit") != new.get("provenance", {}).get("limit")
     for key in sorted(k for k in set(o) | set(n) if k.startswith(prefix)):
         a, b = o.get(key), n.get(key)
         va, vb = (a or {}).get("measured"), (b or {}).get("measured")
@@ -166,8 +172,52 @@ def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9)
             continue
         rows.append({"key": key, "before": va, "after": vb, "n_before": (a or {}).get("n"), "n_after": (b or {}).get("n"),
                      "verdict_before": verdict_of(a), "verdict_after": verdict_of(b), "interval_after": _interval(b),
-                     "flipped": verdict_of(a) != verdict_of(b)})
+                     "flipped": verdict_of(a) != verdict_of(b),
+                     "comparable": not (limits_differ and (a or {}).get("n") != (b or {}).get("n"))})
     return rows
+
+
+FAIL_ON = ("flips", "values", "flips+values", "any", "never")
+
+
+def catalog_tolerances() -> dict[str, float]:
+    """claim id -> its tolerance (allowed |value - recorded|) from the claims catalog."""
+    from .claims import load_claims
+
+    return {c.id: c.tolerance for c in load_claims()}
+
+
+def diff_failures(rows: list[dict], fail_on: str = "flips+values", tolerances: dict[str, float] | None = None) -> list[str]:
+    """What in ``rows`` (:func:`baseline_diff`) fails the build under the policy ``fail_on``: ``flips`` (a verdict
+    that changed, the key on both sides), ``values`` (a value that moved by more than its claim's tolerance from the
+    catalog; a claim not in the catalog has none and is not judged), ``flips+values`` (the default), ``any`` (any
+    row: also a changed n or a key on one side only), ``never``. A row measured with another ``--limit`` and another
+    n (``comparable`` false) fails only under ``any``. One line per failure, naming the key."""
+    if fail_on not in FAIL_ON:
+        from .errors import BenchError
+
+        raise BenchError(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
+    if fail_on == "never":
+        return []
+    tolerances = catalog_tolerances() if tolerances is None else tolerances
+    out = []
+    for r in rows:
+        if not r.get("comparable", True) and fail_on != "any":  # another --limit's sample
+            continue
+        both = r["verdict_before"] != "—" and r["verdict_after"] != "—"
+        if fail_on in ("flips", "flips+values", "any") and both and r["flipped"]:
+            out.append(f"{r['key']}: verdict {r['verdict_before']} -> {r['verdict_after']}")
+            continue
+        tol = tolerances.get(r["key"].split("@", 1)[0])
+        a, b = r["before"], r["after"]
+        if (fail_on in ("values", "flips+values", "any") and tol is not None and isinstance(a, (int, float))
+                and isinstance(b, (int, float)) and abs(b - a) > tol + 1e-9):
+            out.append(f"{r['key']}: value {a:.4g} -> {b:.4g} ({b - a:+.3g}, tolerance {tol})")
+            continue
+        if fail_on == "any":
+            out.append(f"{r['key']}: moved (value {a} -> {b}, n {r['n_before']} -> {r['n_after']}, verdict "
+                       f"{r['verdict_before']} -> {r['verdict_after']})")
+    return out
 
 
 def diff_markdown(rows: list[dict]) -> str:

@@ -68,20 +68,39 @@ class DigestIndex:
         self.path = Path(path) if path else None
         self._memo: dict[str, list] | None = None
         self._new: dict[str, list] = {}
+        self.read_only = False  # a read-only cache folder: the index is read, never written
 
     @staticmethod
     def stamp(st: os.stat_result) -> list[int]:
         # ctime and inode too: `cp -p` or an editor that keeps mtime still changes them (a user cannot set ctime)
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
+    def _read(self) -> dict[str, list]:
+        """The index file's entries; an unreadable or malformed file (not JSON, or JSON of another shape) or entry is
+        left out with a :class:`CacheWarning` naming the file: its files are rehashed (a miss costs time, never a
+        wrong key), and the next flush rewrites it."""
+        if self.path is None or not self.path.is_file():
+            return {}
+        try:
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+            warnings.warn(f"{self.path}: unreadable digest index ({type(exc).__name__}: {exc}); rehashing the data "
+                          f"files", CacheWarning, stacklevel=3)
+            return {}
+        if not isinstance(doc, dict):
+            warnings.warn(f"{self.path}: malformed digest index (a JSON {type(doc).__name__}, expected an object "
+                          f"path -> [stamp, sha256]); rehashing the data files", CacheWarning, stacklevel=3)
+            return {}
+        good = {k: v for k, v in doc.items() if _index_entry_ok(v)}
+        if len(good) != len(doc):
+            warnings.warn(f"{self.path}: {len(doc) - len(good)} malformed digest index entr(y/ies) (e.g. "
+                          f"{next(k for k in doc if k not in good)!r}); rehashing those files", CacheWarning,
+                          stacklevel=3)
+        return good
+
     def _load(self) -> dict[str, list]:
         if self._memo is None:
-            self._memo = {}
-            if self.path is not None and self.path.is_file():
-                try:
-                    self._memo = json.loads(self.path.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-                    self._memo = {}  # unreadable: rehash (a miss costs time, never a wrong key)
+            self._memo = self._read()
         return self._memo
 
     def digest(self, path: Path) -> str:
@@ -97,21 +116,23 @@ class DigestIndex:
 
     def flush(self) -> None:
         """Merge this process's new digests into the index file (locked: xdist workers flush concurrently)."""
-        if self.path is None or not self._new:
+        if self.path is None or not self._new or self.read_only:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.path) + ".lock"):
-            on_disk = {}
-            if self.path.is_file():
-                try:
-                    on_disk = json.loads(self.path.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-                    on_disk = {}
+            with warnings.catch_warnings():  # said once, by _load
+                warnings.simplefilter("ignore", CacheWarning)
+                on_disk = self._read()
             on_disk.update(self._new)
             tmp = self.path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps(on_disk, sort_keys=True), encoding="utf-8")
             os.replace(tmp, self.path)
         self._new = {}
+
+
+def _index_entry_ok(v) -> bool:
+    return (isinstance(v, list) and len(v) == 2 and isinstance(v[0], list) and len(v[0]) == 4
+            and all(isinstance(x, int) for x in v[0]) and isinstance(v[1], str) and len(v[1]) == 64)
 
 
 DEFAULT_INDEX = DigestIndex()  # in-process memo for callers without a cache dir
@@ -356,10 +377,54 @@ def cache_key(family: str, corpus: str, info, data_paths: list[Path], options: d
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+def _writable(directory: Path) -> bool:
+    """Whether a file can be created in ``directory`` (tried, not guessed from the mode bits: root, read-only mounts)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+            return True
+    except OSError:
+        return False
+
+
+def check_cache_dir(directory: Path | None) -> str:
+    """Start-up check of the pass-cache folder: ``"off"`` (none), ``"read-write"``, or ``"read-only"`` (it exists and
+    nothing can be written in it: its entries are read, new passes are computed and not stored). A folder that
+    cannot be used at all (a file in its place, or missing and not creatable) is a BenchError naming it, the option
+    and the variable."""
+    from .errors import BenchError
+
+    if directory is None:
+        return "off"
+    directory = Path(directory)
+    hint = f"(--cache-dir / {CACHE_ENV}; --no-cache runs without one)"
+    if directory.exists() and not directory.is_dir():
+        raise BenchError(f"cache folder {directory} is not a folder {hint}")
+    if not directory.exists():
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BenchError(f"cache folder {directory} cannot be created ({exc.strerror or exc}) {hint}") from None
+    if not os.access(directory, os.R_OK | os.X_OK):
+        raise BenchError(f"cache folder {directory} cannot be read {hint}")
+    return "read-write" if _writable(directory) else "read-only"
+
+
 class PassCache:
-    def __init__(self, directory: Path | None):
+    def __init__(self, directory: Path | None, read_only: bool | None = None):
+        """``read_only``: None finds out (a folder that exists and cannot be written is used read-only, with a
+        :class:`CacheWarning` naming it): hits are loaded, misses computed and not stored, no lock taken."""
         self.directory = directory
         self.digests = DigestIndex(Path(directory) / INDEX_NAME) if directory else DEFAULT_INDEX
+        if read_only is None:
+            read_only = directory is not None and Path(directory).is_dir() and not _writable(Path(directory))
+            if read_only:
+                warnings.warn(f"cache folder {directory} is read-only: cached passes are read, new ones are computed "
+                              f"and not stored", CacheWarning, stacklevel=2)
+        self.read_only = bool(read_only)
+        if directory is not None:
+            self.digests.read_only = self.read_only
 
     def key(self, family: str, corpus: str, info, prepared, options: dict) -> str:
         """The key of ``prepared``'s pass: its data files, the model, the family's code, ``options`` + its own."""
@@ -377,6 +442,13 @@ class PassCache:
         :class:`CacheWarning`; nothing in it is ever executed. A result that cannot be stored as data is returned
         uncached (with a warning)."""
         if self.directory is None:
+            return compute(), False
+        if self.read_only:  # no lock (it is a file), no store
+            if path.is_file() and not force:
+                try:
+                    return load_result(path), True
+                except CacheEntryError as exc:
+                    warnings.warn(f"{exc}; recomputing it (read-only cache: not stored)", CacheWarning, stacklevel=2)
             return compute(), False
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
@@ -635,5 +707,5 @@ def load_result(path: Path):
         return _Decoder(arrays)(doc["value"])
     except CacheEntryError as exc:
         raise CacheEntryError(f"cache entry {path}: {exc}") from None
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+    except (LookupError, TypeError, ValueError, AttributeError, RuntimeError, RecursionError) as exc:
         raise CacheEntryError(f"cache entry {path}: malformed ({type(exc).__name__}: {exc})") from None

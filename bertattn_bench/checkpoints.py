@@ -34,10 +34,22 @@ def locked(directory: Path):
 
 
 def complete_meta(directory: Path, need_weights: bool = True) -> dict | None:
-    """The checkpoint's meta where it is complete (meta, and the weights unless ``need_weights`` is False)."""
+    """The checkpoint's meta where it is complete (meta, and the weights unless ``need_weights`` is False); a meta
+    that is not a JSON object (truncated, edited) counts as incomplete: retrained, with a CacheWarning naming it."""
     meta = directory / META
     if meta.is_file() and (not need_weights or (directory / WEIGHTS).is_file()):
-        return json.loads(meta.read_text())
+        try:
+            doc = json.loads(meta.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
+            doc = exc
+        if isinstance(doc, dict):
+            return doc
+        import warnings
+
+        from .cache import CacheWarning
+
+        warnings.warn(f"checkpoint {meta}: malformed ({doc if isinstance(doc, Exception) else type(doc).__name__}); "
+                      f"retraining it", CacheWarning, stacklevel=2)
     return None
 
 

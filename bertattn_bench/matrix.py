@@ -65,6 +65,11 @@ def read_records(source: Path) -> list[dict]:
     path = path / "claims.json" if path.is_dir() else path
     records = read_json(path, f"{source}: no claims report here (expected a folder with claims.json, written by "
                               f"--claims-report DIR, or the claims.json file)")
+    if isinstance(records, dict) and records.get("schema") == "bertattn-bench/claims":  # versioned (issue 37)
+        if records.get("version") != 1:
+            raise BenchError(f"{path}: claims report version {records.get('version')!r}, this code reads 1")
+        records = records.get("records")
+    # else: an older report, a bare list of records
     if not isinstance(records, list) or not all(isinstance(r, dict) and "claim_id" in r for r in records):
         raise BenchError(f"{path}: not a claims report (a list of records with claim_id)")
     for i, r in enumerate(records):
@@ -325,12 +330,42 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models") -> str
     return "".join(parts)
 
 
+def json_doc(m: Matrix) -> dict:
+    """``matrix.json``: the versioned document of the table (schema ``bertattn-bench/matrix``): columns, and per row
+    the cells by column label with the verdict and each number in its own field."""
+    from .documents import envelope
+
+    rows = []
+    for row in m.rows:
+        ref = row["cells"].get(m.reference.key) if m.reference else None
+        cells = {}
+        for c in m.columns:
+            r = row["cells"].get(c.key)
+            if r is None:
+                continue
+            lo, hi = r.get("interval") or (None, None)
+            delta = (r["measured"] - ref["measured"] if ref is not None and not c.control and ref is not r
+                     and r.get("measured") is not None and ref.get("measured") is not None else None)
+            cells[c.label] = {"verdict": verdict_of(r), "value": r.get("measured"), "ci_low": lo, "ci_high": hi,
+                              "n": r.get("n"), "head": r.get("head"), "delta": delta}
+        rows.append({"paper": row["paper"], "section": row["section"], "claim": row["claim"], "corpus": row["corpus"],
+                     "reference": row["reference"], "comparison": row["comparison"], "cells": cells,
+                     "holds_on": claim_summary(row, m.columns)})
+    return envelope("matrix", {
+        "reference": m.reference.label if m.reference else None,
+        "columns": [{"label": c.label, "model": c.model, "slug": c.slug, "control": c.control} for c in m.columns],
+        "rows": rows, "summary": model_summary(m)})
+
+
 def write_matrix(m: Matrix, directory: Path) -> list[Path]:
-    """``matrix.md``, ``matrix.csv`` and ``matrix.html`` in ``directory``."""
+    """``matrix.md``, ``matrix.csv``, ``matrix.html`` and ``matrix.json`` in ``directory``."""
+    from .documents import write_json
+
     directory.mkdir(parents=True, exist_ok=True)
     out = []
     for name, text in (("matrix.md", markdown(m)), ("matrix.csv", csv_text(m)), ("matrix.html", html_page(m))):
         path = directory / name
         path.write_text(text, encoding="utf-8")
         out.append(path)
+    out.append(write_json(directory / "matrix.json", json_doc(m), "matrix"))
     return out

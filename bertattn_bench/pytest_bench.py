@@ -74,8 +74,14 @@ class BenchSession(Runner):
             pytest.fail(str(exc), pytrace=False)
 
     def prepare(self, target: Target):
+        from .errors import DataError
+
         try:
             return super().prepare(target)
+        except DataError as exc:
+            # bad input (a malformed or undecodable data file): one message and the usage/input status, not one
+            # failure per test; what finished is cached, the report is written marked incomplete
+            pytest.exit(f"ERROR: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         except BenchError as exc:
             pytest.fail(str(exc), pytrace=False)
 
@@ -165,6 +171,7 @@ def check_collected(config, items) -> None:
     data nor models."""
     if hasattr(config, "_bertattn_usage_error"):
         raise pytest.UsageError(config._bertattn_usage_error)
+    config._bertattn_selected = {i.nodeid: _claim_label(i) for i in items if "claim" in getattr(i, "fixturenames", ())}
     if config.option.collectonly:
         return
     s = session(config)
@@ -285,6 +292,23 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
 
 # ---- the end of the session ------------------------------------------------------------------------------------
 
+def _claim_label(item) -> str:
+    """A claim test as the incomplete report names it: ``claim_id on model / corpus``."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    claim, target = params.get("claim"), params.get("target")
+    return f"{getattr(claim, 'id', item.name)} on {model_id(target.model)} / {target.corpus}" if target else item.name
+
+
+def finished(config, nodeid: str) -> None:
+    config.__dict__.setdefault("_bertattn_finished", set()).add(nodeid)
+
+
+def missing_claims(config) -> list[str]:
+    """The selected claim tests that did not run (an interrupted session): named in an incomplete report."""
+    done = getattr(config, "_bertattn_finished", set())
+    return [label for nodeid, label in getattr(config, "_bertattn_selected", {}).items() if nodeid not in done]
+
+
 def collect_properties(config, props) -> None:
     s = session(config)
     for key, value in props:
@@ -318,9 +342,18 @@ def terminal_summary(terminalreporter, config) -> None:
         terminalreporter.write_line("")
         for line in lines:
             terminalreporter.write_line(line)
+    missing = missing_claims(config)
+    if missing:
+        terminalreporter.write_line(f"INCOMPLETE: {len(missing)} selected claim test(s) did not run (interrupted); "
+                                    f"the report says so and names them")
     if s.options.claims_report:
-        paths = s.write_report(s.options.claims_report)
+        paths = s.write_report(s.options.claims_report, missing=missing or None)
         terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
+    from .summary import job_summary, write_job_summary
+
+    summary = write_job_summary(job_summary(s.outcomes, missing=missing or None))  # only where $GITHUB_STEP_SUMMARY
+    if summary:
+        terminalreporter.write_line(f"job summary: appended to {summary}")
     if s.options.record_baseline:
         for path in s.record_baselines(s.options.record_baseline):
             terminalreporter.write_line(f"recorded baseline: {path}")

@@ -102,6 +102,10 @@ class _ReportCollector:
     def pytest_runtest_logreport(self, report):
         if report.when != "teardown":  # every phase's report carries the item's properties: read them once
             return
+        if hasattr(self.config, "_bertattn_selected"):
+            from .pytest_bench import finished
+
+            finished(self.config, report.nodeid)
         props = [(k, v) for k, v in getattr(report, "user_properties", []) if k in ("bertattn_outcome", "bertattn_pass")]
         if not props:
             return

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-import pandas as pd
 from tabulate import tabulate
 
 from .claims import ClaimOutcome
@@ -157,36 +157,118 @@ def markdown_page(outcomes: list[ClaimOutcome], directory: Path, figures=()) -> 
     return page
 
 
+CSV_COLUMNS = ("claim_id", "paper", "section", "model", "model_slug", "corpus", "negative_control", "verdict", "holds",
+               "inconclusive", "value", "unit", "ci_low", "ci_high", "margin", "n", "n_unit", "head", "baseline",
+               "baseline_holds", "baseline_model", "delta", "tolerance", "baseline_ok", "passed", "check_failure",
+               "skipped", "reference", "comparison", "statement", "data", "attn_implementation", "detail", "values")
+
+
+def _csv_cell(v) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)  # shortest round-trip form: a number a spreadsheet reads
+    if isinstance(v, (dict, list)):
+        from .documents import dumps
+
+        return dumps(v, indent=None).strip()
+    return str(v)
+
+
+def csv_text(records: list[dict]) -> str:
+    """``claims.csv``: one row per record, every number in its own column (value, ci_low, ci_high, n, baseline,
+    delta, ...; empty where none), booleans ``true``/``false``, the metric's named values as one JSON cell."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in records:
+        lo, hi = r.get("interval") or (None, None)
+        row = {**r, "value": r.get("measured"), "ci_low": lo, "ci_high": hi}
+        w.writerow([_csv_cell(row.get(k)) for k in CSV_COLUMNS])
+    return buf.getvalue()
+
+
+RUN_FILE = "run.json"
+# the report's own entries: replaced by each write (anything else in the folder is kept)
+REPORT_FILES = ("claims.md", "claims.csv", "claims.json", RUN_FILE, "matrix.md", "matrix.csv", "matrix.html",
+                "matrix.json", "figures")
+
+
+def incomplete_banner(missing: list[str]) -> str:
+    shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+    return (f"> **INCOMPLETE REPORT**: the run stopped (or was limited) before {len(missing)} selected claim(s)/test(s) "
+            f"ran: {shown}. The table below holds only what ran.\n\n")
+
+
 def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), provenance: dict | None = None,
-                 matrix: bool = True) -> list[Path]:
-    """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a list, one record per claim/model/corpus);
-    with ``provenance`` (:func:`run_provenance`) ``run.json``, what ``merge`` checks before joining reports; with
-    ``matrix`` the claims × models view (``matrix.md``/``.csv``/``.html``, :mod:`bertattn_bench.matrix`)."""
-    directory.mkdir(parents=True, exist_ok=True)
+                 matrix: bool = True, missing: list[str] | None = None) -> list[Path]:
+    """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a versioned document, ``records``: one per
+    claim/model/corpus); with ``provenance`` (:func:`run_provenance`) ``run.json``, what ``merge`` checks before joining
+    reports; with ``matrix`` the claims × models view (``matrix.md``/``.csv``/``.html``/``.json``).
+
+    ``missing``: the claims/tests selected but not run (an interrupted run): ``claims.json`` and ``run.json`` say
+    ``"complete": false`` and list them, ``claims.md`` opens with a banner. The folder is written atomically: the
+    files go to a sibling temporary folder which then replaces ``directory``, so an interrupted write leaves the
+    previous report whole, and figures of earlier runs not in ``figures`` are gone (other entries of the folder, e.g.
+    ``baselines/``, are kept). ``figures`` must lie under ``directory`` (they are carried over)."""
+    import shutil
+
+    from .documents import envelope, write_json
+
+    directory = Path(directory)
+    final = directory.resolve()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    missing = list(missing or [])
     outcomes = in_report_order(outcomes)
     records = [o.record() | {"verdict": o.verdict} for o in outcomes]
-    json_path = directory / "claims.json"
-    json_path.write_text(json.dumps(records, indent=2, ensure_ascii=False), encoding="utf-8")
-    csv_path = directory / "claims.csv"
-    pd.DataFrame.from_records(records).to_csv(csv_path, index=False)
-    md_path = directory / "claims.md"
-    md_path.write_text(markdown_page(outcomes, directory, figures), encoding="utf-8")
-    out = [md_path, csv_path, json_path]
+    state = {"complete": not missing, "missing": missing}
+    write_json(tmp / "claims.json", envelope("claims", {**state, "records": records}))
+    (tmp / "claims.csv").write_text(csv_text(records), encoding="utf-8")
+    figures = [Path(f) for f in figures]
+    kept = []
+    for f in figures:  # carried into the new folder under the same relative path
+        rel = f.resolve().relative_to(final)
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, tmp / rel)
+        kept.append(directory / rel)
+    page = markdown_page(outcomes, directory, kept)
+    (tmp / "claims.md").write_text(("" if not missing else incomplete_banner(missing)) + page, encoding="utf-8")
+    names = ["claims.md", "claims.csv", "claims.json"]
     if provenance is not None:
-        run_path = directory / RUN_FILE
-        run_path.write_text(json.dumps(provenance, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        out.append(run_path)
+        write_json(tmp / RUN_FILE, envelope("run", {**provenance, **state}))
+        names.append(RUN_FILE)
     if matrix:
+        from . import documents
         from . import matrix as mx
 
-        folders = sorted({Path(f).parent for f in figures})
-        out += mx.write_matrix(mx.build(json.loads(json.dumps(records)), figure_dirs=folders), directory)
-    return out
+        folders = sorted({Path(f).parent for f in kept})
+        m = mx.build(documents.loads(documents.dumps(records)), figure_dirs=[tmp / f.relative_to(directory)
+                                                                              for f in folders])
+        names += [p.name for p in mx.write_matrix(m, tmp)]
+    if final.is_dir():  # keep what is not the report's own (e.g. baselines/ recorded into the folder)
+        for entry in final.iterdir():
+            if entry.name not in REPORT_FILES and not (tmp / entry.name).exists():
+                os.replace(entry, tmp / entry.name)
+    old = final.with_name(f".{final.name}.old{os.getpid()}")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return [directory / n for n in names]
 
 
 # ---- what a claims report was measured with, and joining reports of split runs (issue 28) ------------------------
 
-RUN_FILE = "run.json"
 RUN_FORMAT = "bertattn-bench run"
 # what must be equal for two reports to be one measurement: the code, the claims catalog, the example limit
 MUST_MATCH = ("code", "references", "limit")
@@ -243,7 +325,7 @@ def read_run(folder: Path) -> dict:
     path = Path(folder) / RUN_FILE
     doc = read_json(path, f"{folder}: no {RUN_FILE} (a claims report written by this version with --claims-report "
                           f"holds one; it says which code, catalog and data the values come from)")
-    if doc.get("format") != RUN_FORMAT:
+    if not isinstance(doc, dict) or (doc.get("format") != RUN_FORMAT and doc.get("schema") != "bertattn-bench/run"):
         raise BenchError(f"{path}: not a {RUN_FORMAT} record")
     return doc
 

@@ -101,6 +101,9 @@ class RunOptions:
         output_dir("--record-baseline", None if self.record_baseline is None else str(self.record_baseline))
         if self.compare_to is not None:
             load_baseline_file(compare_to_path(self.compare_to))
+        from .cache import check_cache_dir
+
+        check_cache_dir(self.cache_dir)  # a folder that cannot be used at all: named now (read-only: used read-only)
 
     def chosen_corpora(self) -> dict[str, list[str]]:
         from .registry import families
@@ -234,8 +237,8 @@ class Runner:
         try:
             return fam.prepare(loaded, self.data_dir, target.corpus, limit=self.options.family_limit(target.family)[0],
                                batch_size=self.options.batch_size, **kwargs)
-        except BenchError as exc:
-            raise BenchError(f"{target.family} / {target.corpus}: {exc}") from exc
+        except BenchError as exc:  # the same kind of error (a DataError stays one), naming the pass
+            raise type(exc)(f"{target.family} / {target.corpus}: {exc}") from exc
 
     # ---- passes ----------------------------------------------------------------------------------------------
     def cached(self, target: Target, compute, prepared, force: bool = False):
@@ -313,10 +316,11 @@ class Runner:
         recording = self.options.record_baseline is not None
         comparing = self.options.compare_to is not None and not negative_control
         if comparing:
-            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others)
+            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit)
         else:
             own = not (recording or negative_control or not self.options.check_baseline)
-            out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others)
+            out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,
+                           limit=self.options.limit)
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
             # a learned-structure claim must fail on random weights, clearly (an inconclusive "does not hold" fails)
@@ -334,9 +338,10 @@ class Runner:
         return run_provenance(self.passes, limit=self.options.limit, tier=self.options.tier,
                               command=self.options.command)
 
-    def write_report(self, directory: Path | str) -> list[Path]:
-        """claims.md/.csv/.json, run.json, the matrix and each family's figures, from this run's results."""
-        return write_report_files(self.outcomes, self.pass_results(), Path(directory), self.provenance())
+    def write_report(self, directory: Path | str, missing: list[str] | None = None) -> list[Path]:
+        """claims.md/.csv/.json, run.json, the matrix and each family's figures, from this run's results;
+        ``missing``: what was selected and not run (the report is marked incomplete and names them)."""
+        return write_report_files(self.outcomes, self.pass_results(), Path(directory), self.provenance(), missing)
 
     def record_baselines(self, directory: Path | str, date: str | None = None) -> list[Path]:
         from .baselines import record_baselines
@@ -353,7 +358,8 @@ def pass_summary(r, cached: bool, path: Path | None = None, data_files: str = ""
             "limit": limit, "cache_path": str(path) if path else None, "data_files": data_files}
 
 
-def write_report_files(outcomes: list, results: list, directory: Path, provenance: dict) -> list[Path]:
+def write_report_files(outcomes: list, results: list, directory: Path, provenance: dict,
+                       missing: list[str] | None = None) -> list[Path]:
     """The claims report of ``outcomes`` with the figures of each family's pass ``results``."""
     from .registry import FIGURES
     from .report import write_report
@@ -365,7 +371,7 @@ def write_report_files(outcomes: list, results: list, directory: Path, provenanc
     for fam, rs in sorted(by_family.items()):
         if fam in FIGURES:
             figures += FIGURES[fam](rs, directory / "figures")
-    return write_report(outcomes, directory, figures, provenance) + figures
+    return write_report(outcomes, directory, figures, provenance, missing=missing) + figures
 
 
 def pass_lines(passes: list[dict]) -> list[str]:

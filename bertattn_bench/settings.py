@@ -18,6 +18,8 @@ ASSUME_SHAPE_ENV = "BERTATTN_ASSUME_SHAPE"
 PRUNE_EXACT_ENV = "BERTATTN_PRUNE_EXACT"
 DATA_HOME_ENV = "BERTATTN_DATA_HOME"  # the default data folder (``data fetch``'s destination), when set
 DATA_MIRROR_ENV = "BERTATTN_DATA_MIRROR"
+VALIDATE_OUTPUTS_ENV = "BERTATTN_VALIDATE_OUTPUTS"
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 # Every environment variable the package reads, and what it means: the one table (read them with env()).
 ENVIRONMENT = {
@@ -34,6 +36,8 @@ ENVIRONMENT = {
     ALLOW_DOWNLOAD_ENV: "1: let transformers download a hub model",
     ASSUME_SHAPE_ENV: "judge claims naming a paper model's heads on a model of another shape",
     PRUNE_EXACT_ENV: "1: recompute head importance before every pruning step also in the regression tier",
+    VALIDATE_OUTPUTS_ENV: "1: validate every JSON document against its shipped schema as it is written (the tests)",
+    SUMMARY_ENV: "a file the Markdown job summary is appended to (GitHub Actions sets it)",
     "CI": "set: no progress bars",
     "HF_HUB_OFFLINE": "set: say so when a hub model is missing (read, never set)",
     "TRANSFORMERS_OFFLINE": "as HF_HUB_OFFLINE",

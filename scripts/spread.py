@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bertattn_bench.matrix import read_records  # noqa: E402  (the report's records, any report version)
+
 # per family: the -k expression, default corpora, the one-item step of a value (None: none) and the precision
 FAMILIES = {
     "probes": {"k": "probes and not negative and not speed", "corpora": "ewt_dev,ewt_test,gum_test",
@@ -86,7 +89,7 @@ def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: P
         raise SystemExit(f"seed {seed}, {threads} thread(s): no {path}; pytest exited {proc.returncode}:\n"
                          + proc.stdout[-3000:] + proc.stderr[-3000:])
     return {"seed": seed, "omp_num_threads": threads, "torch_threads": torch_threads, "seconds": None if seconds is None else round(seconds, 1),
-            "pytest_exit": proc.returncode, "values": values_of(json.loads(path.read_text()))}
+            "pytest_exit": proc.returncode, "values": values_of(read_records(path))}
 
 
 def values_of(records: list[dict]) -> dict:

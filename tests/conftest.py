@@ -1,6 +1,12 @@
 """Shared fixtures for the unit tests: a tiny BERT built from a config (no weights) and the embedded tokenizer."""
+import os
+
 import pytest
 import torch
+
+# every JSON document a test writes (claims.json, run.json, baselines, matrix.json; also in the pytest subprocesses
+# the tests start) is validated against its shipped schema when written: a mismatch fails that test (issue 37)
+os.environ.setdefault("BERTATTN_VALIDATE_OUTPUTS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -96,7 +96,7 @@ def test_reports_show_the_interval_and_count_inconclusive(tmp_path):
     assert "inconclusive" in table and "-0.93 ±7.8 points" in table
     assert rows(outs)[0]["verdict"] == "does not hold (inconclusive: margin -0.93 ± 7.8, 95% CI)"
     write_report(outs, tmp_path)
-    records = json.loads((tmp_path / "claims.json").read_text(encoding="utf-8"))
+    records = json.loads((tmp_path / "claims.json").read_text(encoding="utf-8"))["records"]
     first = next(r for r in records if r["claim_id"] == "t.claim")
     assert first["inconclusive"] is True and first["interval"] == pytest.approx([-8.77, 6.91])
     assert "inconclusive" in (tmp_path / "claims.csv").read_text(encoding="utf-8")

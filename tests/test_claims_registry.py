@@ -464,8 +464,9 @@ def test_write_report_files(tmp_path):
     outs = [evaluate(claim(">", 1.0), FakePass(2.0)),
             evaluate(claim(">", 1.0, metric=NA_METRIC, id="t.z"), FakePass(1.0))]
     paths = write_report(outs, tmp_path / "rep")
-    assert [p.name for p in paths] == ["claims.md", "claims.csv", "claims.json", "matrix.md", "matrix.csv", "matrix.html"]
-    records = json.loads((tmp_path / "rep" / "claims.json").read_text(encoding="utf-8"))
+    assert [p.name for p in paths] == ["claims.md", "claims.csv", "claims.json", "matrix.md", "matrix.csv", "matrix.html",
+                                      "matrix.json"]
+    records = json.loads((tmp_path / "rep" / "claims.json").read_text(encoding="utf-8"))["records"]
     assert [(r["claim_id"], r["verdict"], r["passed"]) for r in records] == [("t.claim", "holds", True),
                                                                              ("t.z", "skipped", None)]
     assert "t.claim" in (tmp_path / "rep" / "claims.md").read_text(encoding="utf-8")

@@ -56,8 +56,44 @@ def test_diff_lists_moved_values_and_flipped_verdicts(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| z.f@x | 1 (10) | 2 (10) |" in out and "1 moved, 0 verdict(s) changed" in out
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(SystemExit, match="bad.json: not JSON"):
-        main(["diff", str(tmp_path / "bad.json"), str(tmp_path / "new.json")])
+    assert main(["diff", str(tmp_path / "bad.json"), str(tmp_path / "new.json")]) == 4  # input error: 4, not 1
+    assert "bad.json: not JSON" in capsys.readouterr().err
+
+
+def _baseline(**results):
+    return {"results": {k: {"measured": v, "n": 10, "holds": h} for k, (v, h) in results.items()}}
+
+
+@pytest.mark.parametrize("new, fail_on, status", [
+    ({"kov.sst2_sep_highest@x": (0.5, True)}, "flips+values", 0),  # unchanged
+    ({"kov.sst2_sep_highest@x": (0.5, False)}, "flips+values", 1),  # verdict flipped
+    ({"kov.sst2_sep_highest@x": (0.5, False)}, "values", 0),
+    ({"kov.sst2_sep_highest@x": (0.5, False)}, "never", 0),
+    ({"kov.sst2_sep_highest@x": (99.0, True)}, "flips+values", 1),  # value outside the catalog tolerance
+    ({"kov.sst2_sep_highest@x": (99.0, True)}, "flips", 0),
+    ({"kov.sst2_sep_highest@x": (0.5, True), "new.claim@x": (1.0, True)}, "flips+values", 0),  # added: not a flip
+    ({"kov.sst2_sep_highest@x": (0.5, True), "new.claim@x": (1.0, True)}, "any", 1),
+])
+def test_diff_exit_status_follows_fail_on(tmp_path, capsys, new, fail_on, status):
+    import json
+
+    from bertattn_bench.__main__ import main
+
+    (tmp_path / "old.json").write_text(json.dumps(_baseline(**{"kov.sst2_sep_highest@x": (0.5, True)})))
+    (tmp_path / "new.json").write_text(json.dumps(_baseline(**new)))
+    assert main(["diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--fail-on", fail_on]) == status
+    out = capsys.readouterr().out
+    assert ("FAILED" in out and "kov.sst2_sep_highest@x" in out.split("FAILED")[1]) or status == 0 or fail_on == "any"
+
+
+def test_diff_usage_errors_exit_4(tmp_path, capsys):
+    from bertattn_bench.__main__ import main
+
+    assert main(["diff", str(tmp_path / "missing.json"), str(tmp_path / "missing.json")]) == 4
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["diff", "a", "b", "--fail-on", "sometimes"])
+    assert exc.value.code == 4
 
 
 def test_plugin_is_registered_as_a_pytest11_entry_point_named_as_its_module():
@@ -71,3 +107,17 @@ def test_plugin_is_registered_as_a_pytest11_entry_point_named_as_its_module():
     eps = project["entry-points"]["pytest11"]
     assert eps == {"bertattn_bench.pytest_plugin": "bertattn_bench.pytest_plugin"}
     assert hasattr(importlib.import_module("bertattn_bench.pytest_plugin"), "pytest_addoption")
+
+
+def test_diff_does_not_judge_other_limits_samples():
+    """A baseline recorded with --limit 50 against the full one: values and verdicts with another n are other
+    samples', listed but not failed (except under --fail-on any); with the same limit they are judged."""
+    from bertattn_bench.baselines import baseline_diff, diff_failures
+
+    old = {"provenance": {"limit": None}, "results": {"k@x": {"measured": 1.0, "n": 5211, "holds": True}}}
+    new = {"provenance": {"limit": 50}, "results": {"k@x": {"measured": 9.0, "n": 122, "holds": False}}}
+    rows = baseline_diff(old, new)
+    assert not rows[0]["comparable"] and diff_failures(rows, tolerances={"k": 0.5}) == []
+    assert diff_failures(rows, "any", tolerances={"k": 0.5})
+    new["provenance"]["limit"] = None
+    assert diff_failures(baseline_diff(old, new), tolerances={"k": 0.5}) == ["k@x: verdict holds -> does not hold"]

@@ -131,4 +131,4 @@ def test_a_run_report_holds_the_matrix(tmp_path):
     assert {p.name for p in paths} >= {"matrix.md", "matrix.csv", "matrix.html", "claims.json"}
     assert "| clark.sep | wikitext2 | Fig. 2: ~0.5 | > 0.3 | ✓ 0.5 [0.4, 0.6] (n=100) | ✗ 0.1 (n=100) | 1/1 |" in \
         (tmp_path / "matrix.md").read_text()
-    assert len(json.loads((tmp_path / "claims.json").read_text())) == 6
+    assert len(json.loads((tmp_path / "claims.json").read_text())["records"]) == 6

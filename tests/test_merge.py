@@ -95,9 +95,9 @@ def test_parts_of_another_measurement_are_refused(tmp_path, monkeypatch, capsys,
 def test_conflicting_results_and_fragments_are_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
     p1, p2 = part(tmp_path, "p1", [A]), part(tmp_path, "p2", [A])
-    records = json.loads((p2 / "claims.json").read_text())
-    records[0]["measured"] = 0.99
-    (p2 / "claims.json").write_text(json.dumps(records))
+    doc = json.loads((p2 / "claims.json").read_text())
+    doc["records"][0]["measured"] = 0.99
+    (p2 / "claims.json").write_text(json.dumps(doc))
     assert main(["merge", str(tmp_path / "out"), str(p1), str(p2)]) == USAGE_ERROR
     assert "with different results (measured 0.99 vs" in capsys.readouterr().err
     frag = json.loads((p2 / "baselines" / "all-MiniLM-L6-v2.json").read_text())
@@ -185,7 +185,7 @@ def test_two_processes_merged_equal_one_combined_run(tmp_path, tokenizer):
     combined = run("combined", [bert, distil])
     assert main(["merge", str(tmp_path / "merged"), str(p1), str(p2)]) == 0
     merged = tmp_path / "merged"
-    records = json.loads((combined / "claims.json").read_text())
+    records = json.loads((combined / "claims.json").read_text())["records"]
     assert {(r["model"], r["negative_control"]) for r in records} == {
         (str(bert), False), (str(distil), False), (f"random-init({bert})@0", True)}
     assert any(r["measured"] is not None for r in records)

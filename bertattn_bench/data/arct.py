@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from . import read_text
 from ..settings import data_file
 
 ORIGINAL_FILES = {  # split -> file (relative to the data directory)
@@ -64,10 +65,7 @@ class ArctItem:
 
 def _rows(path: Path, delimiter: str, quoted: bool):
     """(line number, fields) per non-empty line; each line parsed alone so errors name their line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 ({exc})") from exc
+    text = read_text(path)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -273,7 +271,7 @@ def load_shipped_results(data_dir: Path) -> dict[str, SeedRuns]:
         seeds_txt = path.parent / "seeds.txt"
         if seeds_txt.is_file():
             listed = []
-            for number, line in enumerate(seeds_txt.read_text(encoding="utf-8").splitlines(), 1):
+            for number, line in enumerate(read_text(seeds_txt).splitlines(), 1):
                 if line.strip():
                     try:
                         listed.append(int(line))

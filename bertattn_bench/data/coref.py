@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError
+from . import read_text
 from . import gum
 from .gum import GUM_DOCUMENTS, SPLIT_FILES
 from .ud import _blocks, _check_block
@@ -214,7 +215,7 @@ def read_gum_document(path: str | Path, typing: str = "ptb", name_heads: str = "
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing GUM document: {path}")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     fields = list(DEFAULT_ENTITY_FIELDS)
     doc_id = path.stem
     words, upos, feats, heads, sentence_starts = [], [], [], [], []
@@ -460,7 +461,7 @@ def read_litbank_document(path: str | Path) -> CorefDocument:
     open_mentions: list[tuple[str, int, str]] = []  # (entity, start, source)
     raw: list[tuple[int, int, str, str, str]] = []  # (start, end, entity, link, source)
     new_sentence = True
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         where = f"{path}:{number}"
         if not line.strip():
             new_sentence = True

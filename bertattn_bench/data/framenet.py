@@ -47,6 +47,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..settings import data_file
+from . import text_lines
 
 FOLDER = "framenet_v15"
 JSONL = f"{FOLDER}/lu_exemplars_max15tok.jsonl"
@@ -142,30 +143,29 @@ JSON_KEYS = ("lu_id", "lu", "frame", "sent_id", "annoset_id", "text", "target", 
 def read_jsonl(path: Path) -> list[FrameRecord]:
     """The derived exemplar file; a malformed line is an error naming the file, the line and the annotation set."""
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
-            if not isinstance(obj, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-            missing = [k for k in JSON_KEYS if k not in obj]
-            if missing:
-                raise DataError(f"{where}: missing key(s) {', '.join(missing)}")
-            where = f"{where} (annoset {obj['annoset_id']})"
-            target, fes = obj["target"], obj["fes"]
-            if not isinstance(target, list) or not all(isinstance(s, list) and len(s) == 2 for s in target):
-                raise DataError(f"{where}: 'target' must be a list of [start, end] pairs, got {target!r}")
-            if not isinstance(fes, list) or not all(isinstance(f, dict) and {"name", "type", "start", "end"} <= set(f)
-                                                    for f in fes):
-                raise DataError(f"{where}: 'fes' must be a list of {{name, type, start, end}} objects")
-            out.append(_record(where, obj["text"], [tuple(s) for s in target], fes, annoset_id=int(obj["annoset_id"]),
-                               sent_id=int(obj["sent_id"]), lu_id=int(obj["lu_id"]), lu=obj["lu"],
-                               frame=obj["frame"]))
+    for number, line in enumerate(text_lines(path), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+        if not isinstance(obj, dict):
+            raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        missing = [k for k in JSON_KEYS if k not in obj]
+        if missing:
+            raise DataError(f"{where}: missing key(s) {', '.join(missing)}")
+        where = f"{where} (annoset {obj['annoset_id']})"
+        target, fes = obj["target"], obj["fes"]
+        if not isinstance(target, list) or not all(isinstance(s, list) and len(s) == 2 for s in target):
+            raise DataError(f"{where}: 'target' must be a list of [start, end] pairs, got {target!r}")
+        if not isinstance(fes, list) or not all(isinstance(f, dict) and {"name", "type", "start", "end"} <= set(f)
+                                                for f in fes):
+            raise DataError(f"{where}: 'fes' must be a list of {{name, type, start, end}} objects")
+        out.append(_record(where, obj["text"], [tuple(s) for s in target], fes, annoset_id=int(obj["annoset_id"]),
+                           sent_id=int(obj["sent_id"]), lu_id=int(obj["lu_id"]), lu=obj["lu"],
+                           frame=obj["frame"]))
     return out
 
 

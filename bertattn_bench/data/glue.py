@@ -8,6 +8,7 @@ constant-predictor scores per dev set are computed from the labels, never typed 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..settings import data_file
+from . import read_text
 
 GLUE_DIR = "glue"
 
@@ -80,41 +82,40 @@ def read_tsv(path: Path, t: Task) -> list[Example]:
     """Rows of one GLUE TSV file; a malformed row is a DataError naming ``file:line``."""
     path = Path(path)
     out: list[Example] = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataError(f"{path}: empty file (expected a header line)") from None
-        wanted = [t.text_a, t.label] + ([t.text_b] if t.text_b else [])
-        missing = [c for c in wanted if c not in header]
-        if missing:
-            raise DataError(f"{path}:1: header lacks column(s) {missing} for GLUE {t.folder} (header: {header})")
-        col = {c: header.index(c) for c in wanted}
-        for row in reader:
-            line = reader.line_num
-            where = f"{path}:{line}"
-            if not row or row == [""]:
-                continue
-            if len(row) != len(header):
-                raise DataError(f"{where}: {len(row)} tab-separated fields, the header has {len(header)}")
-            raw = row[col[t.label]].strip()
-            if t.is_regression:
-                try:
-                    label = float(raw)
-                except ValueError:
-                    raise DataError(f"{where}: score {raw!r} is not a number") from None
-                if not math.isfinite(label):
-                    raise DataError(f"{where}: score {raw!r} is not finite")
-            else:
-                if raw not in t.labels:
-                    raise DataError(f"{where}: label {raw!r} is not one of {list(t.labels)}")
-                label = float(t.labels.index(raw))
-            a = row[col[t.text_a]].strip()
-            b = row[col[t.text_b]].strip() if t.text_b else None
-            if not a or (t.text_b and not b):
-                raise DataError(f"{where}: empty sentence")
-            out.append(Example(a, b, label, f"{path.name}:{line}"))
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise DataError(f"{path}: empty file (expected a header line)") from None
+    wanted = [t.text_a, t.label] + ([t.text_b] if t.text_b else [])
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise DataError(f"{path}:1: header lacks column(s) {missing} for GLUE {t.folder} (header: {header})")
+    col = {c: header.index(c) for c in wanted}
+    for row in reader:
+        line = reader.line_num
+        where = f"{path}:{line}"
+        if not row or row == [""]:
+            continue
+        if len(row) != len(header):
+            raise DataError(f"{where}: {len(row)} tab-separated fields, the header has {len(header)}")
+        raw = row[col[t.label]].strip()
+        if t.is_regression:
+            try:
+                label = float(raw)
+            except ValueError:
+                raise DataError(f"{where}: score {raw!r} is not a number") from None
+            if not math.isfinite(label):
+                raise DataError(f"{where}: score {raw!r} is not finite")
+        else:
+            if raw not in t.labels:
+                raise DataError(f"{where}: label {raw!r} is not one of {list(t.labels)}")
+            label = float(t.labels.index(raw))
+        a = row[col[t.text_a]].strip()
+        b = row[col[t.text_b]].strip() if t.text_b else None
+        if not a or (t.text_b and not b):
+            raise DataError(f"{where}: empty sentence")
+        out.append(Example(a, b, label, f"{path.name}:{line}"))
     if not out:
         raise DataError(f"{path}: no data rows")
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DataError
+from . import read_text, text_lines
 
 GUM_DOCUMENTS = "gum/documents"
 SPLIT_FILES = {"dev": "ud_english_gum/en_gum-ud-dev.conllu", "test": "ud_english_gum/en_gum-ud-test.conllu"}
@@ -23,7 +24,7 @@ def split_ids(data_dir: Path, split: str) -> list[str]:
     from ..settings import data_file
 
     path = data_file(data_dir, SPLIT_FILES[split])
-    out = [ln.split("=", 1)[1].strip() for ln in path.read_text(encoding="utf-8").splitlines()
+    out = [ln.split("=", 1)[1].strip() for ln in read_text(path).splitlines()
            if ln.startswith("# newdoc id")]
     if not out:
         raise DataError(f"{path}: no '# newdoc id' lines (cannot tell which GUM documents are in {split})")
@@ -32,12 +33,11 @@ def split_ids(data_dir: Path, split: str) -> list[str]:
 
 def document_id(path: Path) -> str:
     """A document file's ``# newdoc id``, which must come before its first word line."""
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("# newdoc id"):
-                return line.split("=", 1)[1].strip()
-            if line.strip() and not line.startswith("#"):
-                break
+    for line in text_lines(path):
+        if line.startswith("# newdoc id"):
+            return line.split("=", 1)[1].strip()
+        if line.strip() and not line.startswith("#"):
+            break
     raise DataError(f"{path}:1: no '# newdoc id = ...' comment before the first word line")
 
 

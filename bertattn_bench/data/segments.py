@@ -48,6 +48,7 @@ from pathlib import Path
 
 from ..batching import Encoded, Skipped, encode_pair, encode_piece_pair, pair_template
 from ..errors import DataError
+from . import read_text
 
 SOURCES = {
     "wikitext2": "wikitext2_raw/wiki.test.raw",
@@ -130,7 +131,7 @@ def split_wikitext_sentences(text: str) -> list[str]:
 def wikitext_documents(path: Path) -> list[Document]:
     """Articles (split at level-1 headings; headings dropped), each paragraph with its sentences."""
     docs: list[Document] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         text = line.strip()
         if not text:
             continue
@@ -161,7 +162,7 @@ def gum_documents(folder: Path) -> list[Document]:
             if current:
                 paras.append(Paragraph(start, " ".join(current), list(current)))
 
-        for number, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(read_text(f).splitlines(), 1):
             if line.startswith("# newpar"):
                 close()
                 current, start = [], number

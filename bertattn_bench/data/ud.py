@@ -11,6 +11,7 @@ from pathlib import Path
 import conllu
 
 from ..errors import DataError
+from . import read_text
 
 CORPORA = {
     "ewt_dev": "ud_english_ewt/en_ewt-ud-dev.conllu",
@@ -94,7 +95,7 @@ def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing CoNLL-U file: {path}")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     sentences: list[Sentence] = []
     for start, lines in _blocks(text):
         _check_block(path, start, lines)

@@ -1,0 +1,58 @@
+"""Runs that fail safe (issue 37): a malformed data file stops the run with one message naming file and line and the
+usage/input exit status; an interrupted run writes its report marked incomplete, naming the claims it did not run."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bertattn_bench.architectures import toy_data_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_an_undecodable_data_file_is_one_message_and_exit_4(tmp_path):
+    data = toy_data_dir(tmp_path / "data")
+    ewt = data / "ud_english_ewt" / "en_ewt-ud-dev.conllu"
+    lines = ewt.read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b"cat", b"c\xfft")  # line 5: a byte that is not UTF-8
+    ewt.write_bytes(b"\n".join(lines))
+    out = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benchmarks" / "test_claims.py"), "-q",
+                          "-k", "dependency and minilm", "--data-dir", str(data), "--no-cache", "-p", "no:randomly"],
+                         capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "CI": "1"})
+    text = out.stdout + out.stderr
+    assert out.returncode == 4, text[-3000:]
+    named = [ln for ln in text.splitlines() if "en_ewt-ud-dev.conllu:5" in ln]
+    assert len(named) == 1, text[-3000:]  # once, not once per test
+    assert "not UTF-8" in named[0] and "Traceback" not in text
+
+
+BENCH = """
+from bertattn_bench.pytest_bench import check_claim
+
+FAMILY = "dependency"
+RAN = []
+
+
+def test_claim(bench, claim, target):
+    RAN.append(claim.id)
+    if len(RAN) == 3:
+        raise KeyboardInterrupt  # Ctrl-C during the third claim
+    check_claim(bench, claim, target)
+"""
+
+
+def test_an_interrupted_run_writes_a_report_marked_incomplete(pytester, tmp_path):
+    data = toy_data_dir(tmp_path / "data")
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
+    pytester.makepyfile(test_bench=BENCH)
+    report = tmp_path / "report"
+    result = pytester.runpytest_subprocess(f"--data-dir={data}", "--no-cache", f"--claims-report={report}",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 2  # pytest's "interrupted"
+    doc = json.loads((report / "claims.json").read_text())
+    assert doc["complete"] is False
+    assert len(doc["records"]) == 2  # the two claims judged before the interrupt
+    n_claims = len([c for c in __import__("bertattn_bench.claims", fromlist=["x"]).load_claims(family="dependency")])
+    assert len(doc["missing"]) == n_claims - 2 and all(" on minilm / ewt_dev" in m for m in doc["missing"])
+    assert "INCOMPLETE" in (report / "claims.md").read_text()
+    result.stdout.fnmatch_lines(["INCOMPLETE: * selected claim test(s) did not run*"])
