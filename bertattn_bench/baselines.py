@@ -12,6 +12,7 @@ from filelock import FileLock
 
 from .cache import DigestIndex, files_digest
 from .claims import baseline_key
+from .documents import baseline_document, read_baseline_text
 
 
 def git_commit() -> str:
@@ -127,16 +128,10 @@ def read_baseline(spec: str, root: Path | None = None) -> dict:
             raise BenchError(f"baseline {spec!r}: git show failed: {out.stderr.strip()}")
         text, where = out.stdout, spec
     elif path.is_file():
-        text, where = path.read_text(encoding="utf-8"), str(path)
+        text, where = read_baseline_text(path), str(path)
     else:
         raise BenchError(f"baseline {spec!r}: no such file (or REV:PATH in a git checkout)")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BenchError(f"baseline {where}: not JSON (line {e.lineno}: {e.msg})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
-        raise BenchError(f"baseline {where}: no 'results' object")
-    return doc
+    return baseline_document(text, where)
 
 
 def verdict_of(entry: dict | None) -> str:

@@ -13,7 +13,6 @@ checked against the baseline, and without a baseline it does not fail (the value
 """
 from __future__ import annotations
 
-import json
 import math
 import tomllib  # Python 3.11+: the version pyproject.toml declares
 from dataclasses import asdict, dataclass, field
@@ -248,10 +247,9 @@ def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
     path = baseline_path(model_slug, directory or REFERENCE_DIR / "baselines")
     if not path.is_file():
         return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BenchError(f"{path}: invalid JSON baseline: {exc}") from exc
+    from .documents import baseline_document, read_baseline_text
+
+    return baseline_document(read_baseline_text(path), str(path))
 
 
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",

@@ -205,3 +205,29 @@ def short_model(name: str) -> str:
     if name.startswith("embedded:"):
         return "minilm"
     return Path(name).name or name
+
+
+def read_baseline_text(path: Path) -> str:
+    """A baseline file's text (UTF-8, a BOM dropped); a BenchError naming the file where it cannot be read."""
+    from .errors import BenchError
+
+    try:
+        return Path(path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"baseline {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise BenchError(f"baseline {path}: cannot be read ({exc.strerror})") from None
+
+
+def baseline_document(text: str, where: str) -> dict:
+    """A recorded baseline parsed and checked (the one parser of the three readers: the judged model's own, the
+    --compare-to file, ``diff``'s REV:PATH): a versioned document or an older one; a BenchError naming ``where``."""
+    from .errors import BenchError
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BenchError(f"baseline {where}: not JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
+        raise BenchError(f"baseline {where}: not a baseline file (no \"results\" object)")
+    return doc

@@ -52,13 +52,15 @@ class BenchSession(Runner):
         self.config = config
         self.current_item = None
 
+    # Through the test reports as JSON text: pytest-xdist carries them to the controller, and a JUnit XML report
+    # (--junitxml) shows them as readable properties (name bertattn_outcome / bertattn_pass, value a JSON object).
     def on_pass(self, summary: dict) -> None:
         if self.current_item is not None:
-            self.current_item.user_properties.append(("bertattn_pass", summary))
+            self.current_item.user_properties.append(("bertattn_pass", _json(summary)))
 
     def on_outcome(self, outcome) -> None:
         if self.current_item is not None:
-            self.current_item.user_properties.append(("bertattn_outcome", outcome.record()))
+            self.current_item.user_properties.append(("bertattn_outcome", _json(outcome.record())))
 
     def make(self, prepared, run=None):
         return with_artifacts(self.config, prepared, run or (lambda r: r()))
@@ -90,6 +92,12 @@ class BenchSession(Runner):
             return super().compare_baseline()
         except BenchError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+def _json(value: dict) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=lambda v: v.item() if hasattr(v, "item") else str(v))
 
 
 def session(config) -> BenchSession:
@@ -310,8 +318,11 @@ def missing_claims(config) -> list[str]:
 
 
 def collect_properties(config, props) -> None:
+    import json
+
     s = session(config)
     for key, value in props:
+        value = json.loads(value) if isinstance(value, str) else value
         if key == "bertattn_outcome":
             s.outcomes.append(ClaimOutcome(**value))
         elif key == "bertattn_pass":

@@ -141,15 +141,10 @@ def compare_to_path(name: str) -> Path:
 
 
 def load_baseline_file(path: Path) -> dict:
-    import json
+    """The baseline --compare-to names (the one parser: :func:`documents.baseline_document`)."""
+    from .documents import baseline_document, read_baseline_text
 
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchError(f"{path}: invalid baseline JSON: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
-        raise BenchError(f"{path}: not a baseline file (no \"results\" object)")
-    return doc
+    return baseline_document(read_baseline_text(path), str(path))
 
 
 def family_order() -> list[str]:

@@ -56,3 +56,18 @@ def test_an_interrupted_run_writes_a_report_marked_incomplete(pytester, tmp_path
     assert len(doc["missing"]) == n_claims - 2 and all(" on minilm / ewt_dev" in m for m in doc["missing"])
     assert "INCOMPLETE" in (report / "claims.md").read_text()
     result.stdout.fnmatch_lines(["INCOMPLETE: * selected claim test(s) did not run*"])
+
+
+def test_junit_properties_are_readable_json(tmp_path):
+    """--junitxml shows each claim's outcome as a JSON object (not a Python repr), one per test."""
+    import xml.etree.ElementTree as ET
+
+    data = toy_data_dir(tmp_path / "data")
+    xml = tmp_path / "junit.xml"
+    out = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "benchmarks" / "test_claims.py"), "-q",
+                          "-k", "dependency and minilm and not random and dep_dobj", f"--data-dir={data}",
+                          "--no-cache", f"--junitxml={xml}"], capture_output=True, text=True, cwd=ROOT)
+    props = [p.get("value") for p in ET.parse(xml).iter("property") if p.get("name") == "bertattn_outcome"]
+    assert len(props) == 1, out.stdout[-2000:]
+    record = json.loads(props[0])
+    assert record["claim_id"] == "clark.dep_dobj" and record["corpus"] == "ewt_dev"

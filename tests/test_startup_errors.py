@@ -112,7 +112,7 @@ def test_compare_to_a_file_that_is_not_a_baseline(bench_dir, tmp_path):
     bad = tmp_path / "b.json"
     bad.write_text("[1, 2]")
     assert one_error_line(bench_dir.runpytest_inprocess(f"--compare-to={bad}")) == \
-        f"{bad}: not a baseline file (no \"results\" object)"
+        f"baseline {bad}: not a baseline file (no \"results\" object)"
 
 
 @pytest.mark.parametrize("config_text,message", [
