@@ -17,7 +17,7 @@ from ...data import glue
 from ...passes import PassResult
 from ...registry import family
 from ...settings import training_seed
-from ..finetuned import GLUE_TASKS, TIERS, dev_limit, learning_check, options_of, recipe_for
+from ..finetuned import GLUE_TASKS, TIERS, guard_dev, learning_check, options_of, recipe_for
 from .reduce import FeatureReducer, ModelStats, PatternReducer, PatternsResult
 from .settings import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, UD_CORPUS
 
@@ -101,10 +101,8 @@ class PatternsPass:
         if self.ft_seed is not None:
             tuned = self._finetuned(progress)
             ft = self._measure(tuned.model.encoder, f"fine-tuned on {self.task.name} (seed {self.ft_seed})", progress)
-            rows = glue.load_split(self.data_dir, self.task.name, "dev", dev_limit(self.tier, None))
-            guard_dev = finetune.encode_split(self.loaded.tokenizer, rows,
-                                              min(finetune.Recipe().max_tokens, info.max_positions))
-            learning = (learning_check(self.loaded, self.task, tuned, guard_dev, self.ft_seed),)
+            dev = guard_dev(self.loaded, self.data_dir, self.task.name)
+            learning = (learning_check(self.loaded, self.task, tuned, dev, self.ft_seed),)
             del tuned
         cls, sep = pt.glue.to_special[..., 0].sum(), pt.glue.to_special[..., 1].sum()
         result = PatternsResult(
