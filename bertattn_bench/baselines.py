@@ -64,6 +64,8 @@ def record_baselines(outcomes: list, passes: list[dict], directory: Path, comman
         results = {baseline_key(o.claim_id, o.corpus): {"measured": o.measured, "n": o.n, "n_unit": o.n_unit,
                                                         "holds": o.holds, "head": o.head, "detail": o.detail,
                                                         **({"inconclusive": True} if getattr(o, "inconclusive", False)
+                                                           else {}),
+                                                        **({"not_judged": o.not_judged} if getattr(o, "not_judged", None)
                                                            else {})}
                    for o in outcomes}
         path = directory / f"{slug}.json"
@@ -139,6 +141,8 @@ def verdict_of(entry: dict | None) -> str:
         return "—"
     if entry.get("skipped"):
         return "skipped"
+    if entry.get("not_judged"):
+        return "not judged"
     if entry.get("inconclusive"):
         return "inconclusive"
     return "holds" if entry.get("holds") else "does not hold"

@@ -10,6 +10,13 @@ Where the metric gives the value's standard error (``Measurement.standard_error`
 interval value ± ``interval_z`` x SE (95% by default) and is **inconclusive** when a threshold lies inside it: the
 verdict then reads e.g. ``does not hold (inconclusive: margin -0.93 ± 7.7, 95% CI)``, its side is reported but not
 checked against the baseline, and without a baseline it does not fail (the value check stays).
+
+A claim that reads a trained model which did not learn (:mod:`bertattn_bench.learned`: a fine-tune at its majority
+class) is **not judged**: ``not_judged`` holds the reason with its numbers, ``verdict`` reads ``not judged: ...``,
+and it does not count as holding. Without a baseline it is reported, not failed; against a recorded baseline where
+the claim was judged it fails the check (a lost judgement); where the baseline was not judged either, the check
+passes when n is the same. Entries with ``reads_degenerate = true`` (their subject is the degenerate run itself)
+or ``reads_trained = false`` (they read only the pre-trained model or the data) are judged regardless.
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ import tomllib  # Python 3.11+: the version pyproject.toml declares
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import resources
+from . import learned, resources
 from .errors import BenchError
 from .settings import ASSUME_SHAPE_ENV, env
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
@@ -55,6 +62,8 @@ class Claim:
     inputs: list = field(default_factory=list)
     judged_on: str | None = None  # a claim over several corpora is judged once, on this corpus's pass
     interval_z: float = 1.96  # the interval of a value with a standard error: ± z SE (1.96: 95%)
+    reads_trained: bool = True  # reads the trained models its passes record (the learned-model guard applies)
+    reads_degenerate: bool = False  # its subject is a degenerate (not learned) run itself: judged regardless
 
     def describe_comparison(self) -> str:
         if self.comparison == "between":
@@ -158,11 +167,14 @@ class ClaimOutcome:
     inconclusive: bool = False  # a threshold lies inside ``interval``: the side is noise
     margin: float | None = None  # measured - the nearest threshold, where ``interval`` is given
     values: dict = field(default_factory=dict)  # the metric's named values (Measurement.values), for scripts
+    not_judged: str | None = None  # a trained model it reads did not learn (the reason, with its numbers)
 
     @property
     def verdict(self) -> str:
         if self.skipped:
             return "skipped"
+        if self.not_judged:
+            return f"not judged: {self.not_judged}"
         side = "holds" if self.holds else "does not hold"
         if self.inconclusive:
             return f"{side} (inconclusive: margin {self.margin:+.3g} ± {self.half_width:.2g}, 95% CI)"
@@ -291,6 +303,11 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""), values=dict(m.values))
     out.interval, out.margin = claim.interval(m.value, m.standard_error)
+    untrained = learned.not_learned(pass_result, *resolved) if claim.reads_trained and not claim.reads_degenerate \
+        else None
+    if untrained:  # the learned-model guard: a claim on a model that learned nothing is not judged
+        out.not_judged, out.holds, out.interval = untrained, False, None
+        out.detail += f" [not judged: {untrained}]"
     if out.interval is not None:
         lo, hi = out.interval
         bounds = claim.threshold if claim.comparison == "between" else [claim.threshold]
@@ -299,7 +316,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                        + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive else "]"))
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, label))
     if recorded is None:
-        out.passed = True if mode == "compare" else (out.holds or out.inconclusive)
+        out.passed = True if mode == "compare" else (out.holds or out.inconclusive or bool(out.not_judged))
         return out
     out.baseline, out.baseline_holds = recorded["measured"], recorded["holds"]
     out.baseline_model = (baseline or {}).get("provenance", {}).get("model")
@@ -319,7 +336,10 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         # an inconclusive verdict (now or when recorded) is noise: reported, not checked
         pinned = pinned and not out.inconclusive and not recorded.get("inconclusive")
         out.baseline_ok = within and (recorded["holds"] == out.holds or not pinned) and recorded.get("n") == m.n
-        if within and not pinned:
+        if out.not_judged:  # a lost judgement fails; not judged now and then: the same n passes
+            within, pinned = True, False
+            out.baseline_ok = bool(recorded.get("not_judged")) and recorded.get("n") == m.n
+        if within and not pinned and not out.not_judged:
             out.detail += (f" [verdict within noise: the threshold lies inside the recorded {recorded['measured']:.4g}"
                            f" ± {claim.tolerance}]")
         if not out.baseline_ok:
@@ -328,6 +348,8 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                  f"value off by {out.delta:+.4g} (tolerance {claim.tolerance})", not within),
                 (f"verdict {out.verdict!r} where the baseline {'holds' if recorded['holds'] else 'does not hold'}",
                  recorded["holds"] != out.holds and pinned),
-                (f"n {m.n} where the baseline has {recorded.get('n')}", recorded.get("n") != m.n)) if bad)
+                (f"n {m.n} where the baseline has {recorded.get('n')}", recorded.get("n") != m.n),
+                ("not judged where the baseline was judged (a lost judgement)",
+                 bool(out.not_judged) and not recorded.get("not_judged"))) if bad)
     out.passed = out.baseline_ok
     return out

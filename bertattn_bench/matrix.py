@@ -25,8 +25,9 @@ from pathlib import Path
 from .errors import BenchError
 from .documents import read_json, short_model
 
-MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "skipped": "–", None: ""}
+MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "not judged": "∅", "skipped": "–", None: ""}
 LEGEND = ("✓ holds · ✗ does not hold · ? inconclusive (a threshold inside the value's 95% interval) · "
+          "∅ not judged (a trained model it reads did not learn: the reason in the claims report) · "
           "– skipped (the reason is in the claims report) · blank: not run for this model")
 
 
@@ -54,6 +55,8 @@ def verdict_of(record: dict) -> str:
     """holds / does not hold / inconclusive / skipped, from a claims.json record."""
     if record.get("skipped"):
         return "skipped"
+    if record.get("not_judged"):
+        return "not judged"
     if record.get("inconclusive"):
         return "inconclusive"
     return "holds" if record.get("holds") else "does not hold"
@@ -168,7 +171,7 @@ def cell_text(r: dict | None, ref: dict | None = None) -> str:
 def model_summary(m: Matrix) -> list[dict]:
     out = []
     for c in m.columns:
-        counts = {"holds": 0, "does not hold": 0, "inconclusive": 0, "skipped": 0}
+        counts = {"holds": 0, "does not hold": 0, "inconclusive": 0, "not judged": 0, "skipped": 0}
         for row in m.rows:
             r = row["cells"].get(c.key)
             if r is not None:
@@ -176,7 +179,8 @@ def model_summary(m: Matrix) -> list[dict]:
         note = " (negative control: should hold 0)" if c.control else ""
         label = c.label.removesuffix(" (control)") if c.control else c.label
         out.append({"model": label, "holds": counts["holds"], "does not hold": counts["does not hold"],
-                    "inconclusive": counts["inconclusive"], "skipped": counts["skipped"],
+                    "inconclusive": counts["inconclusive"], "not judged": counts["not judged"],
+                    "skipped": counts["skipped"],
                     "rows": sum(counts.values()), "note": note})
     return out
 
@@ -184,7 +188,7 @@ def model_summary(m: Matrix) -> list[dict]:
 def claim_summary(row: dict, columns: list[Column]) -> str:
     """On how many of the models (controls apart) that measured it the claim holds: ``2/3``."""
     judged = [row["cells"][c.key] for c in columns if not c.control and c.key in row["cells"]
-              and verdict_of(row["cells"][c.key]) != "skipped"]
+              and verdict_of(row["cells"][c.key]) not in ("skipped", "not judged")]
     if not judged:
         return "–"
     held = sum(1 for r in judged if verdict_of(r) == "holds")
@@ -202,10 +206,10 @@ def markdown(m: Matrix) -> str:
     lines = ["# bertattn-bench: claims × models", "",
              f"{len(m.rows)} claim rows × {len(m.columns)} models. " + LEGEND + "."
              + (f" Δ: value minus {m.reference.label}'s." if m.reference else ""), ""]
-    lines += ["## Summary per model", "", "| model | holds | does not hold | inconclusive | skipped | rows |",
-              "|---|---|---|---|---|---|"]
+    lines += ["## Summary per model", "", "| model | holds | does not hold | inconclusive | not judged | skipped | rows |",
+              "|---|---|---|---|---|---|---|"]
     lines += [f"| {_md_escape(s['model'])}{s['note']} | {s['holds']} | {s['does not hold']} | {s['inconclusive']} "
-              f"| {s['skipped']} | {s['rows']} |" for s in model_summary(m)]
+              f"| {s['not judged']} | {s['skipped']} | {s['rows']} |" for s in model_summary(m)]
     current = None
     for row in m.rows:
         group = (row["paper"], row["section"])
@@ -255,7 +259,7 @@ table.claims{table-layout:fixed;width:100%} table.claims td{overflow-wrap:anywhe
 th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0;position:sticky;top:0}
 td.holds{background:#e3f4e1} td.not{background:#fbe3e1} td.inconclusive{background:#fff4cc}
-td.skipped{color:#888;background:#f7f7f7} td.none{background:#fff}
+td.skipped{color:#888;background:#f7f7f7} td.notjudged{color:#666;background:#eeeef8} td.none{background:#fff}
 td.control.holds{background:#fbe3e1} td.control.not{background:#e3f4e1}
 .mark{font-weight:bold;margin-right:.3em} .delta{color:#555;font-size:11px} .stmt{color:#555;font-size:11px}
 h3{margin-bottom:.2em} figure{display:inline-block;margin:.5em;vertical-align:top} figure img{max-width:520px;border:1px solid #ddd}
@@ -267,7 +271,8 @@ def _css_class(r: dict | None, control: bool) -> str:
     if r is None:
         return "none"
     v = verdict_of(r)
-    base = {"holds": "holds", "does not hold": "not", "inconclusive": "inconclusive", "skipped": "skipped"}[v]
+    base = {"holds": "holds", "does not hold": "not", "inconclusive": "inconclusive", "not judged": "notjudged",
+            "skipped": "skipped"}[v]
     return base + (" control" if control else "")
 
 
@@ -278,10 +283,10 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models") -> str
              + (f" Δ: value minus {e(m.reference.label)}'s." if m.reference else "")
              + " A control column (random-init twin) is green where the claim does <em>not</em> hold.</p>"]
     parts.append("<h2>Summary per model</h2><table><tr><th>model</th><th>holds</th><th>does not hold</th>"
-                 "<th>inconclusive</th><th>skipped</th><th>rows</th></tr>")
+                 "<th>inconclusive</th><th>not judged</th><th>skipped</th><th>rows</th></tr>")
     for s in model_summary(m):
         parts.append(f"<tr><td>{e(s['model'] + s['note'])}</td><td>{s['holds']}</td><td>{s['does not hold']}</td>"
-                     f"<td>{s['inconclusive']}</td><td>{s['skipped']}</td><td>{s['rows']}</td></tr>")
+                     f"<td>{s['inconclusive']}</td><td>{s['not judged']}</td><td>{s['skipped']}</td><td>{s['rows']}</td></tr>")
     parts.append("</table>")
     head = "".join(f"<th>{e(c.label)}</th>" for c in m.columns)
     # the same column widths in every section's table: claim 20%, data 6%, reference 14%, needs 6%, holds-on 4%,

@@ -33,6 +33,9 @@ class PassResult:
     # the budget tier that shaped this pass where the family's own result does not say (a forward family's capped
     # quick-tier sample); None: no tier changed it. Part of the corpus label (claims.corpus_label)
     tier: str | None = None
+    # the learned-model guard's tests of the trained models this pass read (``learned.Check``, one per fine-tune,
+    # ARCT run set or probe): a claim reading a model that did not learn is "not judged" (:mod:`bertattn_bench.learned`)
+    learning: tuple = ()
 
     @property
     def examples_per_second(self) -> float:

@@ -81,8 +81,8 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     columns, the skip reasons in full below it, and the counts per model (the random twin counted apart). The full
     table (section, the paper's reference, the comparison) is in the --claims-report files."""
     table = [{"claim": o.claim_id, "model": short_model(o.model), "data": o.corpus, "measured": _measured(o),
-              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else "inconclusive" if o.inconclusive
-              else o.verdict, "check": _terminal_check(o)}
+              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else "not judged" if o.not_judged
+              else "inconclusive" if o.inconclusive else o.verdict, "check": _terminal_check(o)}
              for o in in_report_order(outcomes)]
     lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple", disable_numparse=True)]
     reasons: dict[str, list[str]] = {}
@@ -110,6 +110,8 @@ def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
         unsure = sum(1 for o in judged if o.inconclusive)
         passed = sum(1 for o in group if o.passed)
         skipped = sum(1 for o in group if o.skipped)
+        unjudged = sum(1 for o in group if o.not_judged)
+        judged = [o for o in judged if not o.not_judged]
         if control:
             out.append(f"{model} (negative control): {held} of {len(judged)} learned-structure claims hold "
                        f"(should be 0)" + (f", {unsure} inconclusive (should be 0)" if unsure else "")
@@ -118,7 +120,8 @@ def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
             out.append(f"{model}: {held} of {len(judged)} claims hold"
                        + (f", {len(judged) - held - unsure} do not, {unsure} inconclusive (the threshold inside the "
                           f"value's 95% interval)" if unsure else "")
-                       + f"; {passed} of {len(group)} checks pass" + (f"; {skipped} skipped" if skipped else ""))
+                       + f"; {passed} of {len(group)} checks pass" + (f"; {skipped} skipped" if skipped else "")
+                       + (f"; {unjudged} not judged (a trained model they read did not learn)" if unjudged else ""))
     return out
 
 

@@ -12,7 +12,10 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 * :func:`bootstrap_sd` — the sd of a statistic over seeded resamples of n units (with replacement);
 * :func:`permutation_p` — the one-sided permutation p-value (1 + #{null <= observed}) / (1 + n);
 * :func:`rank_correlation` — Spearman's rho (and Pearson's r where asked) of two vectors;
-* :func:`noise_bar` — the bar a gain or drop must clear: max(one example's step, the seed sd).
+* :func:`noise_bar` — the bar a gain or drop must clear: max(one example's step, the seed sd);
+* :func:`binomial_above_p` — the exact one-sided binomial p of ``k`` of ``n`` right against a rate (a model vs
+  its majority class: the learned-model guard, :mod:`bertattn_bench.learned`);
+* :func:`correlation_above_zero_p` — Pearson's r and its one-sided p against r <= 0 (the guard on regression).
 """
 from __future__ import annotations
 
@@ -40,6 +43,30 @@ def difference_se(*terms: tuple[float, int]) -> float:
     accuracies on the same items (a head and a baseline on the same anaphors) they are positively correlated, so
     this errs wide; :func:`paired_difference_se` is the paired one."""
     return math.sqrt(sum(binomial_se_points(p, n) ** 2 for p, n in terms))
+
+
+def binomial_above_p(k: int, n: int, rate: float) -> float:
+    """Exact one-sided binomial p: P(X >= ``k``) for X ~ Bin(``n``, ``rate``) (``rate`` a proportion). 1 when
+    ``n`` is 0; 0 < p <= 1 otherwise (a rate of 1 can never be beaten: p = 1)."""
+    from scipy.stats import binomtest
+
+    if n <= 0:
+        return 1.0
+    rate = min(max(float(rate), 0.0), 1.0)
+    if rate >= 1.0:
+        return 1.0
+    return float(binomtest(int(k), int(n), rate, alternative="greater").pvalue)
+
+
+def correlation_above_zero_p(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(Pearson's r, one-sided p against r <= 0); (0, 1) where either side is constant (a constant predictor)."""
+    from scipy.stats import pearsonr
+
+    a, b = np.asarray(a, float).reshape(-1), np.asarray(b, float).reshape(-1)
+    if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
+        return 0.0, 1.0
+    res = pearsonr(a, b, alternative="greater")
+    return float(res[0]), float(res[1])
 
 
 def paired_difference_se(b: float, c: float, n: int) -> float:

@@ -96,7 +96,7 @@ def test_claims_along_training_writes_a_report_per_step_and_the_steps_matrix(tin
     assert sorted(p.name for p in out.glob("step-*")) == ["step-000000", "step-000010"]
     header = (out / "matrix.md").read_text().splitlines()
     assert any("tiny@step0" in line and "tiny@step10" in line for line in header)
-    records = json.loads((out / "step-000010" / "claims.json").read_text())
+    records = json.loads((out / "step-000010" / "claims.json").read_text())["records"]
     assert [r["model"] for r in records] == ["tiny@step10"]
 
 

@@ -81,7 +81,7 @@ def test_markdown_groups_by_paper_and_section():
         "### Clark et al. 2019, §4.2") < md.index("## Niven & Kao 2019")
     assert "| clark.sep | wikitext2 | Fig. 2: ~0.5 | > 0.3 | ✓ 0.5 [0.4, 0.6] (n=100) | ✗ 0.25 [0.2, 0.3] (n=100) " \
            "Δ -0.25 | ✗ 0.1 (n=100) | 1/2 |" in md
-    assert "| random-minilm (negative control: should hold 0) | 0 | 2 | 0 | 0 | 2 |" in md
+    assert "| random-minilm (negative control: should hold 0) | 0 | 2 | 0 | 0 | 0 | 2 |" in md
     # a model that did not run a claim: an empty cell, not a mark
     assert "| niven.cue | wikitext2 | 0.61 | >= 0.6 | – |  |  | – |" in md
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import arct_ft
+from .. import arct_ft, learned
 from ..batching import Skipped
 from ..data import arct
 from ..stats import binomial_se
@@ -164,8 +164,13 @@ class ArctFtPass:
         result = ArctFtResult(self.setting, self.tier, runs, len(items["train"]), len(items["dev"]), len(items["test"]),
                               data["test"].labels.astype(int), negated, authors, self.recipe.key(),
                               {k: v.n_truncated for k, v in data.items()})
+        seconds = time.perf_counter() - start
+        labels = data["test"].labels.astype(int)
+        learning = (learned.best_of(f"{info.name} fine-tuned on ARCT {self.setting} ({len(runs)} run(s))",
+                                    [learned.classifier(f"seed {r.seed}", r.test_pred, labels, "test")
+                                     for r in runs]),) if runs else ()
         return PassResult(self.family, self.corpus, self.data, info, result, len(items["test"]), Skipped(),
-                          time.perf_counter() - start)
+                          seconds, learning=learning)
 
 
 @family("arct_ft", corpora=SETTING_NAMES, default_corpus="full",

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import attention, finetune, tiers
+from .. import attention, finetune, learned, tiers
 from ..batching import Skipped, iter_batches
 from ..data import glue
 from ..passes import NothingToMeasure, PassResult
@@ -149,6 +149,35 @@ def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_,
     return (red.sums / max(red.n, 1)).cpu().numpy(), red.n
 
 
+_LEARNING: dict = {}  # (checkpoint path, task, dev size) -> learned.Check: each fine-tune tested once per process
+_GUARD_DEV: dict = {}
+
+
+def guard_dev(loaded, data_dir: Path, task_name: str) -> finetune.Encoded_:
+    """The examples the learned-model guard tests a fine-tune on: the task's whole dev split, at every tier (MRPC:
+    408 pairs). The quick tier's sweeps read the first 64 of them, too few for the test to tell a model that learned
+    (~75%) from the majority class (68%): at n = 64 a one-sided binomial needs 53 right (82.8%) for p < 0.01, at
+    n = 408 about 74%. One plain pass (~4 s on 2 CPU cores), once per process and fine-tune."""
+    key = (id(loaded.tokenizer), str(data_dir), task_name)
+    if key not in _GUARD_DEV:
+        rows = glue.load_split(data_dir, task_name, "dev")
+        _GUARD_DEV[key] = finetune.encode_split(loaded.tokenizer, rows,
+                                                min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+    return _GUARD_DEV[key]
+
+
+def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.Encoded_, seed: int,
+                   batch_size: int = 64) -> learned.Check:
+    """The learned-model guard's test of one GLUE fine-tune on the dev examples its claims read (see
+    :mod:`bertattn_bench.learned`): the same for every family's pass reading the checkpoint, computed once."""
+    key = (ft.meta.get("path"), t.name, len(dev.examples), int(np.asarray(dev.labels, float).sum() * 1000))
+    if key[0] is None or key not in _LEARNING:
+        logits = finetune.predict(ft.model, dev, loaded.tokenizer, batch_size)
+        _LEARNING[key] = learned.glue(f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})", t, logits,
+                                      dev.labels)
+    return _LEARNING[key]
+
+
 @dataclass
 class GluePass:
     """A pass of a fine-tuning family on one GLUE task (a ``passes.Pass``): the checkpoints it reads are made
@@ -197,8 +226,16 @@ class GluePass:
             return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
         start = time.perf_counter()
         result, extra = self.measure(progress)
+        seconds = time.perf_counter() - start
         return PassResult(self.family, self.corpus, self.data, info, result, len(self.dev.examples), Skipped(),
-                          time.perf_counter() - start, extra=extra)
+                          seconds, extra=extra, learning=self.learning(progress))
+
+    def learning(self, progress: bool = False) -> tuple:
+        """The learned-model guard: every seed's fine-tune of the model under test, on the whole dev split
+        (the random-init twin's fine-tune, Table 1's random column, is a subject of its claims, not guarded)."""
+        dev = guard_dev(self.loaded, self.data_dir, self.task.name)
+        return tuple(learning_check(self.loaded, self.task, self.finetuned(self.loaded, seed, progress), dev, seed)
+                     for seed in self.seeds)
 
     def measure(self, progress: bool):  # pragma: no cover - interface
         raise NotImplementedError

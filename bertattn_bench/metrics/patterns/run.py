@@ -17,7 +17,7 @@ from ...data import glue
 from ...passes import PassResult
 from ...registry import family
 from ...settings import training_seed
-from ..finetuned import GLUE_TASKS, TIERS, options_of, recipe_for
+from ..finetuned import GLUE_TASKS, TIERS, guard_dev, learning_check, options_of, recipe_for
 from .reduce import FeatureReducer, ModelStats, PatternReducer, PatternsResult
 from .settings import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, UD_CORPUS
 
@@ -97,10 +97,12 @@ class PatternsPass:
         info = self.loaded.info
         start = time.perf_counter()
         pt = self._measure(self.loaded.model, "pre-trained", progress)
-        ft = None
+        ft, learning = None, ()
         if self.ft_seed is not None:
             tuned = self._finetuned(progress)
             ft = self._measure(tuned.model.encoder, f"fine-tuned on {self.task.name} (seed {self.ft_seed})", progress)
+            dev = guard_dev(self.loaded, self.data_dir, self.task.name)
+            learning = (learning_check(self.loaded, self.task, tuned, dev, self.ft_seed),)
             del tuned
         cls, sep = pt.glue.to_special[..., 0].sum(), pt.glue.to_special[..., 1].sum()
         result = PatternsResult(
@@ -108,7 +110,7 @@ class PatternsPass:
             n_dev_total=self.n_dev_total, ud_corpus=UD_CORPUS, pretrained=pt, finetuned=ft, ft_note=self.ft_note,
             sink="[CLS]" if cls >= sep else "[SEP]", n_layers=info.n_layers, n_heads=info.n_heads)
         return PassResult(self.family, self.corpus, self.data, info, result, len(self.dev), self.ud_skipped,
-                          time.perf_counter() - start)
+                          time.perf_counter() - start, learning=learning)
 
 
 @family("patterns", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora=TIER_CORPORA, trains=True)
