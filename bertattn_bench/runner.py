@@ -37,14 +37,16 @@ class Target:
 
 
 def model_id(name: str) -> str:
-    """A model as a word of test ids: ``minilm`` for the embedded model, ``random-<id>`` for a twin, a folder's
-    name, a hub name's last part."""
+    """A model as a word of test ids: ``minilm`` for the embedded model, a folder's name, a hub name's last part;
+    a random-init twin is ``random<seed>`` (``random0``), a word that holds no other model's id, so ``-k minilm``
+    selects the model and not its twin, and ``-k random`` the twins."""
     from .model import EMBEDDED, RANDOM_PREFIX
 
     if name in (EMBEDDED, "", None):
         return "minilm"
     if name.startswith(RANDOM_PREFIX):
-        return "random-" + model_id(name[len(RANDOM_PREFIX):].split("@")[0] or EMBEDDED)
+        seed = name[len(RANDOM_PREFIX):].partition("@")[2].strip() or "0"
+        return f"random{seed}"
     return Path(name).name or name
 
 
