@@ -63,7 +63,10 @@ def pytest_args(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)
     root = _checkout_root()
+    # (the command imported this package before pytest starts: pytest's note that it cannot rewrite the plugin's
+    # asserts is expected, and said once here instead of in every run's warnings)
     out = [str(folder(BENCHMARKS)), "-p", "bertattn_bench.short_options",
+           "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
            "--rootdir", str(root or Path.cwd()), *rest]
     if args.command == "record":
         out.append("--record-baseline")
