@@ -23,6 +23,7 @@ Options of run, record and compare (each also as --bertattn-NAME):
   --claims-report DIR       claims.md/.csv/.json, run.json, matrix.*, figures
   --record-baseline [DIR]   record the measured values as each model's baseline
   --compare-to MODEL_OR_JSON   judge against another model's recorded baseline
+  --compare-fail-on lost|flips|never   what fails compare: a claim lost (default), any verdict flip, nothing
   --cache-dir DIR, --no-cache  finished passes and fine-tunes (env BERTATTN_CACHE_DIR; default ./.bertattn_cache)
   --time-cores              recompute and time every pass even when cached
 Any other argument goes to pytest (e.g. -x, -q, --benchmark-disable, -n 2 with pytest-xdist).

@@ -125,6 +125,7 @@ def _models(model, tokenizer, name, device) -> tuple[list[str], dict]:
 def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: str | None = None,
         corpora: dict | None = None, limit: int | None = None, device: str | None = None, batch_size: int = 32,
         cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
+        compare_fail_on: str = "lost",
         baseline: bool = True, name: str | None = None, progress: bool = False) -> Results:
     """Run the selected claims on ``model`` and return the results.
 
@@ -133,7 +134,8 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     ``data_dir``: the data folder (else ``$BERTATTN_DATA_DIR``). ``tier``: quick (default), regression, full.
     ``corpora``: ``{family: [corpus, ...]}``. ``cache_dir``: finished passes and fine-tunes (None: no cache).
     ``negative_control``: also judge each family's learned claims on the first model's random-init twin.
-    ``compare_to``: judge against another model's recorded baseline (a lost claim fails its check).
+    ``compare_to``: judge against another model's recorded baseline; ``compare_fail_on``: what fails a check then
+    (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
     """
     from .claims import load_claims
@@ -143,7 +145,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     options = RunOptions(models=names, data_dir=data_dir, device=device,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
                          batch_size=batch_size, tier=tier, cache_dir=None if cache_dir is None else Path(cache_dir),
-                         compare_to=compare_to, check_baseline=baseline,
+                         compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,
                          command=f"bertattn_bench.run(select={select!r})", progress=progress)
     options.check()
     runner = Runner(options, loaded=loaded)

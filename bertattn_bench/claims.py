@@ -265,7 +265,7 @@ def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
 
 
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
-             others=None, limit: int | None = None) -> ClaimOutcome:
+             others=None, limit: int | None = None, compare_fail_on: str = "lost") -> ClaimOutcome:
     """Measure ``claim`` on a pass result and judge it against the paper and against a recorded baseline.
 
     ``mode="own"``: the baseline is this model's; the check is value within tolerance, same verdict, same n.
@@ -326,8 +326,10 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         out.detail += f" [not checked: recorded n={recorded.get('n')}, this run n={m.n} (--limit {limit})]"
         out.passed = True
         return out
-    if mode == "compare":
-        out.baseline_ok = not (recorded["holds"] and not out.holds)
+    if mode == "compare":  # model A's verdict against this one's, by the --compare-fail-on policy
+        out.baseline_ok = {"lost": not (recorded["holds"] and not out.holds),
+                           "flips": bool(recorded["holds"]) == bool(out.holds),
+                           "never": True}[compare_fail_on]
     else:
         within = out.delta is not None and abs(out.delta) <= claim.tolerance + 1e-9
         # a verdict is pinned to the recorded one unless the threshold lies inside the recorded value's tolerance

@@ -40,6 +40,7 @@ def options_from_config(config) -> RunOptions:
         limit=option(config, "limit"), batch_size=option(config, "batch-size"), tier=option(config, "tier"),
         cache_dir=cache, time_cores=bool(option(config, "time-cores")),
         record_baseline=Path(record) if record else None, compare_to=option(config, "compare-to"),
+        compare_fail_on=option(config, "compare-fail-on") or "lost",
         claims_report=Path(report) if report else None,
         command="pytest " + " ".join(config.invocation_params.args), progress=not env("CI"))
 

@@ -23,6 +23,9 @@ OPTIONS = [
     ("compare-to", dict(default=None, metavar="MODEL_OR_JSON",
                         help="judge every model against another model's recorded baseline (a model name/slug or a "
                              "baseline JSON file): a claim that held there and does not hold here is a regression")),
+    ("compare-fail-on", dict(default="lost", choices=("lost", "flips", "never"),
+                             help="what fails a --compare-to run: lost (default: a claim that held there does not "
+                                  "hold here), flips (any verdict changed, either way), never (report only)")),
     ("cache-dir", dict(default=None, help="pass-result cache (default .bertattn_cache; env BERTATTN_CACHE_DIR)")),
     ("no-cache", dict(action="store_true", help="recompute every pass; read and write no cache")),
     ("time-cores", dict(action="store_true",

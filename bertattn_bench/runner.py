@@ -20,7 +20,8 @@ from . import tiers
 from .errors import BenchError
 
 from .settings import TIER_ENV, env
-EVERY_FAMILY = "*"  # a benchmark module's FAMILY that stands for every registered family
+EVERY_FAMILY = "*"
+COMPARE_POLICIES = ("lost", "flips", "never")  # a benchmark module's FAMILY that stands for every registered family
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class RunOptions:
     time_cores: bool = False
     record_baseline: Path | None = None
     compare_to: str | None = None
+    compare_fail_on: str = "lost"  # what fails a --compare-to run: lost (held on A, not here), flips, never
     claims_report: Path | None = None
     check_baseline: bool = True  # False: values reported, never checked against the model's recorded baseline
     command: str = ""
@@ -101,6 +103,8 @@ class RunOptions:
         self.chosen_corpora()
         output_dir("--claims-report", None if self.claims_report is None else str(self.claims_report))
         output_dir("--record-baseline", None if self.record_baseline is None else str(self.record_baseline))
+        if self.compare_fail_on not in COMPARE_POLICIES:
+            raise BenchError(f"--compare-fail-on {self.compare_fail_on}: expected one of {', '.join(COMPARE_POLICIES)}")
         if self.compare_to is not None:
             load_baseline_file(compare_to_path(self.compare_to))
         from .cache import check_cache_dir
@@ -228,8 +232,9 @@ class Runner:
         loaded = self.model(target.model)
         fam = families()[target.family]
         kwargs = {}
-        if fam.trains:  # families that train: tier, checkpoint cache
-            kwargs["options"] = {"tier": self.options.tier, "cache_dir": self.cache.directory,
+        if fam.trains:  # families that train: tier, checkpoint cache (none from a read-only cache: trained in memory)
+            kwargs["options"] = {"tier": self.options.tier,
+                                 "cache_dir": None if self.cache.read_only else self.cache.directory,
                                  "progress": self.options.progress}
         try:
             return fam.prepare(loaded, self.data_dir, target.corpus, limit=self.options.family_limit(target.family)[0],
@@ -313,7 +318,8 @@ class Runner:
         recording = self.options.record_baseline is not None
         comparing = self.options.compare_to is not None and not negative_control
         if comparing:
-            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit)
+            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit,
+                           compare_fail_on=self.options.compare_fail_on)
         else:
             own = not (recording or negative_control or not self.options.check_baseline)
             out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,

@@ -71,3 +71,62 @@ def test_junit_properties_are_readable_json(tmp_path):
     assert len(props) == 1, out.stdout[-2000:]
     record = json.loads(props[0])
     assert record["claim_id"] == "clark.dep_dobj" and record["corpus"] == "ewt_dev"
+
+
+def test_compare_policy_decides_what_fails(tmp_path):
+    """--compare-fail-on: lost (a claim that held on A does not hold here), flips (either way), never."""
+    from types import SimpleNamespace
+
+    from bertattn_bench.claims import Claim, baseline_key, evaluate
+    from bertattn_bench.registry import Measurement, metric
+
+    name = "test_fail_safe_constant_metric"
+
+    from bertattn_bench import registry
+
+    if name not in registry.METRICS:
+        metric(name)(lambda pr, **kw: Measurement(value=pr.result, n=10, n_unit="things"))
+    claim = Claim(id="t.c", paper="P", section="§0", statement="s", family="fam", metric=name, comparison=">",
+                  threshold=1.0, reference="r", source="S", rationale="why", tolerance=0.1, tolerance_rationale="t")
+    info = SimpleNamespace(name="B", slug="b", attn_implementation="eager", n_layers=1, n_heads=1, extra={})
+    from bertattn_bench.batching import Skipped
+
+    def pr(value):
+        return SimpleNamespace(model=info, data="d", corpus="c", tier=None, result=value, n_examples=10,
+                               skipped=Skipped(), family="fam")
+
+    def base(holds):
+        return {"results": {baseline_key("t.c", "c"): {"measured": 2.0 if holds else 0.0, "holds": holds, "n": 10}},
+                "provenance": {"model": "A"}}
+
+    def passed(a_holds, value, policy):
+        return evaluate(claim, pr(value), base(a_holds), mode="compare", compare_fail_on=policy).passed
+
+    assert passed(True, 0.0, "lost") is False and passed(False, 2.0, "lost") is True
+    assert passed(True, 0.0, "flips") is False and passed(False, 2.0, "flips") is False
+    assert passed(True, 2.0, "flips") is True and passed(True, 0.0, "never") is True
+
+
+def test_a_read_only_cache_trains_in_memory_and_stores_nothing(tmp_path, monkeypatch):
+    """A read-only cache folder: passes are read from it, and a family that trains gets no checkpoint folder (its
+    fine-tune is made in memory) instead of failing to write one."""
+    from bertattn_bench import registry
+    from bertattn_bench.cache import PassCache
+    from bertattn_bench.registry import Family
+    from bertattn_bench.runner import RunOptions, Runner, Target
+
+    seen = []
+
+    def prepare(loaded, data_dir, corpus, limit=None, batch_size=32, options=None):
+        seen.append(options["cache_dir"])
+
+    fams = {"fam": Family("fam", prepare, ("c",), "c", trains=True)}
+    monkeypatch.setattr(registry, "families", lambda: fams)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x").write_text("x")
+    for read_only in (False, True):
+        runner = Runner(RunOptions(models=["m"], data_dir=tmp_path / "data", cache_dir=tmp_path / "cache"),
+                        loaded={"m": object()})
+        runner.cache = PassCache(tmp_path / "cache", read_only=read_only)
+        runner.prepare(Target("m", "c", "fam"))
+    assert seen == [tmp_path / "cache", None]
