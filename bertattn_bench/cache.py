@@ -38,7 +38,8 @@ from typing import Callable, Iterable
 
 from filelock import FileLock
 
-from .settings import CACHE_ENV  # noqa: E402,F401 (re-exported)
+from .settings import CACHE_ENV  # noqa: F401 (re-exported)
+
 INDEX_NAME = "file-digests.json"
 _PACKAGE_NAME = __name__.rsplit(".", 1)[0]
 

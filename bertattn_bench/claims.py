@@ -236,7 +236,7 @@ def load_claims(directory: Path = REFERENCE_DIR, family: str | None = None) -> l
 
 # ---- recorded baselines -------------------------------------------------------------------------------------
 
-def baseline_path(model_slug: str, directory: Path = REFERENCE_DIR / "baselines") -> Path:
+def baseline_path(model_slug: str, directory: Path = BASELINE_DIR) -> Path:
     return directory / f"{model_slug}.json"
 
 
@@ -256,7 +256,7 @@ def baseline_key(claim_id: str, corpus: str) -> str:
 
 
 def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
-    path = baseline_path(model_slug, directory or REFERENCE_DIR / "baselines")
+    path = baseline_path(model_slug, directory or BASELINE_DIR)
     if not path.is_file():
         return {}
     from .documents import baseline_document, read_baseline_text

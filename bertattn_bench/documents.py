@@ -16,10 +16,11 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from .settings import VALIDATE_OUTPUTS_ENV as VALIDATE_ENV, env
+
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 PREFIX = "bertattn-bench/"
 VERSIONS = {"claims": 1, "run": 1, "baseline": 1, "matrix": 1}
-from .settings import VALIDATE_OUTPUTS_ENV as VALIDATE_ENV, env  # noqa: E402
 
 
 class SchemaError(ValueError):
@@ -195,8 +196,9 @@ def read_json(path: Path, missing: str):
 
 
 def short_model(name: str) -> str:
-    """The model as in the test ids: ``embedded:all-MiniLM-L6-v2`` -> ``minilm``, its random twin
-    ``random-init(embedded:...)@0`` -> ``random-minilm`` (``@seed`` when not 0), a folder -> its name."""
+    """The model as the tables name it: ``embedded:all-MiniLM-L6-v2`` -> ``minilm``, its random twin
+    ``random-init(embedded:...)@0`` -> ``random-minilm`` (``@seed`` when not 0), a folder -> its name. (Test ids
+    name a twin ``random<seed>`` instead, :func:`runner.model_id`, so that ``-k minilm`` does not select it.)"""
     import re
 
     twin = re.fullmatch(r"random-init\((.*)\)@(-?\d+)", name)

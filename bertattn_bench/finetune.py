@@ -32,6 +32,7 @@ from . import attention, checkpoints
 from .batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs
 from .data import glue
 from .errors import DataError
+from .settings import PRECISION_ENV, env
 
 TRAINER_VERSION = "1"  # bump when a change to training changes the weights it produces
 
@@ -60,7 +61,6 @@ class Recipe:
         return asdict(self)
 
 
-from .settings import PRECISION_ENV, env  # noqa: E402
 PRECISIONS = ("auto", "recipe", "bf16", "fp32")
 
 

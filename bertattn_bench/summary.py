@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .settings import SUMMARY_ENV, env  # noqa: E402
+from .settings import SUMMARY_ENV, env
+
 VERDICTS = ("holds", "does not hold", "inconclusive", "skipped")
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError
+from ..settings import DATA_MIRROR_ENV as MIRROR_ENV  # noqa: F401 (re-exported)
 from .manifest import PART_SUFFIX, Corpus, FileEntry, check_file, load_manifest, rebuild, sha256_file
 
-from ..settings import DATA_MIRROR_ENV as MIRROR_ENV  # noqa: E402,F401 (re-exported)
 USER_AGENT = "bertattn-bench-data-fetch"
 
 
