@@ -399,6 +399,12 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
     C.module_closure.cache_clear()
     try:
         assert (finetune._sources_version(), arct_ft._sources_version()) == before
+        # the statistics layer is read by the GLUE reader's scoring, not by training: a GLUE checkpoint stays valid
+        scoring = tmp_path / "stats.py"
+        scoring.write_text(real("bertattn_bench.stats").read_text() + "\n_EDITED = 1\n")
+        monkeypatch.setattr(C, "_module_file", lambda name: scoring if name == "bertattn_bench.stats" else real(name))
+        C.module_closure.cache_clear()
+        assert finetune._sources_version() == before[0]
         core = tmp_path / "attention.py"
         core.write_text(real("bertattn_bench.attention").read_text() + "\n_EDITED = 1\n")
         monkeypatch.setattr(C, "_module_file", lambda name: core if name == "bertattn_bench.attention" else real(name))

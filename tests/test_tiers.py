@@ -37,11 +37,12 @@ def test_quick_caps_forward_families_and_an_explicit_limit_wins():
     assert fams["dependency"].tier_limit("quick", None) == (None, None)  # seconds: read whole in every tier
 
 
-def test_quick_recipe_is_one_short_epoch_on_a_train_sample():
+def test_quick_recipe_is_one_epoch_over_all_pairs_in_small_batches():
     q, r = finetuned.recipe_for("mrpc", "quick"), finetuned.recipe_for("mrpc", "regression")
-    assert (q.epochs, q.max_train) == (1, 800) and (r.epochs, r.max_train) == (3, None)
+    assert (q.epochs, q.max_train, q.batch_size, q.lr) == (1, None, 16, 1e-4)
+    assert (r.epochs, r.max_train, r.batch_size, r.lr) == (3, None, 32, 5e-5)  # the paper's (Kovaleva §3)
     assert q.key() != r.key()  # the checkpoint cache keeps the two apart
-    assert finetuned.recipe_for("sst-2", "quick").max_train == 800  # the smaller of the two caps
+    assert finetuned.recipe_for("sst-2", "quick").max_train == finetuned.SUBSAMPLE["sst-2"]
     assert finetuned.recipe_for("sst-2", "regression").max_train == finetuned.SUBSAMPLE["sst-2"]
     assert finetuned.dev_limit("quick", None) == 64 and finetuned.dev_limit("quick", 10) == 10
     assert finetuned.dev_limit("regression", None) is None and finetuned.dev_limit("regression", 10) == 10
