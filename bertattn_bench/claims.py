@@ -62,7 +62,9 @@ class Claim:
     inputs: list = field(default_factory=list)
     judged_on: str | None = None  # a claim over several corpora is judged once, on this corpus's pass
     interval_z: float = 1.96  # the interval of a value with a standard error: ± z SE (1.96: 95%)
-    reads_trained: bool = True  # reads the trained models its passes record (the learned-model guard applies)
+    # reads the trained models its passes record (the learned-model guard applies); a list: only those of them (a
+    # pass's checks by key, e.g. the probes it compares)
+    reads_trained: bool | list = True
     reads_degenerate: bool = False  # its subject is a degenerate (not learned) run itself: judged regardless
 
     def describe_comparison(self) -> str:
@@ -303,8 +305,9 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""), values=dict(m.values))
     out.interval, out.margin = claim.interval(m.value, m.standard_error)
-    untrained = learned.not_learned(pass_result, *resolved) if claim.reads_trained and not claim.reads_degenerate \
-        else None
+    keys = claim.reads_trained if isinstance(claim.reads_trained, list) else None
+    untrained = learned.not_learned(pass_result, *resolved, keys=keys) \
+        if claim.reads_trained and not claim.reads_degenerate else None
     if untrained:  # the learned-model guard: a claim on a model that learned nothing is not judged
         out.not_judged, out.holds, out.interval = untrained, False, None
         out.detail += f" [not judged: {untrained}]"

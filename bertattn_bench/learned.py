@@ -9,6 +9,7 @@ head matters, fine-tuning "gains" 35 points over an anti-majority head. So each 
   the majority class of those examples, an exact one-sided binomial test (``stats.binomial_above_p``),
   learned when p < :data:`ALPHA`;
 * a regressor (STS-B): Pearson's r > 0, one-sided, p < :data:`ALPHA` (``stats.correlation_above_zero_p``);
+* a probe (Clark §5): against itself untrained, paired per arc (:func:`probe`);
 * several runs of which the claims summarise the set (ARCT's seeds, Niven's degenerate runs being part of the
   finding): learned when the best run passes at ALPHA / number of runs (Bonferroni).
 
@@ -35,12 +36,22 @@ class Check:
     text: str  # the numbers: "dev acc 67.19 vs majority 68.75 (n=64), one-sided binomial p=0.61"
     p: float
     score: float  # accuracy (points) or Pearson r
-    baseline: float  # the majority class's accuracy (points) or 0
+    baseline: float  # the majority class's accuracy (points) or 0; a probe's: its untrained UAS
     n: int
+    key: str = ""  # which trained model of the pass it tests (a probe's name), for claims that read only some
 
     @property
     def reason(self) -> str:
         return f"{self.subject} did not learn: {self.text}"
+
+    def record(self) -> dict:
+        """As the report lists it (``run.json``'s ``trained_models``, ``claims.md``, the terminal)."""
+        return {"subject": self.subject, "learned": bool(self.learned), "test": self.text}
+
+    @property
+    def line(self) -> str:
+        return f"{self.subject}: {'learned' if self.learned else 'DID NOT LEARN (its claims are not judged)'}: " \
+               f"{self.text}"
 
 
 def classifier(subject: str, predictions, labels, what: str = "dev") -> Check:
@@ -71,6 +82,22 @@ def glue(subject: str, task, logits, labels) -> Check:
     return classifier(subject, logits.argmax(-1), labels)
 
 
+def probe(subject: str, key: str, score, what: str = "eval arcs") -> Check:
+    """A probe (Clark §5) against itself untrained (same architecture and initialisation, no training step), paired
+    per scored arc: exact one-sided McNemar on the arcs only one of them gets right, learned when p < ALPHA.
+    ``score``: the probe's ``ProbeScore`` (``uas``, ``untrained_uas``, ``gained``, ``lost``, ``n_arcs``).
+
+    Not against right-branching or the best single head: the probe claims compare the probe with those baselines
+    themselves, and a guard on the same comparison would leave them unable to fail. What this catches is training
+    that moved nothing (a learning rate of 0, a loss that never reached the parameters, a diverged run)."""
+    gained, lost = int(score.gained), int(score.lost)
+    p = stats.binomial_above_p(gained, gained + lost, 0.5)
+    return Check(subject, p < ALPHA, f"UAS {score.uas:.2f} vs {score.untrained_uas:.2f} untrained on the same "
+                                     f"{score.n_arcs} {what} ({gained} gained, {lost} lost), one-sided exact McNemar "
+                                     f"p={p:.2g}", p, float(score.uas), float(score.untrained_uas), int(score.n_arcs),
+                 key)
+
+
 def best_of(subject: str, checks: list[Check]) -> Check:
     """Several runs summarised as a set: learned when the best run passes at ALPHA / len(checks) (Bonferroni)."""
     if len(checks) == 1:
@@ -83,12 +110,15 @@ def best_of(subject: str, checks: list[Check]) -> Check:
                  best.n)
 
 
-def not_learned(*pass_results) -> str | None:
+def not_learned(*pass_results, keys=None) -> str | None:
     """The reasons (``; ``-joined) of every failed check of these passes, or None when every trained model they
-    read learned (or they read none)."""
+    read learned (or they read none). ``keys``: only the checks of those trained models (a claim that reads some of
+    a pass's probes); None: all."""
     seen, out = set(), []
     for pr in pass_results:
         for c in getattr(pr, "learning", ()) or ():
+            if keys is not None and c.key not in keys:
+                continue
             if not c.learned and c.reason not in seen:
                 seen.add(c.reason)
                 out.append(c.reason)

@@ -244,7 +244,7 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), prov
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, tmp / rel)
         kept.append(directory / rel)
-    page = markdown_page(outcomes, directory, kept)
+    page = markdown_page(outcomes, directory, kept) + guard_section((provenance or {}).get("trained_models"))
     (tmp / "claims.md").write_text(("" if not missing else incomplete_banner(missing)) + page, encoding="utf-8")
     names = ["claims.md", "claims.csv", "claims.json"]
     if provenance is not None:
@@ -297,6 +297,29 @@ def references_version() -> str:
     return files_digest(sorted(REFERENCE_DIR.glob("*.toml")))[0][:16]
 
 
+def trained_models(passes: list[dict]) -> list[dict]:
+    """The learned-model guard's test of every trained model the run's passes read, once each."""
+    seen, out = set(), []
+    for p in passes:
+        for t in p.get("learning") or ():
+            if t["subject"] not in seen:
+                seen.add(t["subject"])
+                out.append(t)
+    return out
+
+
+def guard_section(trained: list[dict] | None) -> str:
+    """``claims.md``'s list of the trained models the claims read and whether each learned (the learned-model
+    guard: a claim reading one that did not is *not judged*)."""
+    if not trained:
+        return ""
+    rows = "".join(f"| {t['subject']} | {'yes' if t['learned'] else '**no**: its claims are not judged'} | "
+                   f"{t['test']} |\n" for t in trained)
+    return ("\n## Trained models: did each learn?\n\nEvery claim that reads a trained model is judged only if the "
+            "model learned (dev accuracy above its majority class, Pearson r > 0, a probe above itself untrained; "
+            "one-sided, p < 0.01).\n\n| trained model | learned | test |\n|---|---|---|\n" + rows)
+
+
 def run_provenance(passes: list[dict], limit: int | None, tier: str, command: str) -> dict:
     """``run.json`` of a run: the versions ``merge`` must find equal (code, references, limit), the data each pass
     read (family/corpus -> files and checksum), and, for the reader, commit, command, date, models, versions.
@@ -319,6 +342,7 @@ def run_provenance(passes: list[dict], limit: int | None, tier: str, command: st
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__, "transformers": transformers.__version__,
         "devices": sorted({p["device"] for p in passes}),
+        "trained_models": trained_models(passes),
     }
 
 

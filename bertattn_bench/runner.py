@@ -358,7 +358,8 @@ def pass_summary(r, cached: bool, path: Path | None = None, data_files: str = ""
     return {"family": r.family, "corpus": r.corpus, "data": r.data, "model": r.model.name, "slug": r.model.slug,
             "source": r.model.source, "device": r.model.device, "attn_implementation": r.model.attn_implementation,
             "n_examples": r.n_examples, "seconds": r.seconds, "skipped": r.skipped.describe(), "cached": cached,
-            "limit": limit, "cache_path": str(path) if path else None, "data_files": data_files}
+            "limit": limit, "cache_path": str(path) if path else None, "data_files": data_files,
+            "learning": [c.record() for c in getattr(r, "learning", ()) or ()]}
 
 
 def write_report_files(outcomes: list, results: list, directory: Path, provenance: dict,
@@ -390,4 +391,8 @@ def pass_lines(passes: list[dict]) -> list[str]:
         lines.append(f"{what}{p['model']} / {p['family']}:{p['corpus']}: {p['n_examples']} examples in "
                      f"{p['seconds']:.2f}s = {rate:.1f}/s on {p['device']}{')' if p['cached'] else ''}"
                      + (f"; {p['skipped']}" if p["skipped"] else ""))
-    return lines
+    from .report import trained_models
+
+    return lines + [f"learned-model guard: {t['subject']}: {'learned' if t['learned'] else 'DID NOT LEARN'}: "
+                    f"{t['test']}" for t in trained_models(passes)]
+

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from bertattn_bench import learned, registry, stats
 from bertattn_bench.registry import Measurement
@@ -30,6 +32,7 @@ if PASSES_METRIC not in registry.METRICS:
 @dataclass
 class TrainedFakePass(FakePass):
     learning: tuple = field(default_factory=tuple)
+    seconds: float = 1.0
 
 
 DEGENERATE = learned.classifier("tiny fine-tuned on mrpc (seed 0)", np.ones(64, int),
@@ -149,3 +152,82 @@ def test_a_zero_learning_rate_fine_tune_turns_every_claim_reading_it_into_not_ju
         else:
             assert out.not_judged is None, c.id
     assert n_not_judged >= 2, f"{family}: too few claims measured on the planted pass ({n_not_judged})"
+
+
+# ---- probes: each trained probe against itself untrained ----------------------------------------------------------
+
+def _probe_features(seed: int):
+    """Right-branching sentences (each word's head the next word) with the arc planted in one attention map: every
+    probe, the distance MLP too, has something to learn."""
+    from test_probes import features, planted
+
+    heads = [np.array(list(range(1, w)) + [-1]) for w in (3, 5, 8, 6) * 8]
+    return features(planted(heads, seed=seed), heads, seed=seed)
+
+
+def test_a_probe_is_tested_against_itself_untrained_by_hand():
+    from bertattn_bench.metrics.probes.models import ProbeScore
+
+    # 12 arcs gained, 2 lost: one-sided exact binomial P(X >= 12 | 14, 1/2) = (C(14,12)+C(14,13)+C(14,14)) / 2^14
+    ok = learned.probe("m's Attn probe", "attn", ProbeScore(60.0, 50, untrained_uas=40.0, gained=12, lost=2))
+    assert ok.p == pytest.approx((91 + 14 + 1) / 2 ** 14) and ok.learned and ok.key == "attn"
+    assert "UAS 60.00 vs 40.00 untrained on the same 50 eval arcs (12 gained, 2 lost)" in ok.text
+    still = learned.probe("m's Attn probe", "attn", ProbeScore(40.0, 50, untrained_uas=40.0, gained=0, lost=0))
+    assert not still.learned and still.p == 1.0
+    noisy = learned.probe("m's Attn probe", "attn", ProbeScore(46.0, 50, untrained_uas=40.0, gained=5, lost=2))
+    assert not noisy.learned  # p = 0.23: three more arcs is noise
+
+
+def test_a_zero_learning_rate_probe_is_not_learned_and_its_claims_are_not_judged():
+    """The planted degenerate probe: trained with learning rate 0 it stays at its initial scores; the probes'
+    claims that read it are not judged, the others (and every claim on a probe that trained) are judged."""
+    from bertattn_bench.metrics import probes as P
+    from bertattn_bench.metrics.probes.run import probe_learning
+
+    train, evals = _probe_features(0), _probe_features(1)
+    s = P.ProbeSettings(epochs=10, batch_sentences=8)
+    cpu = torch.device("cpu")
+    good = P.train_probes(train, evals, s, cpu)
+    frozen = P.train_probes(train, evals, replace(s, lr_attn=0.0, lr_words=0.0, lr_dist=0.0), cpu)
+    for k in ("attn", "attn_words", "dist_words"):
+        assert good[k].uas > good[k].untrained_uas and good[k].gained > good[k].lost
+        assert frozen[k].uas == frozen[k].untrained_uas and frozen[k].gained == frozen[k].lost == 0
+
+    def result(scores):
+        return SimpleNamespace(probes={**scores, "random_init": scores["attn_words"]}, n_train_sentences=30)
+
+    checks = probe_learning("tiny", result(good))
+    assert [c.key for c in checks] == ["attn", "attn_words", "dist_words", "random_init"]
+    assert all(c.learned for c in checks)
+    bad = probe_learning("tiny", result({**good, "dist_words": frozen["dist_words"]}))
+    assert [c.learned for c in bad] == [True, True, False, True]
+    assert "tiny's Distances + words probe (30 training sentences)" in bad[2].subject
+    claims = {c.id: c for c in load_claims(family="probes")}
+    reads = {cid: c.reads_trained for cid, c in claims.items()}
+    assert reads["clark.probe_right_branching"] is False and reads["clark.probe_dist_words"] == ["dist_words"]
+    for cid, c in claims.items():
+        pr = TrainedFakePass(5.0, learning=bad)
+        out = evaluate(claim(">=", 0.0, id=cid, reads_trained=c.reads_trained), pr)  # the entry's guard, a fake metric
+        reads_dist = isinstance(c.reads_trained, list) and "dist_words" in c.reads_trained
+        assert bool(out.not_judged) == reads_dist, cid
+        if reads_dist:
+            assert "did not learn: UAS" in out.not_judged and "untrained" in out.not_judged
+
+
+def test_the_report_lists_every_trained_model_and_whether_it_learned(tmp_path):
+    from bertattn_bench.report import guard_section, run_provenance, write_report
+    from bertattn_bench.runner import pass_lines, pass_summary
+
+    other = replace(DEGENERATE, subject="tiny fine-tuned on rte (seed 0)")
+    passes = [pass_summary(TrainedFakePass(5.0, learning=(LEARNED,)), cached=False),
+              pass_summary(TrainedFakePass(5.0, family="prune", learning=(LEARNED, other)), cached=True)]
+    lines = [x for x in pass_lines(passes) if x.startswith("learned-model guard")]
+    assert lines == [f"learned-model guard: {LEARNED.subject}: learned: {LEARNED.text}",
+                     f"learned-model guard: {other.subject}: DID NOT LEARN: {other.text}"]  # once each
+    provenance = run_provenance(passes, None, "quick", "pytest")
+    assert provenance["trained_models"] == [LEARNED.record(), other.record()]
+    write_report([evaluate(claim(">=", 0.0), TrainedFakePass(5.0, learning=(LEARNED,)))], tmp_path / "r",
+                 provenance=provenance)
+    page = (tmp_path / "r" / "claims.md").read_text()
+    assert "## Trained models: did each learn?" in page and f"| {other.subject} | **no**" in page
+    assert LEARNED.text in page and guard_section([]) == ""

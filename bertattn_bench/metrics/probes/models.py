@@ -1,11 +1,14 @@
 """Clark §5 probes: the probe models (Attn, Attn + words, Distances + words), their training and their UAS."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...batching import length_order
+from ...stats import mcnemar_exact
 from ...training import adam_epochs
 from .data import ROOT
 from .reduce import Features
@@ -199,15 +202,29 @@ def train_probe(probe: torch.nn.Module, buckets: list[Bucket], epochs: int, lr: 
 
 
 @torch.no_grad()
-def uas(probe: torch.nn.Module, buckets: list[Bucket]) -> tuple[float, int]:
-    """Percent of scored words whose highest-scoring candidate is the gold head, and their number."""
-    correct = total = 0
+def arcs_correct(probe: torch.nn.Module, buckets: list[Bucket]) -> np.ndarray:
+    """Per scored word (bucket by bucket, in the buckets' order): whether its highest-scoring candidate is the gold
+    head."""
+    out = []
     for bk in buckets:
         pred = _masked(probe(bk), bk).argmax(-1)
         scored = bk.heads >= 0
-        correct += int((pred[scored] == bk.heads[scored]).sum())
-        total += int(scored.sum())
-    return 100.0 * correct / max(total, 1), total
+        out.append((pred[scored] == bk.heads[scored]).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, bool)
+
+
+def uas(probe: torch.nn.Module, buckets: list[Bucket]) -> tuple[float, int]:
+    """Percent of scored words whose highest-scoring candidate is the gold head, and their number."""
+    correct = arcs_correct(probe, buckets)
+    return 100.0 * int(correct.sum()) / max(correct.size, 1), int(correct.size)
+
+
+def _score(trained: torch.nn.Module, untrained: torch.nn.Module, buckets: list[Bucket]) -> ProbeScore:
+    """The trained probe's UAS, and its test against the same probe untrained (the learned-model guard's)."""
+    correct, before = arcs_correct(trained, buckets), arcs_correct(untrained, buckets)
+    _, lost, gained = mcnemar_exact(before, correct)
+    return ProbeScore(100.0 * int(correct.sum()) / max(correct.size, 1), int(correct.size),
+                      untrained_uas=100.0 * int(before.sum()) / max(before.size, 1), gained=gained, lost=lost)
 
 
 def seeded(seed: int, build):
@@ -223,12 +240,16 @@ def train_probes(train: Features, evals: Features, s: ProbeSettings, device, wit
     eb = make_buckets(evals, 64, device, s.eval_elements)
     n_maps, dim = train.maps[0].shape[0], train.vectors[0].shape[-1] + 1
     seed = s.training_seed
+    # each probe is also scored untrained (its initial parameters; Attn + words from the untrained Attn probe) for
+    # the learned-model guard (learned.probe)
     attn = train_probe(AttnProbe(n_maps).to(device), tb, s.epochs, s.lr_attn, seed)
     words = train_probe(AttnWordsProbe(n_maps, dim, attn).to(device), tb, s.epochs, s.lr_words, seed)
-    scores = {"attn": ProbeScore(*uas(attn, eb)), "attn_words": ProbeScore(*uas(words, eb))}
+    scores = {"attn": _score(attn, AttnProbe(n_maps).to(device), eb),
+              "attn_words": _score(words, AttnWordsProbe(n_maps, dim, AttnProbe(n_maps)).to(device), eb)}
     if with_dist:
         mlp = seeded(seed, lambda: DistWordsProbe(dim, s.dist_hidden).to(device))
-        scores["dist_words"] = ProbeScore(*uas(train_probe(mlp, tb, s.epochs, s.lr_dist, seed), eb))
+        untrained = copy.deepcopy(mlp)
+        scores["dist_words"] = _score(train_probe(mlp, tb, s.epochs, s.lr_dist, seed), untrained, eb)
     return scores
 
 
@@ -237,3 +258,6 @@ def train_probes(train: Features, evals: Features, s: ProbeSettings, device, wit
 class ProbeScore:
     uas: float  # percent
     n_arcs: int
+    untrained_uas: float | None = None  # the same probe before training, same arcs (the learned-model guard)
+    gained: int = 0  # arcs right after training and wrong before
+    lost: int = 0  # the reverse

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ... import tiers
+from ... import learned, tiers
 from ...batching import Encoded, drop_too_long, encode_words
 from ...errors import DataError
 from ...passes import PassResult, PreparedPass
@@ -97,7 +97,7 @@ class ProbePass(PreparedPass):
         sync()
         seconds = time.perf_counter() - start
         return PassResult(self.family, self.corpus, self.data, info, result, len(self.encoded), self.skipped, seconds,
-                          extra={"seconds": result.seconds})
+                          extra={"seconds": result.seconds}, learning=probe_learning(info.name, result))
 
     def compute(self, twin) -> ProbeResult:
         s, info, dev = self.settings, self.loaded.info, torch.device(self.loaded.info.device)
@@ -142,6 +142,14 @@ class ProbePass(PreparedPass):
             n_train_arcs=int(sum((h != -1).sum() for h in self.train_heads)), n_train_documents=self.n_train_documents,
             random_init=how, seconds=secs, structural=structural, train_seed=s.training_seed, tier=self.tier,
             n_root_words=n_root)
+
+
+def probe_learning(model_name: str, result: ProbeResult) -> tuple:
+    """The learned-model guard of every trained probe (``learned.probe``), keyed by the probe's name: a claim's
+    ``reads_trained`` lists the probes it compares."""
+    return tuple(learned.probe(f"{model_name}'s {PROBE_NAMES[k]} probe ({result.n_train_sentences} training "
+                               f"sentences)", k, score)
+                 for k, score in result.probes.items() if score.untrained_uas is not None)
 
 
 def right_branching(heads: list[np.ndarray]) -> tuple[int, float]:
