@@ -285,7 +285,7 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
         # timed where computed: a cache miss (or every pass with --time-cores, replacing the cached one)
         timed_run = lambda run: benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)  # noqa: E731
         result = bench.cached(target, lambda: with_artifacts(bench.config, prepared, timed_run), prepared,
-                              force=bool(option(bench.config, "time-cores")))
+                              force=bench.options.time_cores)
     claims = {}
     for claim in load_claims(family=target.family):
         o = evaluate(claim, result)

@@ -11,6 +11,7 @@ notebook, which flattened padded 200 x 200 maps).
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -174,7 +175,8 @@ def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.E
                    batch_size: int = 64) -> learned.Check:
     """The learned-model guard's test of one GLUE fine-tune on the dev examples its claims read (see
     :mod:`bertattn_bench.learned`): the same for every family's pass reading the checkpoint, computed once."""
-    key = (ft.meta.get("path"), t.name, len(dev.examples), int(np.asarray(dev.labels, float).sum() * 1000))
+    labels = hashlib.sha256(np.ascontiguousarray(np.asarray(dev.labels, np.float64)).tobytes()).hexdigest()
+    key = (ft.meta.get("path"), t.name, len(dev.examples), labels)  # the checkpoint and the exact dev labels
     if key[0] is None or key not in _LEARNING:
         logits = finetune.predict(ft.model, dev, loaded.tokenizer, batch_size)
         _LEARNING[key] = learned.glue(f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})", t, logits,
