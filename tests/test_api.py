@@ -119,3 +119,34 @@ def test_the_trainer_callback_measures_at_start_every_n_steps_and_at_the_end(tin
     cb.on_train_end(None, state, None, model=model)
     assert [c[0] for c in calls] == [0, 2, 4, 5] and {c[1:] for c in calls} == {("dep_dobj", "tiny")}
     assert isinstance(cb, __import__("transformers").TrainerCallback)
+
+
+def test_the_callback_in_a_real_transformers_trainer(tiny, toy, tmp_path):
+    """A real ``transformers.Trainer`` (it needs ``accelerate``: the ``test``/``trainer`` extras) trains a sentence
+    classifier on the tiny encoder for 4 steps with the callback every 2 steps: reports at steps 0, 2 and 4, measured
+    on the model being trained, whose weights move between them."""
+    pytest.importorskip("accelerate")
+    import torch
+    from transformers import BertForSequenceClassification, Trainer, TrainingArguments
+
+    clf = BertForSequenceClassification(tiny.model.config)
+    clf.bert.load_state_dict(tiny.model.state_dict(), strict=False)
+    enc = tiny.tokenizer(["the cat sat on the mat", "a dog barked", "it rained all day", "we left early"] * 4,
+                         padding="max_length", max_length=12, truncation=True, return_tensors="pt")
+    rows = [{"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
+             "labels": torch.tensor(i % 2)} for i in range(16)]
+    cb = bb.ClaimsCallback(tiny.tokenizer, tmp_path / "along", select="dependency", every=2, name="tiny",
+                           data_dir=toy)
+    args = TrainingArguments(output_dir=str(tmp_path / "trainer"), max_steps=4, per_device_train_batch_size=4,
+                             learning_rate=1e-2, report_to=[], save_strategy="no", logging_strategy="no",
+                             use_cpu=True, disable_tqdm=True, seed=0)
+    Trainer(model=clf, args=args, train_dataset=rows, callbacks=[cb]).train()
+    assert sorted(cb.measured) == [0, 2, 4]
+    assert sorted(p.name for p in (tmp_path / "along").glob("step-*")) == ["step-000000", "step-000002",
+                                                                           "step-000004"]
+    header = (tmp_path / "along" / "matrix.md").read_text()
+    assert "tiny@step0" in header and "tiny@step4" in header
+    first, last = (json.loads((tmp_path / "along" / f"step-00000{s}" / "claims.json").read_text())["records"]
+                   for s in (0, 4))
+    assert [r["claim_id"] for r in first] == [r["claim_id"] for r in last]
+    assert [r["measured"] for r in first] != [r["measured"] for r in last]  # measured on the weights being trained
