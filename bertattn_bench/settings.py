@@ -29,7 +29,7 @@ ENVIRONMENT = {
     "XDG_CACHE_HOME": "the user cache folder the default data folder sits in",
     MODEL_ENV: "models to test, comma-separated (--model)",
     DEVICE_ENV: "auto, cpu, cuda, cuda:N (--device)",
-    SEED_ENV: "training seed of the probes (default 0)",
+    SEED_ENV: "training seed of the probes and of the fine-tunes a tier trains with one seed (default 0)",
     TIER_ENV: "quick, regression, full (--tier)",
     CACHE_ENV: "the pass and checkpoint cache folder (--cache-dir)",
     PRECISION_ENV: "fine-tuning precision: auto, bf16, fp32, recipe",

@@ -14,6 +14,8 @@ Families (``--family``):
   counts are the real thing (1 vs 2 cores changes the order of float sums). Step: one arc (100/n UAS points).
 * ``patterns`` (Kovaleva §4.1/§4.4/§4.5): the seed picks the fine-tuned checkpoint (finetune's cache; trained if
   absent), so the fine-tuned claims' tolerances come from the seed-to-seed spread of fine-tuning itself.
+* ``glue``: every family reading the tier's MRPC fine-tune (finetune, disable, prune, speedup, framenet); the seed
+  is the fine-tune's. Step: one dev example (100/n points) where the value is counted in dev examples.
 
     PYTHONPATH=$PWD BERTATTN_DATA_DIR=../shared/data HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
         .venv/bin/python scripts/spread.py --family probes --runs 0:2,0:1,1:2 \\
@@ -44,6 +46,10 @@ FAMILIES = {
     "probes": {"k": "probes and not negative and not speed", "corpora": "ewt_dev,ewt_test,gum_test",
                "step_unit": "arcs", "precision": 0.1},
     "patterns": {"k": "patterns and not negative", "corpora": "mrpc", "step_unit": None, "precision": 0.001},
+    # every family that reads the tier's MRPC fine-tune (its seed = $BERTATTN_SEED: metrics.finetuned.tier_seeds);
+    # each family on its default corpus; a dev example is the step of an accuracy
+    "glue": {"k": "(finetune or disable or prune or speedup or framenet) and not negative", "corpora": None,
+             "step_unit": "dev examples", "precision": 0.01},
 }
 
 
@@ -70,7 +76,7 @@ def run_once(seed: int, threads: int, corpora: str, limit: int | None, report: P
                                        env=env, capture_output=True, text=True, check=True).stdout)
     # the pass cache key holds the training seed and the thread count, so a cache never serves another run's values
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "--benchmark-disable",
-           "-k", FAMILIES[family]["k"], "--corpus", f"{family}={corpora}",
+           "-k", FAMILIES[family]["k"]] + (["--corpus", f"{family}={corpora}"] if corpora else []) + [
            "--claims-report", str(report)] + (["--limit", str(limit)] if limit else []) + (
            ["--cache-dir", str(cache_dir)] if cache_dir else ["--no-cache"])
     path = report / "claims.json"
@@ -96,6 +102,7 @@ def values_of(records: list[dict]) -> dict:
     """Per ``claim@corpus`` of a claims report (claims.json; negative controls and skips left out): the value, its
     n and verdict, and the structural probe's chosen layer where the metric names it (the outcome's ``values``)."""
     return {f"{r['claim_id']}@{r['corpus']}": {"measured": r["measured"], "n": r["n"], "n_unit": r["n_unit"],
+                                               "unit": r.get("unit") or "",
                                                "holds": r["holds"],
                                                "layer": (r.get("values") or {}).get("structural_layer")}
             for r in records if not r.get("negative_control") and not r.get("skipped")}
@@ -112,7 +119,9 @@ def summarise(runs: list[dict], safety: float, family: str = "probes") -> dict:
         ns = sorted({v["n"] for v in vals})
         spread = max(measured) - min(measured)
         # one arc of n, in UAS points (probes); shares and ratios of many maps have no step worth a floor
-        step = 100.0 / ns[0] if ns[0] and vals[0]["n_unit"] == spec["step_unit"] else 0.0
+        # glue: only a value in points (an accuracy or its difference) moves by one dev example's step
+        points = family != "glue" or "point" in (vals[0].get("unit") or "")
+        step = 100.0 / ns[0] if ns[0] and points and vals[0]["n_unit"] == spec["step_unit"] else 0.0
         proposed = math.ceil(max(safety * spread, step, precision) / precision - 1e-9) * precision
         proposed = round(proposed, 10)
         entry = {"values": measured, "n": ns[0] if len(ns) == 1 else ns, "n_unit": vals[0]["n_unit"],

@@ -26,6 +26,7 @@ from ..data import glue
 from ..passes import NothingToMeasure, PassResult
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
+from ..settings import training_seed
 
 GLUE_TASKS = ("mrpc", "rte", "sts-b", "sst-2", "qnli")
 TIERS = {
@@ -48,8 +49,13 @@ SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sam
 
 
 def tier_seeds(tier: str, task: str) -> tuple[int, ...]:
+    """The fine-tuning seeds of ``task`` at ``tier``; a task trained with one seed takes ``$BERTATTN_SEED`` (default:
+    the tier's), which is how scripts/spread.py measures the seed spread behind the tolerances."""
     t = TIERS[tier]
-    return tuple(t["seeds"].get(task, t["default_seeds"]))
+    if task in t["seeds"]:
+        return tuple(t["seeds"][task])
+    seeds = tuple(t["default_seeds"])
+    return (training_seed(seeds[0]),) if len(seeds) == 1 else seeds
 
 
 def recipe_for(task: str, tier: str = tiers.RECORDED) -> finetune.Recipe:
