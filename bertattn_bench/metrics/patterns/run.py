@@ -25,7 +25,8 @@ from .settings import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, U
 # ---- the pass ----------------------------------------------------------------------------------------------------
 
 def ud_inputs(loaded, data_dir: Path, limit: int | None):
-    """UD EWT dev sentences (the first ``limit``): encoded, word flags (LING order) and verb → subject arcs."""
+    """UD EWT dev sentences (the first ``limit``): encoded, skipped, word flags (LING order), verb → subject arcs,
+    the corpus path and per sentence its determiners (UD upos DET: the control of the §4.4 rise, RISE_CONTROL)."""
     from ...data.ud import CORPORA, load_corpus
 
     sentences = load_corpus(data_dir, UD_CORPUS, limit)
