@@ -287,3 +287,28 @@ def test_classify_thresholds_move_a_borderline_map():
     assert P.classify(v, d, b, structured_min=0.4).item() == P.TYPES.index("vertical")
     assert P.classify(torch.tensor([0.1]), torch.tensor([0.1]), torch.tensor([0.55]), block_min=0.5).item() \
         == P.TYPES.index("block")
+
+
+def test_feature_reducer_keeps_the_determiner_score_per_sentence(tokenizer):
+    """The control's score is the §4.4 score of the sentence's determiners (max over them): every query on "The"
+    gives 1 in sentence 0; sentence 1 has no determiner (nan, left out of the paired tests)."""
+    from bertattn_bench.batching import encode_words
+
+    s0, s1 = ["The", "dog", "barks"], ["Dogs", "bark"]
+    encs = [encode_words(tokenizer, 0, s0), encode_words(tokenizer, 1, s1)]
+    flags = {0: np.zeros((3, len(P.LING)), bool), 1: np.zeros((2, len(P.LING)), bool)}
+    control = {0: np.array([True, False, False]), 1: np.array([False, False])}
+    batch = make_batch(encs, tokenizer, "cpu", with_words=True)
+    the = [t for t, w in enumerate(encs[0].word_index) if w == 0][0]
+
+    def fn(q, n, seps):
+        row = np.zeros(n)
+        row[the] = 1.0
+        return row
+
+    red = P.FeatureReducer(flags, {}, 1, 1, "cpu", control=control)
+    red.start_batch(batch)
+    red.update(0, _probs(batch, fn))
+    res = red.finalize()
+    assert res.per_sentence_control.shape == (2, 1, 1)
+    assert res.per_sentence_control[0, 0, 0] == pytest.approx(1.0) and np.isnan(res.per_sentence_control[1, 0, 0])
