@@ -23,8 +23,8 @@ class PatternReducer(Reducer):
         self.special, self.has = z(n_layers, n_heads, len(SPECIAL)), z(len(SPECIAL))
         self.to_special = z(n_layers, n_heads, 2)
         self.cls_row = z(n_layers, n_heads, len(CLS_CLASSES))
-        # per token: the [CLS] row's weight on one token of each class (class mass / its tokens), summed over the
-        # examples that have the class (the notebook compares tokens, not class totals)
+        # per token: the [CLS] row's mean weight on a token of each class (class mass / its tokens), summed over the
+        # examples that have the class (the detail of kov.cls_final_layer_target; the claim reads cls_row_max)
         self.cls_row_tok, self.cls_has = z(n_layers, n_heads, len(CLS_CLASSES)), z(len(CLS_CLASSES))
         # the notebook's cls_last_layer (visualize_attention.ipynb cell 53): per head and example, the [CLS] row's
         # largest weight on a token of each class (max over the class's tokens: [CLS] = position 0, [SEP] = max of
