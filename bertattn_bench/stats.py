@@ -103,6 +103,39 @@ def mcnemar_exact(base_correct: np.ndarray, other_correct: np.ndarray) -> tuple[
     return sign_test_p(gained, lost), lost, gained
 
 
+def length_matched_difference(x1, len1, x2, len2) -> tuple[float, float, int, int, int]:
+    """Mean of ``x1`` minus mean of ``x2`` on length-matched units: the units are grouped by exact length (``len1``,
+    ``len2``: e.g. input tokens), only lengths present in both groups count, and the per-length differences of
+    means are averaged with weights n1·n2/(n1+n2) (the Cochran–Mantel–Haenszel weights, precision-like: a length
+    with many units on both sides counts most). A score that depends on length alone (same at equal length) gives
+    exactly 0 whatever the two length distributions. SE: from each group's pooled within-length variance (units of
+    one length of one group are exchangeable), 0 when every matched unit of a length is identical, NaN when no
+    length has two units of a group. Returns (difference, SE, matched units of group 1, of group 2, lengths
+    matched); (NaN, NaN, 0, 0, 0) when no length is shared."""
+    x1, x2 = np.asarray(x1, float).reshape(-1), np.asarray(x2, float).reshape(-1)
+    l1, l2 = np.asarray(len1).reshape(-1), np.asarray(len2).reshape(-1)
+    shared = np.intersect1d(l1, l2)
+    if shared.size == 0:
+        return float("nan"), float("nan"), 0, 0, 0
+    num = wsum = 0.0
+    ss, df = [0.0, 0.0], [0, 0]
+    terms = []
+    for length in shared:
+        a, b = x1[l1 == length], x2[l2 == length]
+        w = a.size * b.size / (a.size + b.size)
+        num += w * (a.mean() - b.mean())
+        wsum += w
+        terms.append((w, a.size, b.size))
+        for g, v in enumerate((a, b)):
+            ss[g] += float(((v - v.mean()) ** 2).sum())
+            df[g] += v.size - 1
+    var = [ss[g] / df[g] if df[g] > 0 else float("nan") for g in (0, 1)]
+    se = math.sqrt(sum(w * w * (var[0] / n1 + var[1] / n2) for w, n1, n2 in terms)) / wsum
+    n1 = int(np.isin(l1, shared).sum())
+    n2 = int(np.isin(l2, shared).sum())
+    return float(num / wsum), float(se), n1, n2, int(shared.size)
+
+
 # ---- means, ranks, AUCs ------------------------------------------------------------------------------------------
 
 

@@ -274,14 +274,14 @@ def test_feature_score_of_a_many_piece_word_is_its_best_piece(tokenizer):
 
 
 def _result(shares_pt, shares_ft=None, task="mrpc", diag=None, nsubj=None, cls_row=None, sink="[CLS]",
-            cls_row_token=None):
+            cls_row_token=None, cls_row_max=None):
     def stats(shares, label):
         counts = np.zeros((2, 4, 5))
         counts[0, 0] = np.array(shares) * 100
         g = P.PatternStats(counts, np.zeros((2, 4, 3)), np.zeros((2, 4, 3)), np.zeros(3), np.zeros((2, 4, 2)),
                            np.zeros((2, 4, 4)) if cls_row is None else cls_row, 100,
                            cls_row_token=np.zeros((2, 4, 4)) if cls_row_token is None else cls_row_token,
-                           n_cls_class=np.array([100, 100, 100, 100]))
+                           n_cls_class=np.array([100, 100, 100, 100]), cls_row_max=cls_row_max)
         u = P.FeatureStats(np.zeros((2, 4, len(P.UD_FEATURES))), np.zeros(len(P.UD_FEATURES)),
                            np.zeros((2, 4)) if nsubj is None else nsubj, 10,
                            np.zeros((2, 4)) if diag is None else diag, 5)
@@ -322,10 +322,9 @@ def test_tok2tok_and_cls_target_metrics():
     assert "1-2" in m.detail and "2-3" in m.detail
     cls_row = np.zeros((2, 4, 4))
     cls_row[-1, :, :] = [0.5, 0.1, 0.3, 0.1]  # final layer: most on [CLS]
-    pr = _result([0.2] * 5, [0.2] * 5, cls_row_token=cls_row, sink="[CLS]")
-    assert P.cls_final_target_margin(pr, {"mrpc": "sink"}).value == pytest.approx(0.2)
-    pr.result.sink = "[SEP]"  # the same row judged against a [SEP] sink
-    assert P.cls_final_target_margin(pr, {"mrpc": "sink"}).value == pytest.approx(0.1 - 0.5)
+    pr = _result([0.2] * 5, [0.2] * 5, cls_row_max=cls_row, sink="[CLS]")
+    # [SEP] is read literally (the notebook's cell 53 scores the [SEP] positions), whatever the sink
+    assert P.cls_final_target_margin(pr, {"mrpc": "[SEP]"}).value == pytest.approx(0.1 - 0.5)
     pr.result.task = "rte"
     assert P.cls_final_target_margin(pr, {"rte": "punct"}).value == pytest.approx(0.3 - 0.5)
 
@@ -337,27 +336,31 @@ def test_cls_target_compares_tokens_not_class_totals():
     total[-1] = [0.16, 0.02, 0.02, 0.80]
     tok = np.zeros((2, 4, 4))
     tok[-1] = [0.16, 0.01, 0.005, 0.80 / 45]
-    m = P.cls_final_target_margin(_result([0.2] * 5, [0.2] * 5, cls_row=total, cls_row_token=tok),
-                                  {"mrpc": "sink"})
-    assert m.value == pytest.approx(0.16 - 0.80 / 45) and "class totals [CLS] 0.160" in m.detail
+    top = np.zeros((2, 4, 4))
+    top[-1] = [0.16, 0.01, 0.005, 0.05]  # max over each class's tokens (the notebook's cell 53)
+    m = P.cls_final_target_margin(_result([0.2] * 5, [0.2] * 5, cls_row=total, cls_row_token=tok, cls_row_max=top),
+                                  {"mrpc": "[SEP]"})
+    assert m.value == pytest.approx(0.01 - 0.16) and "class totals [CLS] 0.160" in m.detail
 
 
-def _with_sep(pr, free, per_example):
+def _with_sep(pr, free, per_example, lengths=None):
+    """Per example: the §4.4 [SEP] score x length (``per_example``) and the length (default 10 tokens each)."""
     for ms in (pr.result.pretrained,):
         ms.glue.special_free = np.zeros((2, 4, 3))
         ms.glue.special_free[..., 1] = free
         ms.glue.sep_free_examples = np.asarray(per_example, float)
+        ms.glue.example_lengths = np.full(len(per_example), 10.0) if lengths is None else np.asarray(lengths, float)
     return pr
 
 
-def test_sep_margin_is_length_free_with_its_se():
+def test_sep_margin_on_equal_lengths_with_its_se():
     me = _with_sep(_result([0.2] * 5, task="sst-2"), 1.5, [1.4, 1.6, 1.5, 1.5])
     other = _with_sep(_result([0.2] * 5, task="mrpc"), 1.2, [1.1, 1.3, 1.2, 1.2])
     m = P.sep_score_task_margin(me, [other])
-    assert m.value == pytest.approx(0.3) and m.unit == "x uniform"
-    se1 = np.std([1.4, 1.6, 1.5, 1.5], ddof=1) / 2
-    assert m.standard_error == pytest.approx(np.hypot(se1, se1))
-    # uniform attention everywhere (a random model): every task 1, margin 0
+    assert m.value == pytest.approx(0.03)  # the paper's score: x length / 10
+    sd = np.std([1.4, 1.6, 1.5, 1.5], ddof=1) / 10
+    assert m.standard_error == pytest.approx(np.hypot(sd / 2, sd / 2))
+    # uniform attention everywhere (a random model): every task 1/n, margin 0
     flat = [_with_sep(_result([0.2] * 5, task=t), 1.0, [1.0, 1.0]) for t in ("sst-2", "mrpc")]
     assert P.sep_score_task_margin(flat[0], flat[1:]).value == pytest.approx(0.0)
 
@@ -374,13 +377,15 @@ def test_ling_vs_special_needs_a_significant_rise():
     base = rng.uniform(0.01, 0.05, size=(40, 2, 4, len(P.RISE))).astype(np.float32)
     r.pretrained.ud.per_sentence = base
     r.finetuned.ud.per_sentence = base + rng.normal(0, 0.001, size=base.shape).astype(np.float32)
+    ctl = rng.uniform(0.01, 0.05, size=(40, 2, 4)).astype(np.float32)  # determiners: unchanged by fine-tuning
+    r.pretrained.ud.per_sentence_control = r.finetuned.ud.per_sentence_control = ctl
     m = P.ling_vs_special(pr)
     assert m.value == float("inf") and "no rise" in m.detail
     risen = r.finetuned.ud.per_sentence.copy()
     risen[:, 1, 2, 0] += 0.02  # head 2-3's noun score up in every sentence
     r.finetuned.ud.per_sentence = risen
     m = P.ling_vs_special(pr)
-    assert m.value == pytest.approx(0.1) and "1 head-features: noun 2-3 +0.0" in m.detail
+    assert m.value == pytest.approx(0.1) and "1 of them more than the same head's det score: noun 2-3 +0.0" in m.detail
 
 
 def test_word_match_score_on_planted_maps(tokenizer):

@@ -33,7 +33,8 @@ offline; UD splits "don't" into "do" + "n't", so the footnote's contractions are
 
 **§4.5**: per head the attention from a verb to its nominal subject (word level: from = mean over the verb's pieces,
 to = sum over the subject's pieces, Clark §4.1) on UD EWT, beside the head's ±1-neighbour mass ``d``; and the final
-layer's [CLS] query row split into [CLS], [SEP], punctuation and other tokens.
+layer's [CLS] query row split into [CLS], [SEP], punctuation and other tokens: each class's largest weight on one of
+its tokens (the notebook's ``cls_last_layer``, visualize_attention.ipynb cell 53), its per-token mean and its total.
 
 Each pass runs the pre-trained model and, where the tier has one, the fine-tuned checkpoint of the task (from
 ``finetune``'s cache, the same as the ``finetune``/``disable`` families: regression tier MRPC seed 0;

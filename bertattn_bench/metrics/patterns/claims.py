@@ -8,9 +8,9 @@ import numpy as np
 from ...attention import head_name
 from ...passes import NothingToMeasure
 from ...registry import Measurement, NotApplicable, metric, relative_depth
-from ...stats import difference_se, mean_se
+from ...stats import difference_se, length_matched_difference, mean_se
 from .reduce import ModelStats, PatternStats, PatternsResult
-from .settings import CLS_CLASSES, LING, RISE, RISE_ALPHA, TYPES, UD_FEATURES
+from .settings import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
 
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_patterns.toml) -------------------------------------
@@ -85,32 +85,63 @@ def special_top_share(pr, min_score: float = 0.2, model: str = "pretrained") -> 
 
 
 def feature_rises(r: PatternsResult) -> tuple[list[tuple[str, int, int, float, float]], int]:
-    """§4.4's first half: heads whose noun or object score rises with fine-tuning, by a one-sided paired t-test over
-    the UD sentences with the feature (same sentences, pre-trained vs fine-tuned), Bonferroni over heads x features
-    at :data:`RISE_ALPHA`. Returns [(feature, layer, head, mean rise, adjusted p)] and the number of tests."""
+    """§4.4's first half: heads whose noun or object score rises with fine-tuning more than noise AND more than the
+    control class's (:data:`RISE_CONTROL`, determiners) on the same sentences. Two one-sided paired t-tests over
+    the UD sentences with the feature and a determiner (pre-trained vs fine-tuned): the rise itself > 0, and the
+    rise minus the same head's determiner rise > 0 (a head that shifts weight onto every word, or a fine-tune that
+    moves every score, raises nouns without singling them out); each Bonferroni over heads x features at
+    :data:`RISE_ALPHA`. Returns [(feature, layer, head, mean rise over the control's, the larger adjusted p)] and
+    the number of tests."""
     from scipy.stats import ttest_rel
 
     a, b = r.pretrained.ud.per_sentence, r.finetuned.ud.per_sentence
     if a is None or b is None or a.shape != b.shape:
         raise NotApplicable("the pass has no per-sentence feature scores for both models (re-run the pass)")
+    ca, cb = r.pretrained.ud.per_sentence_control, r.finetuned.ud.per_sentence_control
+    if ca is None or cb is None or ca.shape != cb.shape:
+        raise NotApplicable(f"the pass has no per-sentence {RISE_CONTROL} scores for both models (re-run the pass)")
     m = a.shape[1] * a.shape[2] * a.shape[3]
     out = []
     for k, feat in enumerate(RISE):
+        ok = ~np.isnan(a[:, 0, 0, k]) & ~np.isnan(ca[:, 0, 0])
+        if ok.sum() < 3:
+            continue
+        rise = b[ok, :, :, k].astype(float) - a[ok, :, :, k]
+        over = rise - (cb[ok].astype(float) - ca[ok])
+        zero = np.zeros_like(rise)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p_rise = np.nan_to_num(ttest_rel(rise, zero, axis=0, alternative="greater").pvalue, nan=1.0) * m
+            p_over = np.nan_to_num(ttest_rel(over, zero, axis=0, alternative="greater").pvalue, nan=1.0) * m
+        p = np.maximum(p_rise, p_over)
+        for l, h in zip(*np.nonzero(p < RISE_ALPHA)):
+            out.append((feat, int(l), int(h), float(over[:, l, h].mean()), float(min(1.0, p[l, h]))))
+    return sorted(out, key=lambda x: x[4]), m
+
+
+def rise_counts(r: PatternsResult) -> tuple[int, int]:
+    """(head-features whose rise alone passes the paired test, Bonferroni; those that also beat the control's
+    rise): how much the control removes, for the detail."""
+    from scipy.stats import ttest_rel
+
+    a, b = r.pretrained.ud.per_sentence, r.finetuned.ud.per_sentence
+    m = a.shape[1] * a.shape[2] * a.shape[3]
+    alone = 0
+    for k in range(len(RISE)):
         ok = ~np.isnan(a[:, 0, 0, k])
         if ok.sum() < 3:
             continue
         with np.errstate(invalid="ignore", divide="ignore"):
-            t = ttest_rel(b[ok, :, :, k], a[ok, :, :, k], axis=0, alternative="greater")
-        p = np.nan_to_num(t.pvalue, nan=1.0) * m
-        for l, h in zip(*np.nonzero(p < RISE_ALPHA)):
-            out.append((feat, int(l), int(h), float((b[ok, l, h, k] - a[ok, l, h, k]).mean()), float(min(1.0, p[l, h]))))
-    return sorted(out, key=lambda x: x[4]), m
+            p = np.nan_to_num(ttest_rel(b[ok, :, :, k], a[ok, :, :, k], axis=0, alternative="greater").pvalue,
+                              nan=1.0) * m
+        alone += int((p < RISE_ALPHA).sum())
+    return alone, len(feature_rises(r)[0])
 
 
 @metric("ling_vs_special")
 def ling_vs_special(pr, model: str = "finetuned") -> Measurement:
     """Both halves of §4.4's sentence. (1) "fine-tuning raises attention to nouns and direct objects in some
-    heads": :func:`feature_rises` must find at least one head (paired test, Bonferroni); without one the value is
+    heads": :func:`feature_rises` must find at least one head (paired tests, Bonferroni: a rise, and a rise above
+    the same head's determiner rise); without one the value is
     ``inf`` (the claim does not hold, the detail says why). (2) "these weights stay negligible": the value is max
     over heads of the strongest linguistic feature's score / max over heads of the [CLS]/[SEP] score (UD). A word
     feature's score is the max over the word's pieces (the notebook's token ids), never a sum over them."""
@@ -122,9 +153,12 @@ def ling_vs_special(pr, model: str = "finetuned") -> Measurement:
     value, rises = ratio, ""
     if model == "finetuned":
         risen, m = feature_rises(r)
-        listed = ", ".join(f"{f} {head_name(l, h)} {d:+.4f} (adj. p {p:.1e})" for f, l, h, d, p in risen[:5])
-        rises = (f"; risen with fine-tuning (paired t over UD sentences, Bonferroni x{m}): "
-                 f"{len(risen)} head-features{': ' + listed if listed else ''}")
+        alone, _ = rise_counts(r)
+        listed = ", ".join(f"{f} {head_name(l, h)} {d:+.4f} over {RISE_CONTROL} (adj. p {p:.1e})"
+                           for f, l, h, d, p in risen[:5])
+        rises = (f"; risen with fine-tuning (paired t over UD sentences, Bonferroni x{m}): {alone} head-features "
+                 f"rise, {len(risen)} of them more than the same head's {RISE_CONTROL} score"
+                 f"{': ' + listed if listed else ''}")
         if not risen:
             value = float("inf")
             rises += f" -> no rise: the claim's first half fails (negligible ratio {ratio:.3f})"
@@ -153,33 +187,47 @@ def cls_minus_sep_depth(pr, model: str = "pretrained") -> Measurement:
 
 @metric("sep_score_task_margin")
 def sep_score_task_margin(pr, passes: list, model: str = "pretrained") -> Measurement:
-    """This task's mean length-free [SEP] score (all heads; the §4.4 score x input length: attention received by
-    the [SEP] over uniform attention's, 1 for a uniform map whatever the length) minus the highest of the other
-    tasks', with the SE of that difference over examples. The paper's length-divided score, which follows input
-    length (a uniform map gives 1/n), is in the detail."""
+    """Kovaleva §4.4 on length-matched inputs: this task's [SEP] score minus each other task's, compared only
+    between inputs of the same length (:func:`stats.length_matched_difference`: exact length in pieces, CMH
+    weights, SE from the within-length variances); the value is the smallest of those differences (this task must
+    beat every other one) with its SE. The score is the paper's and the notebook's (cell 45: attention the [SEP]
+    receives from every token / input length, max over a pair's two [SEP]s, mean over heads and layers). Why
+    matched: that score is 1/n under uniform attention (a short task wins) and ~the sink mass under a [SEP] sink
+    (length-free), while the score x n is 1 under uniform attention but n x the sink mass under a sink (a long
+    task wins); at equal length the two orderings agree and length drops out of both. Unmatched means (paper's
+    score and x length) are in the detail."""
+
     r, ms = _stats(pr, model)
 
-    def stats(st: PatternStats) -> tuple[float, float, int, float]:
-        if st.special_free is None or st.sep_free_examples is None or not len(st.sep_free_examples):
-            raise NotApplicable("the pass has no length-free [SEP] scores (re-run the pass)")
-        x = st.sep_free_examples
-        se = mean_se(x)
-        return float(st.special_free[..., 1].mean()), se, len(x), float(st.special[..., 1].mean())
+    def per_example(st: PatternStats) -> tuple[np.ndarray, np.ndarray]:
+        if st.sep_free_examples is None or st.example_lengths is None or not len(st.example_lengths):
+            raise NotApplicable("the pass has no per-example [SEP] scores and lengths (re-run the pass)")
+        n = np.asarray(st.example_lengths, float)
+        return np.asarray(st.sep_free_examples, float) / n, n  # the paper's /length score, per example
 
-    mine, se_mine, n_mine, raw_mine = stats(ms.glue)
-    others = {}
+    mine, n_mine = per_example(ms.glue)
+    diffs = {}
     for o in passes:
         ro, mo = _stats(o, model)
-        others[ro.task] = stats(mo.glue)
-    if not others:
+        x, n = per_example(mo.glue)
+        diffs[ro.task] = (length_matched_difference(mine, n_mine, x, n), float(x.mean()), float((x * n).mean()),
+                          float(np.median(n)))
+    if not diffs:
         raise NotApplicable("needs the other tasks' passes")
-    best = max(others, key=lambda k: others[k][0])
-    se = float(np.hypot(se_mine, others[best][1]))
-    return Measurement(mine - others[best][0], ms.glue.n_examples, "dev examples", unit="x uniform",
+    judged = {k: v for k, v in diffs.items() if v[0][4] > 0}
+    if not judged:
+        raise NotApplicable(f"{r.task}: no input length shared with another task")
+    worst = min(judged, key=lambda k: judged[k][0][0])
+    (value, se, n1, _, _), *_ = judged[worst]
+    text = "; ".join(f"vs {k} {d:+.4f} (SE {e:.4f}; {a} {r.task} / {b} {k} inputs at {c} shared lengths)"
+                     for k, ((d, e, a, b, c), *_) in diffs.items())
+    unmatched = ", ".join(f"{k} {v[1]:.4f} / {v[2]:.3f} (median {v[3]:.0f} pieces)" for k, v in diffs.items())
+    return Measurement(value, n1, f"{r.task} examples at a shared length", unit="score difference",
                        standard_error=se,
-                       detail=f"{ms.label}: mean [SEP] score x length (1 = uniform) {r.task} {mine:.3f} "
-                              f"(paper's /length score {raw_mine:.4f}); " + ", ".join(
-                           f"{k} {v[0]:.3f} ({v[3]:.4f})" for k, v in others.items()))
+                       detail=f"{ms.label}: length-matched [SEP] score (received / length, max over [SEP]s, mean over "
+                              f"heads and layers) {r.task} minus: {text}. Unmatched means, paper's score / x length: "
+                              f"{r.task} {mine.mean():.4f} / {(mine * n_mine).mean():.3f} (median "
+                              f"{np.median(n_mine):.0f} pieces), {unmatched}")
 
 
 @metric("tok2tok_top_heads_diagonal")
@@ -280,26 +328,37 @@ def shared_heads_word_match(pr, passes: list, top: int = 5, model: str = "pretra
 
 @metric("cls_final_target_margin")
 def cls_final_target_margin(pr, expected: dict, model: str = "finetuned") -> Measurement:
-    """Final layer, [CLS] query row averaged over heads and examples, **per token**: the weight on one token of
-    the expected class ("sink" = the model's sink, measured on the pre-trained model; or "punct") minus the largest
-    per-token weight of another class (a class total would let "other", ~45 tokens, beat [CLS], one token, whatever
-    the model does). Class totals are in the detail."""
+    """Kovaleva §4.5/Fig. 7 as the notebook's ``cls_last_layer`` (visualize_attention.ipynb cell 53): final layer,
+    [CLS] query row; per head and example a class's score is the row's **largest** weight on a token of the class
+    ([CLS] its own position, [SEP] the larger of the two [SEP]s, punctuation and "other" the max over their
+    tokens), averaged over the examples with the class, then over heads. Value: the expected class's score
+    ("[SEP]" or "punct", tokens as such, never the model's sink) minus the largest other class's; SE over examples
+    of the paired per-example difference (mean over heads). Per-token means and class totals in the detail."""
     r, ms = _stats(pr, model)
     if r.task not in expected:
         raise NotApplicable(f"the paper names no final-layer [CLS] target for {r.task}")
-    if ms.glue.cls_row_token is None:
-        raise NotApplicable("the pass has no per-token [CLS] row (re-run the pass)")
-    row = ms.glue.cls_row_token[-1].mean(0)  # (4,)
-    total = ms.glue.cls_row[-1].mean(0)
+    if ms.glue.cls_row_max is None:
+        raise NotApplicable("the pass has no per-class max of the [CLS] row (re-run the pass)")
+    row = ms.glue.cls_row_max[-1].mean(0)  # (4,)
     want = expected[r.task]
-    name = r.sink if want == "sink" else want
-    i = CLS_CLASSES.index(name)
+    if want not in CLS_CLASSES:
+        raise ValueError(f"cls_final_target_margin: expected class {want!r} is not one of {CLS_CLASSES}")
+    i = CLS_CLASSES.index(want)
     present = [j for j in range(len(CLS_CLASSES)) if ms.glue.n_cls_class[j] > 0]
     if i not in present:
-        raise NotApplicable(f"no {name} token in the {r.task} inputs")
-    rest = max(float(row[j]) for j in present if j != i)
-    return Measurement(float(row[i]) - rest, ms.glue.n_examples, "dev examples", unit="per token",
-                       detail=f"{r.task}, {ms.label}: final layer [CLS] row per token " + ", ".join(
-                           f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, row)) + "; class totals " + ", ".join(
-                           f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, total)) + f"; expected {want} = {name} "
-                                                                                f"(sink measured: {r.sink})")
+        raise NotApplicable(f"no {want} token in the {r.task} inputs")
+    rival = max((j for j in present if j != i), key=lambda j: float(row[j]))
+    value = float(row[i]) - float(row[rival])
+    se = float("nan")
+    ex = ms.glue.cls_max_examples
+    if ex is not None:
+        d = ex[:, -1, i] - ex[:, -1, rival]
+        se = mean_se(d[np.isfinite(d)])
+    fmt = lambda a: ", ".join(f"{c} {x:.3f}" for c, x in zip(CLS_CLASSES, a))  # noqa: E731
+    extra = ""
+    if ms.glue.cls_row_token is not None:
+        extra = f"; per-token means {fmt(ms.glue.cls_row_token[-1].mean(0))}; class totals {fmt(ms.glue.cls_row[-1].mean(0))}"
+    return Measurement(value, ms.glue.n_examples, "dev examples", unit="max weight", standard_error=se,
+                       detail=f"{r.task}, {ms.label}: final layer [CLS] row, max over each class's tokens (cell 53) "
+                              f"{fmt(row)}; expected {want}, strongest rival {CLS_CLASSES[rival]}{extra} (the "
+                              f"pre-trained model's sink: {r.sink})")

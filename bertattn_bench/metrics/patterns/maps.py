@@ -67,16 +67,18 @@ def map_features(probs: torch.Tensor, m: MapMasks) -> tuple[torch.Tensor, torch.
     return v, d, b
 
 
-def classify(v: torch.Tensor, d: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Type index (into :data:`TYPES`) of each map from its features (same shapes)."""
+def classify(v: torch.Tensor, d: torch.Tensor, b: torch.Tensor, structured_min: float = STRUCTURED,
+             mix: float = MIX, block_min: float = BLOCK) -> torch.Tensor:
+    """Type index (into :data:`TYPES`) of each map from its features (same shapes); the thresholds default to the
+    settings' (scripts/pattern_thresholds.py moves them for the sensitivity analysis)."""
     s = v + d
-    structured = s >= STRUCTURED
+    structured = s >= structured_min
     dshare = d / s.clamp(min=1e-12)
     out = torch.full(v.shape, TYPES.index("heterogeneous"), dtype=torch.long, device=v.device)
-    out[~structured & (b >= BLOCK)] = TYPES.index("block")
+    out[~structured & (b >= block_min)] = TYPES.index("block")
     out[structured] = TYPES.index("vertical+diagonal")
-    out[structured & (dshare < MIX)] = TYPES.index("vertical")
-    out[structured & (dshare > 1 - MIX)] = TYPES.index("diagonal")
+    out[structured & (dshare < mix)] = TYPES.index("vertical")
+    out[structured & (dshare > 1 - mix)] = TYPES.index("diagonal")
     return out
 
 

@@ -23,9 +23,16 @@ class PatternReducer(Reducer):
         self.special, self.has = z(n_layers, n_heads, len(SPECIAL)), z(len(SPECIAL))
         self.to_special = z(n_layers, n_heads, 2)
         self.cls_row = z(n_layers, n_heads, len(CLS_CLASSES))
-        # per token: the [CLS] row's weight on one token of each class (class mass / its tokens), summed over the
-        # examples that have the class (the notebook compares tokens, not class totals)
+        # per token: the [CLS] row's mean weight on a token of each class (class mass / its tokens), summed over the
+        # examples that have the class (the detail of kov.cls_final_layer_target; the claim reads cls_row_max)
         self.cls_row_tok, self.cls_has = z(n_layers, n_heads, len(CLS_CLASSES)), z(len(CLS_CLASSES))
+        # the notebook's cls_last_layer (visualize_attention.ipynb cell 53): per head and example, the [CLS] row's
+        # largest weight on a token of each class (max over the class's tokens: [CLS] = position 0, [SEP] = max of
+        # the two [SEP]s), summed over the examples that have the class; and per example the mean over heads (nan
+        # where the example lacks the class), for a paired SE
+        self.cls_row_max = z(n_layers, n_heads, len(CLS_CLASSES))
+        self.cls_max_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]
+        self.length_rows: list[torch.Tensor] = []  # per example: real tokens (the §4.4 score's divisor)
         # the §4.4 score made length-free: attention received x input length (1 under uniform attention)
         self.special_free = z(n_layers, n_heads, len(SPECIAL))
         self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
@@ -56,6 +63,7 @@ class PatternReducer(Reducer):
         self.match_expected += (n_match / self.m.n_real.clamp(min=1)[:, None]).sum().double()
         self.match_queries += int((n_match > 0).sum())
         self.cls_has += (self.cls_count > 0).sum(0).double()
+        self.length_rows.append(self.m.n_real.double().cpu())
         self.short = real.sum(-1) <= self.max_len
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
@@ -81,6 +89,10 @@ class PatternReducer(Reducer):
         mass = torch.einsum("bhk,bkc->bhc", rows, self.cls_keys)  # (B, H, 4)
         self.cls_row[layer] += mass.sum(0).double()
         self.cls_row_tok[layer] += (mass / self.cls_count.clamp(min=1)[:, None, :]).sum(0).double()
+        has = self.cls_count > 0  # (B, 4)
+        top = torch.stack([_masked_max(rows, self.cls_keys[..., c].bool()) for c in range(len(CLS_CLASSES))], -1)
+        self.cls_row_max[layer] += (top * has[:, None, :]).sum(0).double()
+        self.cls_max_rows[layer].append(top.mean(1).masked_fill(~has, float("nan")).double().cpu())
         if self.keep_examples:
             self._keep(layer, probs, types, v, d, b)
 
@@ -115,6 +127,10 @@ class PatternReducer(Reducer):
             cls_row_token=(self.cls_row_tok / self.cls_has.clamp(min=1)).cpu().numpy(),
             n_cls_class=self.cls_has.long().cpu().numpy(),
             special_free=(self.special_free / has).cpu().numpy(),
+            cls_row_max=(self.cls_row_max / self.cls_has.clamp(min=1)).cpu().numpy(),
+            cls_max_examples=(torch.stack([torch.cat(r) for r in self.cls_max_rows], 1).numpy()
+                              if self.cls_max_rows and self.cls_max_rows[0] else None),
+            example_lengths=torch.cat(self.length_rows).numpy() if self.length_rows else None,
             sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).mean(0).numpy()
                                if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
             word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
@@ -125,7 +141,7 @@ class FeatureReducer(Reducer):
     """UD pass: the §4.4 feature scores per head, verb → subject attention (§4.5) and the ±1 mass ``d``."""
 
     def __init__(self, flags: dict[int, np.ndarray], arcs: dict[int, list[tuple[int, int]]], n_layers: int,
-                 n_heads: int, device):
+                 n_heads: int, device, control: dict[int, np.ndarray] | None = None):
         z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
         self.flags, self.arcs = flags, arcs
         self.sums, self.has = z(n_layers, n_heads, len(UD_FEATURES)), z(len(UD_FEATURES))
@@ -136,6 +152,11 @@ class FeatureReducer(Reducer):
         # none: the paired test of "fine-tuning raises attention to nouns / objects" (ling_vs_special)
         self.per_sentence = np.full((max(flags, default=-1) + 1, n_layers, n_heads, len(RISE)), np.nan,
                                     dtype=np.float32)
+        # the control class's score (RISE_CONTROL: determiners) per sentence and head, nan without one: a rise of
+        # the noun/object score counts only when it beats the control's rise on the same sentences
+        self.control = control
+        self.per_sentence_control = (None if control is None else
+                                     np.full(self.per_sentence.shape[:3], np.nan, dtype=np.float32))
 
     def start_batch(self, batch) -> None:
         self.m = map_masks(batch)
@@ -153,6 +174,13 @@ class FeatureReducer(Reducer):
         # a feature's pieces: every piece of a word with the feature; its score is the max over them (the
         # notebook's get_max_target_weight over token ids), so a many-piece word gets no sum over its pieces
         self.piece_flags = torch.einsum("btw,bwk->btk", (batch.word_to > 0).float(), self.word_flags.float()) > 0
+        if self.control is not None:
+            cf = np.zeros((b, w), dtype=bool)
+            for i, e in enumerate(batch.examples):
+                c = self.control[e.index]
+                cf[i, :c.shape[0]] = c
+            cw = torch.from_numpy(cf).to(batch.word_mask.device) & batch.word_mask
+            self.control_pieces = torch.einsum("btw,bw->bt", (batch.word_to > 0).float(), cw.float()) > 0
         self.tok = [batch.is_cls & real, batch.is_sep & real]
         self.feat_has = torch.cat([torch.stack([t.any(-1) for t in self.tok], -1), self.word_flags.any(1)], -1)
         self.has += self.feat_has.sum(0).double()
@@ -170,6 +198,9 @@ class FeatureReducer(Reducer):
         rise = [UD_FEATURES.index(f) for f in RISE]
         vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float().cpu().numpy()
         self.per_sentence[[e.index for e in batch.examples], layer] = vals
+        if self.control is not None:
+            ctl = _masked_max(col, self.control_pieces).masked_fill(~self.control_pieces.any(-1)[:, None], float("nan"))
+            self.per_sentence_control[[e.index for e in batch.examples], layer] = ctl.float().cpu().numpy()
         _, d, _ = map_features(probs, m)
         self.diag[layer] += d.sum(0).double()
         if self.arc_idx.shape[0]:
@@ -184,7 +215,7 @@ class FeatureReducer(Reducer):
         return FeatureStats(scores=(self.sums / self.has.clamp(min=1)).cpu().numpy(),
                             n_has=self.has.long().cpu().numpy(), nsubj=(self.nsubj / max(self.n_arcs, 1)).cpu().numpy(),
                             n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n,
-                            per_sentence=self.per_sentence)
+                            per_sentence=self.per_sentence, per_sentence_control=self.per_sentence_control)
 
 
 @dataclass
@@ -203,6 +234,9 @@ class PatternStats:
     sep_free_examples: np.ndarray | None = None  # (N,) per example: the length-free [SEP] score, mean over heads
     word_match: np.ndarray | None = None  # (L, H) attention to identical tokens of the other sentence / uniform's
     n_match_queries: int = 0  # tokens with an identical token in the other sentence
+    cls_row_max: np.ndarray | None = None  # (L, H, 4) the [CLS] row's max weight over each class's tokens (cell 53)
+    cls_max_examples: np.ndarray | None = None  # (N, L, 4) the same per example, mean over heads; nan: no such token
+    example_lengths: np.ndarray | None = None  # (N,) real tokens of each example (order of sep_free_examples)
 
     @property
     def n_maps(self) -> int:
@@ -221,6 +255,7 @@ class FeatureStats:
     diag: np.ndarray  # (L, H) mean ±1-neighbour mass
     n_sentences: int
     per_sentence: np.ndarray | None = None  # (N, L, H, len(RISE)) per sentence, nan without the feature
+    per_sentence_control: np.ndarray | None = None  # (N, L, H) the RISE_CONTROL class's score, nan without it
 
 
 @dataclass

@@ -25,14 +25,16 @@ from .settings import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, U
 # ---- the pass ----------------------------------------------------------------------------------------------------
 
 def ud_inputs(loaded, data_dir: Path, limit: int | None):
-    """UD EWT dev sentences (the first ``limit``): encoded, word flags (LING order) and verb → subject arcs."""
+    """UD EWT dev sentences (the first ``limit``): encoded, skipped, word flags (LING order), verb → subject arcs,
+    the corpus path and per sentence its determiners (UD upos DET: the control of the §4.4 rise, RISE_CONTROL)."""
     from ...data.ud import CORPORA, load_corpus
 
     sentences = load_corpus(data_dir, UD_CORPUS, limit)
     encoded, skipped = drop_too_long([encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)],
                                      min(128, loaded.info.max_positions))
-    flags, arcs = {}, {}
+    flags, arcs, control = {}, {}, {}
     for i, s in enumerate(sentences):
+        control[i] = np.array([upos == "DET" for upos in s.upos], dtype=bool)  # RISE_CONTROL
         f = np.zeros((len(s.words), len(LING)), dtype=bool)
         for w, (form, upos, rel) in enumerate(zip(s.words, s.upos, s.deprels)):
             f[w] = [upos == "PUNCT", upos in ("NOUN", "PROPN"), upos == "PRON", upos == "VERB",
@@ -40,7 +42,7 @@ def ud_inputs(loaded, data_dir: Path, limit: int | None):
         flags[i] = f
         arcs[i] = [(s.heads[w] - 1, w) for w, rel in enumerate(s.deprels)
                    if rel in ("nsubj", "nsubj:pass") and s.heads[w] > 0 and s.upos[s.heads[w] - 1] == "VERB"]
-    return encoded, skipped, flags, arcs, data_dir / CORPORA[UD_CORPUS]
+    return encoded, skipped, flags, arcs, data_dir / CORPORA[UD_CORPUS], control
 
 
 @dataclass
@@ -65,6 +67,7 @@ class PatternsPass:
     cache_dir: Path | None
     data_paths: list
     batch_size: int = 32
+    ud_control: dict | None = None  # per UD sentence: its determiners (settings.RISE_CONTROL)
 
     @property
     def encoded(self):
@@ -89,7 +92,8 @@ class PatternsPass:
                          [PatternReducer(info.n_layers, info.n_heads, info.device)], progress=progress,
                          desc=f"patterns {self.corpus} ({label})")[0]
         u = run_reducers(model, iter_batches(self.ud, tok, dev, self.batch_size, with_words=True),
-                         [FeatureReducer(self.ud_flags, self.ud_arcs, info.n_layers, info.n_heads, info.device)],
+                         [FeatureReducer(self.ud_flags, self.ud_arcs, info.n_layers, info.n_heads, info.device,
+                                         control=self.ud_control)],
                          progress=progress, desc=f"patterns {UD_CORPUS} ({label})")[0]
         return ModelStats(label, g, u)
 
@@ -126,7 +130,7 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
     max_tokens = min(finetune.Recipe().max_tokens, loaded.info.max_positions)
     dev = finetune.encode_split(loaded.tokenizer, rows, max_tokens)
     ud_limit = TIER_UD_MAX[tier] if limit is None else min(limit, TIER_UD_MAX[tier] or limit)
-    ud, ud_skipped, flags, arcs, ud_path = ud_inputs(loaded, Path(data_dir), ud_limit)
+    ud, ud_skipped, flags, arcs, ud_path, control = ud_inputs(loaded, Path(data_dir), ud_limit)
     if ud_skipped.n:
         ud_skipped.reason = f"UD {UD_CORPUS} sentence(s) over {ud_skipped.max_tokens} pieces skipped"
     paths = [glue.split_path(data_dir, t, "dev"), ud_path]
@@ -145,4 +149,4 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
             f"{', seeded sample' if total > cap else ''}; {dev.n_truncated} cut to {max_tokens} pieces) + UD "
             f"{UD_CORPUS} ({len(ud)} sentences); {note} ({tier} tier)")
     return PatternsPass("patterns", corpus, desc, loaded, t, dev.examples, total, ud, ud_skipped, flags, arcs, tier,
-                        ft_seed, note, Path(data_dir), cache_dir, paths, batch_size)
+                        ft_seed, note, Path(data_dir), cache_dir, paths, batch_size, ud_control=control)

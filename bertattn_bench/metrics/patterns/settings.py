@@ -24,3 +24,6 @@ NEGATION = frozenset({"neither", "nor", "not", "never", "none", "nothing", "nowh
 CLS_CLASSES = ("[CLS]", "[SEP]", "punct", "other")
 RISE = ("noun", "object")  # §4.4: fine-tuning raises attention to nouns and direct objects (MRPC, RTE, QQP)
 RISE_ALPHA = 0.05
+# the control of that rise: determiners (UD upos DET), a word class no task's reasoning should single out; a head's
+# noun/object rise counts only when it also exceeds the same head's determiner rise on the same sentences
+RISE_CONTROL = "det"
