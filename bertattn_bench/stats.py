@@ -17,8 +17,9 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 * :func:`binomial_above_p` — the exact one-sided binomial p of ``k`` of ``n`` right against a rate (a model vs
   its majority class: the learned-model guard, :mod:`bertattn_bench.learned`);
 * :func:`correlation_above_zero_p` — Pearson's r and its one-sided p against r <= 0 (the guard on regression);
-* :func:`tost_paired` — two one-sided tests (equivalence within ± a margin) of a paired accuracy difference, with
-  the z a Bonferroni family of ``tests`` needs (an absence judged by equivalence, not by a failure to reject).
+* :func:`tost` / :func:`tost_paired` — two one-sided tests (equivalence within ± a margin) of a difference / of a
+  paired accuracy difference from its discordant counts, with the z a Bonferroni family of ``tests`` needs (an
+  absence judged by equivalence, not by a failure to reject); :func:`paired_counts_se` its floored SE.
 """
 from __future__ import annotations
 
@@ -121,12 +122,9 @@ def one_sided_z(alpha: float, tests: int = 1) -> float:
     return float(norm.isf(float(alpha) / max(int(tests), 1)))
 
 
-def tost_paired(lost: int, gained: int, n: int, margin: float, alpha: float = 0.05, tests: int = 1) -> dict:
-    """Two one-sided tests (TOST) of a paired accuracy difference Δ = acc_B − acc_A (points) on the same ``n`` items,
-    from the discordant counts ``lost`` (A right, B wrong) and ``gained`` (the reverse), against ± ``margin``
-    (points), each one-sided at ``alpha`` / ``tests`` (Bonferroni), normal approximation with the paired SE of
-    :func:`paired_difference_se`. The SE is floored at one discordant pair's (≈ one example's step, 100/n): with
-    no discordant item the estimate would be 0, but n items cannot resolve a difference finer than one of them.
+def tost(delta: float, se: float, margin: float, alpha: float = 0.05, tests: int = 1) -> dict:
+    """Two one-sided tests (TOST) of a difference ``delta`` with standard error ``se`` (same units, e.g. points)
+    against ± ``margin``, each one-sided at ``alpha`` / ``tests`` (Bonferroni), normal approximation.
 
     Returns ``delta``, ``se``, ``z`` (the critical z), ``p_lower`` (H0: Δ <= −margin; small = no drop beyond the
     margin: non-inferiority), ``p_upper`` (H0: Δ >= +margin), ``p`` (TOST: max of the two; small = equivalent) and
@@ -134,16 +132,28 @@ def tost_paired(lost: int, gained: int, n: int, margin: float, alpha: float = 0.
     drop significantly larger than the margin) or "undecided"."""
     from scipy.stats import norm
 
-    n = max(int(n), 1)
-    lost, gained = int(lost), int(gained)
-    delta = 100.0 * (gained - lost) / n
-    se = max(paired_difference_se(gained, lost, n), paired_difference_se(1, 0, n))
+    delta, se = float(delta), float(se)
     z = one_sided_z(alpha, tests)
-    p_lower = float(norm.sf((delta + margin) / se))
-    p_upper = float(norm.sf((margin - delta) / se))
+    if se > 0:
+        p_lower, p_upper = float(norm.sf((delta + margin) / se)), float(norm.sf((margin - delta) / se))
+    else:
+        p_lower, p_upper = float(delta <= -margin), float(delta >= margin)
     lower = "within" if delta - z * se > -margin else ("beyond" if delta + z * se < -margin else "undecided")
     return {"delta": delta, "se": se, "z": z, "p_lower": p_lower, "p_upper": p_upper, "p": max(p_lower, p_upper),
             "lower": lower}
+
+
+def paired_counts_se(lost: int, gained: int, n: int) -> float:
+    """:func:`paired_difference_se` floored at one discordant pair's (≈ one example's step, 100/n): with no
+    discordant item the estimate would be 0, but n items cannot resolve a difference finer than one of them."""
+    return max(paired_difference_se(gained, lost, n), paired_difference_se(1, 0, n))
+
+
+def tost_paired(lost: int, gained: int, n: int, margin: float, alpha: float = 0.05, tests: int = 1) -> dict:
+    """:func:`tost` of a paired accuracy difference Δ = acc_B − acc_A (points) on the same ``n`` items, from the
+    discordant counts ``lost`` (A right, B wrong) and ``gained`` (the reverse); SE :func:`paired_counts_se`."""
+    n = max(int(n), 1)
+    return tost(100.0 * (int(gained) - int(lost)) / n, paired_counts_se(lost, gained, n), margin, alpha, tests)
 
 
 # ---- means, ranks, AUCs ------------------------------------------------------------------------------------------

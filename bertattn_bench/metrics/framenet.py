@@ -415,10 +415,12 @@ Z_INTERVAL = 1.96  # claims.Claim.interval_z: the claim's interval is value ± 1
 def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVALENCE_MARGIN,
                                        alpha: float = EQUIVALENCE_ALPHA, direction: str | None = None) -> Measurement:
     """Kovaleva §5: disabling a frame-semantic head does not lower the score, judged as an *absence* must be: by
-    an equivalence test, not by a failure to reject. For every task sweep in ``passes`` (the ``disable`` family),
-    seed and frame-semantic head: the paired accuracy difference Δ (disabled − intact, same dev examples) and its
-    paired SE from the discordant counts (:func:`stats.tost_paired`), tested one-sided against −``margin`` points
-    (the lower half of TOST: a gain is no drop), Bonferroni over all m (task, seed, head) tests at ``alpha``.
+    an equivalence test, not by a failure to reject. For every task sweep in ``passes`` (the ``disable`` family)
+    and every frame-semantic head: the paired accuracy difference Δ (disabled − intact, same dev examples), mean over the
+    sweep's seeds, and its SE (each seed's paired SE from its discordant counts, :func:`stats.paired_counts_se`;
+    their mean bounds the mean's SE whatever the seeds' correlation), tested one-sided against −``margin`` points
+    (the lower half of :func:`stats.tost`: a gain is no drop), Bonferroni over the m (task, head) tests at
+    ``alpha``.
 
     Value: Δ + margin of the head whose Δ is least clear of the margin (smallest (Δ + margin) / SE), points; its
     standard error is that SE x z_(1−alpha/m) / 1.96, so the claim's interval value ± 1.96 SE (threshold 0) is the
@@ -426,7 +428,7 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
     −margin for all), *does not hold* when some head's drop is significantly beyond it (Δ + z·SE < −margin),
     otherwise *inconclusive*. Regression sweeps (STS-B: Pearson, the sweep keeps no per-example predictions, so
     no paired SE) are left out and named in the detail with their Δ."""
-    from ..stats import tost_paired
+    from ..stats import paired_counts_se, tost
     from .finetuned import result_of
 
     r = _result(pr)
@@ -448,32 +450,39 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
             sweeps.append(dr)
     if not sweeps:
         raise NotApplicable("; ".join(unjudged))
-    m = sum(len(dr.seeds) for dr in sweeps) * len(heads)
+    m = len(sweeps) * len(heads)
     tests, parts = [], []
     for dr in sweeps:
         for l, h, *_ in heads:
-            for s, seed in enumerate(dr.seeds):
-                lost, gained = (int(x) for x in dr.head_flips[s, l, h])
-                t = tost_paired(lost, gained, dr.n_dev, margin, alpha, m)
-                ratio = (t["delta"] + margin) / t["se"]
-                tests.append((ratio, t, dr.task, seed, (l, h), dr.n_dev))
-                parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {t['delta']:+.2f} ± {t['se']:.2f} (-{lost}/"
-                             f"+{gained} of {dr.n_dev}; bound {t['delta'] - t['z'] * t['se']:+.2f}: {t['lower']})")
-    ratio, t, task, seed, (l, h), n_dev = min(tests, key=lambda x: x[0])
+            flips = [tuple(int(x) for x in dr.head_flips[s, l, h]) for s in range(len(dr.seeds))]
+            deltas = [100.0 * (gained - lost) / dr.n_dev for lost, gained in flips]
+            ses = [paired_counts_se(lost, gained, dr.n_dev) for lost, gained in flips]
+            # the mean over seeds (fine-tunes of the same task on the same dev examples): its SE is at most the
+            # mean of the seeds' SEs (Cauchy-Schwarz, whatever their correlation), used as it stands
+            t = tost(float(np.mean(deltas)), float(np.mean(ses)), margin, alpha, m)
+            ratio = (t["delta"] + margin) / t["se"]
+            tests.append((ratio, t, dr.task, (l, h), dr.n_dev))
+            seeds = "" if len(flips) == 1 else " = mean of " + ", ".join(
+                f"seed {seed} {d:+.2f}" for seed, d in zip(dr.seeds, deltas))
+            parts.append(f"{dr.task} {head_name(l, h)} {t['delta']:+.2f} ± {t['se']:.2f}{seeds} ("
+                         + ", ".join(f"-{lost}/+{gained}" for lost, gained in flips) + f" of {dr.n_dev}; bound "
+                         f"{t['delta'] - t['z'] * t['se']:+.2f}: {t['lower']})")
+    ratio, t, task, (l, h), n_dev = min(tests, key=lambda x: x[0])
     z = t["z"]
     n_within = sum(1 for x in tests if x[1]["lower"] == "within")
     n_beyond = sum(1 for x in tests if x[1]["lower"] == "beyond")
     summary = ("every drop shown within the margin" if n_within == m else
                f"{n_beyond} drop(s) significantly beyond the margin" if n_beyond else
                f"{m - n_within} of {m} not shown within the margin (too few examples to tell)")
-    return Measurement(t["delta"] + margin, n=int(min(x[5] for x in tests)), n_unit="dev examples",
+    return Measurement(t["delta"] + margin, n=int(min(x[4] for x in tests)), n_unit="dev examples",
                        unit=f"points above the -{margin:g} margin (least clear head)", head=head_name(l, h),
                        standard_error=t["se"] * z / Z_INTERVAL,
                        values={"margin": margin, "tests": m, "z": z, "within": n_within, "beyond": n_beyond,
                                "worst_delta": t["delta"], "worst_se": t["se"]},
-                       detail=f"Δ when disabled vs -{margin:g} points, one-sided at {alpha:g}/{m} (Bonferroni over "
-                              f"{m} tests, z {z:.2f}; paired SE from the discordant counts, floored at one pair's): "
-                              f"{summary}; least clear {task} seed {seed} {head_name(l, h)}: "
+                       detail=f"Δ when disabled (mean over seeds) vs -{margin:g} points, one-sided at {alpha:g}/{m} "
+                              f"(Bonferroni over {m} heads x tasks, z {z:.2f}; paired SE from the discordant counts, "
+                              f"floored at one pair's, mean over seeds): {summary}; least clear {task} "
+                              f"{head_name(l, h)}: "
                               + "; ".join(parts + unjudged))
 
 
