@@ -6,6 +6,7 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 * :func:`binomial_se` / :func:`binomial_se_points` — an accuracy over n independent items;
 * :func:`difference_se` — a sum/difference of independent accuracies (points);
 * :func:`paired_difference_se` — the difference of two accuracies on the *same* items, from the discordant counts;
+* :func:`paired_se` — the same for per-item scores in [0, 1] (correctness averaged over seeds);
 * :func:`mcnemar_exact` — the exact two-sided McNemar test of paired correctness;
 * :func:`one_sided_t_p` — Student's t (one-sided p) of a mean difference from its sd over n paired units;
 * :func:`mann_whitney_null_se` — the SE of a ROC AUC under the null (no separation) for n1 positives, n2 negatives;
@@ -15,7 +16,10 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 * :func:`noise_bar` — the bar a gain or drop must clear: max(one example's step, the seed sd);
 * :func:`binomial_above_p` — the exact one-sided binomial p of ``k`` of ``n`` right against a rate (a model vs
   its majority class: the learned-model guard, :mod:`bertattn_bench.learned`);
-* :func:`correlation_above_zero_p` — Pearson's r and its one-sided p against r <= 0 (the guard on regression).
+* :func:`correlation_above_zero_p` — Pearson's r and its one-sided p against r <= 0 (the guard on regression);
+* :func:`tost` / :func:`tost_paired` — two one-sided tests (equivalence within ± a margin) of a difference / of a
+  paired accuracy difference from its discordant counts, with the z a Bonferroni family of ``tests`` needs (an
+  absence judged by equivalence, not by a failure to reject); :func:`paired_counts_se` its floored SE.
 """
 from __future__ import annotations
 
@@ -76,6 +80,14 @@ def paired_difference_se(b: float, c: float, n: int) -> float:
     return 100.0 * math.sqrt(max((b + c) - (b - c) ** 2 / n, 0.0)) / n
 
 
+def paired_se(a, b) -> float:
+    """Standard error (points) of mean(a) − mean(b) over the same n items, ``a`` and ``b`` per-item scores in [0, 1]
+    (correctness, or its mean over seeds): 100 × sd(a − b) / √n (ddof 0; for 0/1 items this is
+    :func:`paired_difference_se` of the discordant counts). NaN for no items."""
+    d = np.asarray(a, float).reshape(-1) - np.asarray(b, float).reshape(-1)
+    return float(100.0 * np.std(d) / math.sqrt(d.size)) if d.size else float("nan")
+
+
 def sign_test_p(plus: int, minus: int) -> float:
     """Two-sided exact sign test: P of a split at least as uneven as ``plus`` : ``minus`` under p = 1/2 (ties
     dropped before calling); 1 when there is nothing to test."""
@@ -134,6 +146,47 @@ def length_matched_difference(x1, len1, x2, len2) -> tuple[float, float, int, in
     n1 = int(np.isin(l1, shared).sum())
     n2 = int(np.isin(l2, shared).sum())
     return float(num / wsum), float(se), n1, n2, int(shared.size)
+
+
+def one_sided_z(alpha: float, tests: int = 1) -> float:
+    """The standard normal quantile a one-sided test at ``alpha`` needs, Bonferroni over ``tests``: z_(1 - alpha/m)."""
+    from scipy.stats import norm
+
+    return float(norm.isf(float(alpha) / max(int(tests), 1)))
+
+
+def tost(delta: float, se: float, margin: float, alpha: float = 0.05, tests: int = 1) -> dict:
+    """Two one-sided tests (TOST) of a difference ``delta`` with standard error ``se`` (same units, e.g. points)
+    against ± ``margin``, each one-sided at ``alpha`` / ``tests`` (Bonferroni), normal approximation.
+
+    Returns ``delta``, ``se``, ``z`` (the critical z), ``p_lower`` (H0: Δ <= −margin; small = no drop beyond the
+    margin: non-inferiority), ``p_upper`` (H0: Δ >= +margin), ``p`` (TOST: max of the two; small = equivalent) and
+    ``lower``: "within" (Δ − z·SE > −margin: no drop beyond the margin, shown), "beyond" (Δ + z·SE < −margin: a
+    drop significantly larger than the margin) or "undecided"."""
+    from scipy.stats import norm
+
+    delta, se = float(delta), float(se)
+    z = one_sided_z(alpha, tests)
+    if se > 0:
+        p_lower, p_upper = float(norm.sf((delta + margin) / se)), float(norm.sf((margin - delta) / se))
+    else:
+        p_lower, p_upper = float(delta <= -margin), float(delta >= margin)
+    lower = "within" if delta - z * se > -margin else ("beyond" if delta + z * se < -margin else "undecided")
+    return {"delta": delta, "se": se, "z": z, "p_lower": p_lower, "p_upper": p_upper, "p": max(p_lower, p_upper),
+            "lower": lower}
+
+
+def paired_counts_se(lost: int, gained: int, n: int) -> float:
+    """:func:`paired_difference_se` floored at one discordant pair's (≈ one example's step, 100/n): with no
+    discordant item the estimate would be 0, but n items cannot resolve a difference finer than one of them."""
+    return max(paired_difference_se(gained, lost, n), paired_difference_se(1, 0, n))
+
+
+def tost_paired(lost: int, gained: int, n: int, margin: float, alpha: float = 0.05, tests: int = 1) -> dict:
+    """:func:`tost` of a paired accuracy difference Δ = acc_B − acc_A (points) on the same ``n`` items, from the
+    discordant counts ``lost`` (A right, B wrong) and ``gained`` (the reverse); SE :func:`paired_counts_se`."""
+    n = max(int(n), 1)
+    return tost(100.0 * (int(gained) - int(lost)) / n, paired_counts_se(lost, gained, n), margin, alpha, tests)
 
 
 # ---- means, ranks, AUCs ------------------------------------------------------------------------------------------

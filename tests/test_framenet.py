@@ -306,41 +306,6 @@ def test_example_argmax_counts_frame_heads_only():
     assert M.framenet_example_argmax(_PR(flat), top=2).value == 0
 
 
-def _sweep(delta, p, flips=None, seeds=(0,)):
-    from bertattn_bench.metrics.disabling import DisableResult
-
-    s = len(seeds)
-    return DisableResult(task="mrpc", metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=seeds, tier="regression",
-                         base=np.full(s, 80.0), head_delta=delta, layer_delta=np.zeros((s, 2)), head_p=p,
-                         layer_p=np.ones((s, 2)), head_flips=np.zeros((s, 2, 4, 2), int) if flips is None else flips,
-                         layer_flips=np.zeros((s, 2, 2)), step=0.25)
-
-
-def test_disable_p_is_the_paired_test_of_the_frame_heads():
-    score = np.full((2, 4), 0.10)
-    control = np.full((2, 4), 0.10)
-    score[1, 2], control[1, 2] = 0.30, 0.12
-    r = _result(score, control)
-    delta = np.zeros((1, 2, 4))
-    p = np.full((1, 2, 4), 0.5)
-    delta[0, 1, 2], p[0, 1, 2] = -2.0, 0.004  # the frame head: a significant drop
-    delta[0, 0, 0], p[0, 0, 0] = -10.0, 1e-9  # another head: irrelevant
-    m = M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(delta, p))])
-    assert m.value == pytest.approx(0.004) and m.head == "2-3" and m.n == 400 and "2-3 -2.00" in m.detail
-    # two seeds: Bonferroni x2
-    m2 = M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(np.concatenate([delta, delta]),
-                                                                np.concatenate([p, p]), seeds=(0, 1)))])
-    assert m2.value == pytest.approx(0.008)
-    # the same p with a gain is no drop: 1; a drop the paired test cannot tell from nothing: its p
-    delta[0, 1, 2] = +2.0
-    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(delta, p))]).value == 1.0
-    delta[0, 1, 2], p[0, 1, 2] = -2.0, 0.6
-    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(_sweep(delta, p))]).value == pytest.approx(0.6)
-    with pytest.raises(NotApplicable, match="no frame-semantic head"):
-        M.framenet_heads_disable_p(_PR(_result(np.full((2, 4), .1), np.full((2, 4), .1))),
-                                   passes=[_PR(_sweep(delta, p))])
-
-
 # ---- the notebook's pipeline (visualize_attention.ipynb, "7. BaseBERT study") -------------------------------------
 
 @pytest.mark.parametrize("text, expected", [  # NLTK 3.10.4 word_tokenize(text, preserve_line=True), run on each
@@ -499,26 +464,3 @@ def test_tiny_model_notebook_pass(tmp_path, tiny):
 def test_unknown_corpus(tmp_path, tiny):
     with pytest.raises(DataError, match="unknown FrameNet corpus"):
         M.prepare_framenet(tiny, _toy_data(tmp_path), "nope")
-
-
-def test_disable_p_regression_task_is_judged_against_its_noise_bar_or_not_at_all():
-    """STS-B (Pearson, no McNemar): a drop past the noise bar counts (p 0); within it, none (p 1); with no bar at
-    all (one seed, no seed sd given, no one-example step) the task is left out and named, never failed for a Δ of
-    -0.01 (a verdict the definition would decide)."""
-    import dataclasses
-
-    score, control = np.full((2, 4), 0.10), np.full((2, 4), 0.10)
-    score[1, 2], control[1, 2] = 0.30, 0.12
-    r = _result(score, control)
-    delta = np.zeros((1, 2, 4))
-    delta[0, 1, 2] = -0.01
-    stsb = dataclasses.replace(_sweep(delta, np.full((1, 2, 4), np.nan)), task="sts-b", step=float("nan"))
-    mrpc = _sweep(np.zeros((1, 2, 4)), np.full((1, 2, 4), 0.5))
-    m = M.framenet_heads_disable_p(_PR(r), passes=[_PR(mrpc), _PR(stsb)])
-    assert m.value == 1.0 and "sts-b not judged" in m.detail and "x1" in m.detail  # one test: MRPC's
-    with pytest.raises(NotApplicable, match="sts-b not judged"):
-        M.framenet_heads_disable_p(_PR(r), passes=[_PR(stsb)])
-    bar = {"sts-b": 0.5}  # a measured seed sd: -0.01 is inside it, -2 past it
-    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(stsb)], seed_sd=bar).value == 1.0
-    stsb.head_delta[0, 1, 2] = -2.0
-    assert M.framenet_heads_disable_p(_PR(r), passes=[_PR(stsb)], seed_sd=bar).value == 0.0

@@ -406,56 +406,84 @@ def framenet_example_argmax(pr, top: int = 2, direction: str | None = None) -> M
                               f"semantic or not: {', '.join(others)}")
 
 
-@metric("framenet_heads_disable_p")
-def framenet_heads_disable_p(pr, passes: list, direction: str | None = None, seed_sd: dict | None = None
-                             ) -> Measurement:
-    """Kovaleva §5: disabling a frame-semantic head does not lower the score. For every task sweep in ``passes``
-    (the ``disable`` family), seed and frame-semantic head whose Δ is negative: the sweep's exact paired McNemar p
-    (same dev examples with and without the head), Bonferroni over all (task, seed, head) tests. Value: the smallest
-    adjusted p (1 when no head lowers the score); a regression task (no McNemar) counts a drop below its noise bar
-    (one example's step, seed sd) as p = 0. A regression task without a noise bar (one seed and no seed sd given:
-    Pearson has no one-example step) is not judged, and the detail says so: with a bar of 0 every negative Δ,
-    however small, would count as a drop, a verdict decided by the definition."""
-    from .disabling import _noise
+EQUIVALENCE_MARGIN = 1.0  # points: the scale of the paper's single-head effects (§4.6: best gains 0.1 to 1.2)
+EQUIVALENCE_ALPHA = 0.05
+Z_INTERVAL = 1.96  # claims.Claim.interval_z: the claim's interval is value ± 1.96 SE
+
+
+@metric("framenet_heads_disable_equivalence")
+def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVALENCE_MARGIN,
+                                       alpha: float = EQUIVALENCE_ALPHA, direction: str | None = None) -> Measurement:
+    """Kovaleva §5: disabling a frame-semantic head does not lower the score, judged as an *absence* must be: by
+    an equivalence test, not by a failure to reject. For every task sweep in ``passes`` (the ``disable`` family)
+    and every frame-semantic head: the paired accuracy difference Δ (disabled − intact, same dev examples), mean over the
+    sweep's seeds, and its SE (each seed's paired SE from its discordant counts, :func:`stats.paired_counts_se`;
+    their mean bounds the mean's SE whatever the seeds' correlation), tested one-sided against −``margin`` points
+    (the lower half of :func:`stats.tost`: a gain is no drop), Bonferroni over the m (task, head) tests at
+    ``alpha``.
+
+    Value: Δ + margin of the head whose Δ is least clear of the margin (smallest (Δ + margin) / SE), points; its
+    standard error is that SE x z_(1−alpha/m) / 1.96, so the claim's interval value ± 1.96 SE (threshold 0) is the
+    Bonferroni one-sided bound: *holds* when every head's drop is shown to be within the margin (Δ − z·SE >
+    −margin for all), *does not hold* when some head's drop is significantly beyond it (Δ + z·SE < −margin),
+    otherwise *inconclusive*. Regression sweeps (STS-B: Pearson, the sweep keeps no per-example predictions, so
+    no paired SE) are left out and named in the detail with their Δ."""
+    from ..stats import paired_counts_se, tost
     from .finetuned import result_of
 
     r = _result(pr)
     heads, _, _ = frame_heads(r, direction)
     if not heads:
         raise NotApplicable("no frame-semantic head on this model (kov.framenet_heads): nothing to disable")
-    sweeps, unjudged = [], []  # (result, its noise bar and text; None for a McNemar task)
+    sweeps, unjudged = [], []
     for p in passes:
         dr = result_of(p)
         if (dr.n_layers, dr.n_heads) != r.shape:
             raise NotApplicable(f"the {dr.task} sweep has {dr.n_layers}x{dr.n_heads} heads, the FrameNet pass "
                                 f"{r.shape[0]}x{r.shape[1]}")
-        noise = _noise(dr, seed_sd) if bool(np.isnan(dr.head_p).all()) else None  # a regression task: its bar
-        if noise is not None and not noise[0] > 0:
-            unjudged.append(f"{dr.task} not judged (no paired test for its Pearson score and no noise bar: "
-                            f"{noise[1]})")
+        if bool(np.isnan(dr.head_p).all()):  # a regression task: no paired accuracy difference
+            deltas = ", ".join(f"seed {seed} {head_name(l, h)} {float(dr.head_delta[s, l, h]):+.2f}"
+                               for l, h, *_ in heads for s, seed in enumerate(dr.seeds))
+            unjudged.append(f"{dr.task} not judged (its {dr.metric} difference has no paired SE here: the sweep "
+                            f"keeps no per-example predictions; Δ {deltas})")
         else:
-            sweeps.append((dr, noise))
+            sweeps.append(dr)
     if not sweeps:
         raise NotApplicable("; ".join(unjudged))
-    m = sum(len(dr.seeds) for dr, _ in sweeps) * len(heads)
-    ps, parts, n_dev = [1.0], [], []
-    for dr, noise in sweeps:
+    m = len(sweeps) * len(heads)
+    tests, parts = [], []
+    for dr in sweeps:
         for l, h, *_ in heads:
-            for s, seed in enumerate(dr.seeds):
-                delta = float(dr.head_delta[s, l, h])
-                if noise is not None:
-                    pv = 0.0 if delta < -noise[0] else 1.0
-                    parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {delta:+.2f} ({noise[1]})")
-                else:
-                    lost, gained = dr.head_flips[s, l, h]
-                    pv = float(dr.head_p[s, l, h]) if delta < 0 else 1.0
-                    parts.append(f"{dr.task} seed {seed} {head_name(l, h)} {delta:+.2f} (McNemar p "
-                                 f"{float(dr.head_p[s, l, h]):.3g}; -{lost}/+{gained})")
-                ps.append(min(1.0, pv * m))
-        n_dev.append(dr.n_dev)
-    return Measurement(float(min(ps)), n=int(min(n_dev)), n_unit="dev examples", unit="adjusted p of a drop",
-                       head=head_name(*heads[0][:2]),
-                       detail=f"Δ when disabled, {m} tests (Bonferroni x{m}): " + "; ".join(parts + unjudged))
+            flips = [tuple(int(x) for x in dr.head_flips[s, l, h]) for s in range(len(dr.seeds))]
+            deltas = [100.0 * (gained - lost) / dr.n_dev for lost, gained in flips]
+            ses = [paired_counts_se(lost, gained, dr.n_dev) for lost, gained in flips]
+            # the mean over seeds (fine-tunes of the same task on the same dev examples): its SE is at most the
+            # mean of the seeds' SEs (Cauchy-Schwarz, whatever their correlation), used as it stands
+            t = tost(float(np.mean(deltas)), float(np.mean(ses)), margin, alpha, m)
+            ratio = (t["delta"] + margin) / t["se"]
+            tests.append((ratio, t, dr.task, (l, h), dr.n_dev))
+            seeds = "" if len(flips) == 1 else " = mean of " + ", ".join(
+                f"seed {seed} {d:+.2f}" for seed, d in zip(dr.seeds, deltas))
+            parts.append(f"{dr.task} {head_name(l, h)} {t['delta']:+.2f} ± {t['se']:.2f}{seeds} ("
+                         + ", ".join(f"-{lost}/+{gained}" for lost, gained in flips) + f" of {dr.n_dev}; bound "
+                         f"{t['delta'] - t['z'] * t['se']:+.2f}: {t['lower']})")
+    ratio, t, task, (l, h), n_dev = min(tests, key=lambda x: x[0])
+    z = t["z"]
+    n_within = sum(1 for x in tests if x[1]["lower"] == "within")
+    n_beyond = sum(1 for x in tests if x[1]["lower"] == "beyond")
+    summary = ("every drop shown within the margin" if n_within == m else
+               f"{n_beyond} drop(s) significantly beyond the margin" if n_beyond else
+               f"{m - n_within} of {m} not shown within the margin (too few examples to tell)")
+    return Measurement(t["delta"] + margin, n=int(min(x[4] for x in tests)), n_unit="dev examples",
+                       unit=f"points above the -{margin:g} margin (least clear head)", head=head_name(l, h),
+                       standard_error=t["se"] * z / Z_INTERVAL,
+                       values={"margin": margin, "tests": m, "z": z, "within": n_within, "beyond": n_beyond,
+                               "worst_delta": t["delta"], "worst_se": t["se"]},
+                       detail=f"Δ when disabled (mean over seeds) vs -{margin:g} points, one-sided at {alpha:g}/{m} "
+                              f"(Bonferroni over {m} heads x tasks, z {z:.2f}; paired SE from the discordant counts, "
+                              f"floored at one pair's, mean over seeds): {summary}; least clear {task} "
+                              f"{head_name(l, h)}: "
+                              + "; ".join(parts + unjudged))
 
 
 @figure("framenet")
