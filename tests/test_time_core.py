@@ -42,8 +42,9 @@ class _Bench:
 
     def __init__(self, cache_dir, time_cores=False):
         self.cache, self.prepared = PassCache(cache_dir), _Prepared()
-        self.config = SimpleNamespace(getoption=lambda name: time_cores if name == "bertattn_time_cores" else None,
+        self.config = SimpleNamespace(getoption=lambda name: None,
                                       pluginmanager=SimpleNamespace(getplugin=lambda name: None))
+        self.options = SimpleNamespace(time_cores=time_cores)  # the run's options (RunOptions.time_cores)
 
     def prepare(self, target):
         return self.prepared
