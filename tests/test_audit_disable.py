@@ -214,8 +214,9 @@ def _harm(heads: list[tuple[int, int]], task: str, seeds: int = 1, rng_seed: int
     z = np.zeros((seeds, L, H))
     return SimpleNamespace(result=DisableResult(
         task=task, metric="acc", n_dev=N, n_layers=L, n_heads=H, seeds=tuple(range(seeds)), tier="full",
-        base=np.full(seeds, 80.0), head_delta=d, layer_delta=np.zeros((seeds, L)), head_p=z + 1, layer_p=np.ones((seeds, L)),
-        head_flips=np.zeros((seeds, L, H, 2), int), layer_flips=np.zeros((seeds, L, 2), int), step=100 / N))
+        base=np.full(seeds, 80.0), head_delta=d, layer_delta=np.zeros((seeds, L)), head_p=z + 1,
+        layer_p=np.ones((seeds, L)), head_flips=np.zeros((seeds, L, H, 2), int),
+        layer_flips=np.zeros((seeds, L, 2), int), step=100 / N))
 
 
 CRITICAL = [(0, 0), (1, 3), (2, 5), (3, 7), (4, 9)]

@@ -364,5 +364,6 @@ def disable_shared_harmful_heads(pr, passes: list, top: int = 5) -> Measurement:
                        detail=f"most harmful on {r.task}: {', '.join(a)}; on {other.task}: {', '.join(b)}; shared: "
                               f"{len(shared)} ({', '.join(shared) or 'none'}; chance {chance:.2f}); with the controls "
                               + ", ".join(f"{k} {v}" for k, v in with_ctrl.items())
-                              + "; control top-" + f"{top}: " + "; ".join(f"{c} {', '.join(h)}" for c, h in ctrl.items())
+                              + f"; control top-{top}: "
+                              + "; ".join(f"{c} {', '.join(h)}" for c, h in ctrl.items())
                               + f"; shared and in no control's top {top}: {', '.join(specific) or 'none'}")
