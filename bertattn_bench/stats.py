@@ -277,3 +277,27 @@ def noise_bar(step: float, seeds: Sequence[int], measured_sd: float, task: str,
     else:
         sd, where = float("nan"), "seed spread not measured for this task"
     return max(step, 0.0 if np.isnan(sd) else sd), sd, where
+
+
+# ---- paired gains (a configuration against the undisabled model on the same items) ------------------------------
+
+
+def paired_gain_bounds(gained, lost, n: int, alpha_lower: float, alpha_upper: float):
+    """One-sided confidence bounds (points) on the gain of configuration B over A on the same ``n`` items, from
+    the discordant counts (``gained``: wrong in A, right in B; ``lost``: the reverse), elementwise over arrays.
+
+    Conditional on the d = gained + lost discordant items (the exact McNemar argument), gained ~ Bin(d, pi) and the
+    gain is (2 pi - 1) d / n x 100; pi's exact Clopper-Pearson bounds give (lower at level ``alpha_lower``, upper
+    at level ``alpha_upper``), each one-sided. d = 0 gives [0, 0] (nothing changed on these items). The lower
+    bound is > 0 exactly when the one-sided exact sign test P(X >= gained | d, 1/2) is < ``alpha_lower``."""
+    from scipy.stats import beta
+
+    g, lo_ = np.asarray(gained, float), np.asarray(lost, float)
+    d = g + lo_
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_lo = np.where(g > 0, beta.ppf(alpha_lower, np.maximum(g, 1e-12), lo_ + 1), 0.0)
+        p_hi = np.where(lo_ > 0, beta.ppf(1 - alpha_upper, g + 1, np.maximum(lo_, 1e-12)), 1.0)
+    scale = 100.0 * d / max(int(n), 1)
+    lower = np.where(d > 0, (2 * p_lo - 1) * scale, 0.0)
+    upper = np.where(d > 0, (2 * p_hi - 1) * scale, 0.0)
+    return lower, upper

@@ -1,35 +1,15 @@
-"""The disabling and fine-tuning claim metrics on hand-made results: a gain is judged against one example's step and
-the seed spread, never against the step alone; a regression task's constant predictor counts as correlation 0."""
+"""The disabling and fine-tuning claim metrics on hand-made results: a regression task's constant predictor counts as
+correlation 0; the disabling sweep's layer-pass counts."""
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from bertattn_bench.metrics.disabling import DisableResult, disable_best_head_margin
 from bertattn_bench.metrics.finetuned import FinetuneResult, TaskScores, ft_margin_over_majority
 from bertattn_bench.registry import NotApplicable
 
 
-def _disable(seeds, best_gains, task="mrpc", step=0.25):
-    s = len(seeds)
-    delta = np.full((s, 2, 4), -1.0)
-    for i, g in enumerate(best_gains):
-        delta[i, 1, i % 4] = g
-    return SimpleNamespace(result=DisableResult(
-        task=task, metric="accuracy", n_dev=400, n_layers=2, n_heads=4, seeds=tuple(seeds), tier="full",
-        base=np.array([80.0, 78.0, 82.0][:s]), head_delta=delta, layer_delta=np.zeros((s, 2)),
-        head_p=np.full((s, 2, 4), 0.5), layer_p=np.ones((s, 2)), head_flips=np.zeros((s, 2, 4, 2), dtype=int),
-        layer_flips=np.zeros((s, 2, 2), dtype=int), step=step))
-
-
-def test_best_head_gain_is_judged_against_seed_spread():
-    m = disable_best_head_margin(_disable((0, 1, 2), [1.0, 2.0, 0.5]))
-    sd = float(np.std([80.0, 78.0, 82.0]))  # 1.63: above one example (0.25)
-    assert m.value == pytest.approx(np.mean([1.0, 2.0, 0.5]) - sd) and "measured here" in m.detail
-    one = disable_best_head_margin(_disable((0,), [1.0]), seed_sd={"mrpc": 2.25})
-    assert one.value == pytest.approx(1.0 - 2.25) and "recorded" in one.detail
-    with pytest.raises(NotApplicable, match="cannot be told from seed noise"):
-        disable_best_head_margin(_disable((0,), [1.0], task="sst-2"), seed_sd={"mrpc": 2.25})
+# the best-gain claims (issue 36 items 2, 6, 7a): tests/test_audit_disable.py (the seed-spread bar is gone)
 
 
 def test_regression_majority_is_chance_correlation():

@@ -8,8 +8,10 @@ configuration runs only from its first disabled layer on, the plain prefix compu
 (L + 1) / 2L of as many plain dev passes as it has configurations: 0.59 for 6 layers x 12
 heads), for every seed of the tier.
 
-Every gain is judged against one example's step on the dev set and the seed-to-seed spread of the dev score,
-with the exact McNemar test (paired, per example) against the undisabled model reported beside it.
+A configuration is scored on the same dev examples as the undisabled model, so its gain is judged within the model:
+exact paired (McNemar) bounds on its flipped examples (:func:`stats.paired_gain_bounds`), Bonferroni over the
+configurations where a best one is tested (issue 36; before, against max(one example's step, the seed-to-seed sd of
+the dev score), a between-model bar).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from ..data import glue
 from ..passes import NothingToMeasure, timed
 from ..plotting import pyplot, save_figure
 from ..registry import Measurement, NotApplicable, family, figure, metric
-from ..stats import mcnemar_exact, noise_bar, sign_test_p
+from ..stats import binomial_above_p, mcnemar_exact, noise_bar, paired_gain_bounds, sign_test_p
 from .finetuned import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
 
 
@@ -141,57 +143,124 @@ def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
 # ---- claim metrics (named by reference_numbers/kovaleva2019_disable.toml) ------------------------------------
 
 def _noise(r: DisableResult, seed_sd: dict | None) -> tuple[float, str]:
-    """The bar a gain must clear (:func:`stats.noise_bar`): one example's step and the seed spread (measured here
-    with >= 2 seeds, else the spread recorded in the claim file from the full tier)."""
+    """The bar a drop must clear where no paired test exists (:func:`stats.noise_bar`; framenet's STS-B drops): one
+    example's step and the seed spread (measured here with >= 2 seeds, else the spread recorded in the claim file)."""
     step = 0.0 if np.isnan(r.step) else r.step
     bar, sd, where = noise_bar(step, r.seeds, r.seed_sd if len(r.seeds) > 1 else float("nan"), r.task, seed_sd)
     return bar, f"bar {bar:.2f} = max(one example {step:.2f}, seed sd {sd:.2f}; {where})"
 
 
-def _best(delta: np.ndarray, names) -> tuple[int, float]:
-    i = int(np.argmax(delta))
-    return i, float(delta.flat[i])
+Z95 = 1.96  # the claims layer's interval: value +- 1.96 SE (Claim.interval_z's default)
+
+
+def _as_interval(lo: float, hi: float, undecided: bool) -> tuple[float, float]:
+    """(value, standard error) whose value +- 1.96 SE is exactly [lo, hi], the way a metric tells the claims layer
+    its decision interval; ``undecided`` keeps it open where lo == hi would read as an exact value."""
+    if undecided and hi - lo < 1e-9:
+        hi = lo + 1e-6
+    return (lo + hi) / 2, (hi - lo) / (2 * Z95)
+
+
+def _sweep_of(r: DisableResult, what: str):
+    """(Δ, flips as (gained, lost), names) of the head or layer configurations, per seed: (S, K) each."""
+    if what not in ("head", "layer"):
+        raise ValueError(f"what = {what!r}: 'head' or 'layer'")
+    S = len(r.seeds)
+    delta = (r.head_delta if what == "head" else r.layer_delta).reshape(S, -1)
+    flips = (r.head_flips if what == "head" else r.layer_flips).reshape(S, -1, 2)
+    names = ([head_name(*divmod(i, r.n_heads)) for i in range(r.n_layers * r.n_heads)] if what == "head"
+             else [f"L{i + 1}" for i in range(r.n_layers)])
+    return delta, flips[..., 1], flips[..., 0], names
+
+
+def _paired_only(r: DisableResult, what: str) -> None:
+    if glue.task(r.task).is_regression:
+        raise NotApplicable(
+            f"{r.task} ({r.metric}): no per-example flips, so no paired test of a {what}'s gain; the sweep stores "
+            f"only each configuration's Δ {r.metric} (a paired bootstrap of the correlation needs the per-example "
+            f"predictions, not kept): not judged (before issue 36 it was judged against seed noise only with a "
+            f"recorded seed sd, which {r.task} never had)")
 
 
 @metric("disable_best_head_margin")
-def disable_best_head_margin(pr, tasks: list | None = None, seed_sd: dict | None = None,
-                             what: str = "head") -> Measurement:
-    """The best single-head (or layer) gain, mean over seeds of each seed's best, minus the noise bar (points)."""
+def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", margin: float = 0.1,
+                             alpha: float = 0.025) -> Measurement:
+    """Does disabling some single head (``what="layer"``: some whole layer) raise the score? A within-model
+    question: each configuration is scored on the same dev examples as the undisabled model, so it is judged by
+    the paired (exact McNemar) bounds of :func:`stats.paired_gain_bounds` on its flips, per seed:
+
+    * lo = the best configuration's lower bound, one-sided at ``alpha`` / K (Bonferroni over the K heads or
+      layers): lo > 0 is a gain significant after the multiple comparison;
+    * hi = the best upper bound (one-sided at ``alpha``; every configuration's, so no correction: to rule out
+      any gain each one must be ruled out) minus ``margin`` (points): hi < 0 rules out any gain of ``margin`` or
+      more for every configuration (the equivalence side).
+
+    Several seeds (several fine-tuned models, each the paper's one model): the union [min lo, max hi], so the
+    claim holds when it holds on every seed and does not hold when every seed rules a gain out; otherwise (and
+    where the seeds disagree) inconclusive. Returned as value +- 1.96 SE = [lo, hi] (threshold 0): the value is
+    the interval's centre, not a gain; the observed best gains are in the detail and ``values``."""
     r = result_of(pr, tasks)
-    delta = r.head_delta if what == "head" else r.layer_delta
-    pvals = r.head_p if what == "head" else r.layer_p
-    flips = r.head_flips if what == "head" else r.layer_flips
-    parts, gains = [], []
+    _paired_only(r, what)
+    delta, gained, lost, names = _sweep_of(r, what)
+    K = delta.shape[1]
+    los, his, parts, best = [], [], [], []
     for s, seed in enumerate(r.seeds):
-        flat = delta[s].reshape(-1)
-        i = int(np.argmax(flat))
-        gains.append(float(flat[i]))
-        name = head_name(*divmod(i, r.n_heads)) if what == "head" else f"L{i + 1}"
-        lost, gained = flips[s].reshape(-1, 2)[i]
-        n_cfg = flat.size
-        p = float(pvals[s].reshape(-1)[i])
-        ptxt = "" if np.isnan(p) else f", McNemar p {p:.3g} (x{n_cfg} Bonferroni {min(1.0, p * n_cfg):.3g}; -{lost}/+{gained})"
-        parts.append(f"seed {seed}: {name} {flat[i]:+.2f}{ptxt}")
-    gain = float(np.mean(gains))
-    if len(r.seeds) < 2 and not (seed_sd and r.task in seed_sd):
-        # a gain judged against one example's step alone would call seed noise a finding
-        raise NotApplicable(f"{r.task}: best {what} gain {gain:+.2f} ({'; '.join(parts)}) cannot be told from seed "
-                            f"noise: one seed here and no seed sd recorded for {r.task} in the claim file (the full "
-                            f"tier trains 3 seeds on MRPC and RTE only)")
-    bar, how = _noise(r, seed_sd)
-    return Measurement(gain - bar, r.n_dev, "dev examples", unit="points over noise",
-                       detail=f"{r.task} base {np.mean(r.base):.2f}; best {what} gain {gain:+.2f} ({'; '.join(parts)}); "
-                              f"{how}")
+        low, up = paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha / K, alpha)
+        i = int(np.argmax(delta[s]))
+        j = int(np.argmax(low))
+        los.append(float(low[j]))
+        his.append(float(up.max()) - margin)
+        best.append(float(delta[s, i]))
+        p = float(binomial_above_p(int(gained[s, i]), int(gained[s, i] + lost[s, i]), 0.5))
+        parts.append(f"seed {seed}: best {names[i]} {delta[s, i]:+.2f} (-{lost[s, i]}/+{gained[s, i]}, one-sided "
+                     f"exact p {p:.3g}, x{K} {min(1.0, p * K):.3g}); best lower bound {names[j]} {low[j]:+.2f}; "
+                     f"best upper bound {up.max():+.2f} ({names[int(np.argmax(up))]})")
+    lo, hi = min(los), max(his)
+    decided = lo > 0 or hi < 0
+    hi = max(hi, lo)
+    value, se = _as_interval(lo, hi, undecided=not decided)
+    verdict = ("a gain significant on every seed" if lo > 0 else "every seed rules out a gain of "
+               f"{margin:g} or more" if hi < 0 else "cannot tell: no significant gain, none ruled out")
+    return Measurement(value, r.n_dev, "dev examples", unit="points (centre of [lo, hi])", standard_error=se,
+                       values={"lower": lo, "upper_minus_margin": hi, "best_gain": float(np.mean(best)),
+                               "best_gain_per_seed": best, "margin": margin, "configurations": K},
+                       detail=f"{r.task} base {np.mean(r.base):.2f}; {what}s, {K} configurations, one example = "
+                              f"{r.step:.2f} points; {'; '.join(parts)}; [lo, hi] = [{lo:+.2f}, {hi:+.2f}] (lo: best "
+                              f"{what}'s one-sided {1 - alpha:.3g} lower bound, Bonferroni x{K}; hi: best one-sided "
+                              f"upper bound - margin {margin:g}): {verdict}")
 
 
 @metric("disable_best_gain")
-def disable_best_gain(pr, tasks: list | None = None, what: str = "head") -> Measurement:
+def disable_best_gain(pr, tasks: list | None = None, what: str = "head", alpha: float = 0.025) -> Measurement:
+    """The best single-head (layer) gain, as the interval [lo, hi] a range claim on it is judged by: lo = the
+    best exact paired lower bound, one-sided at ``alpha`` / K (Bonferroni over the K configurations: the largest
+    true gain exceeds lo unless a level-``alpha`` error), hi = the best upper bound, one-sided at ``alpha`` (to
+    bound every configuration's gain below a value each must be bounded: no correction). A range [a, b] holds when
+    lo > a and hi < b (a significant gain above a, every gain bounded below b), does not hold when hi < a or
+    lo > b, else inconclusive: the best of K noisy deltas reads inconclusive, not "in range". Several seeds: the
+    union of the seeds' intervals (holds on every seed, does not hold on every seed on the same side). The value is
+    the interval's centre (value +- 1.96 SE = [lo, hi]); the observed best gains are in the detail and ``values``."""
     r = result_of(pr, tasks)
-    delta = r.head_delta if what == "head" else r.layer_delta
-    gains = [float(d.max()) for d in delta]
-    return Measurement(float(np.mean(gains)), r.n_dev, "dev examples", unit="points",
-                       detail=f"{r.task}: best single-{what} gain per seed {', '.join(f'{g:+.2f}' for g in gains)} "
-                              f"(one example = {r.step:.2f} points)")
+    _paired_only(r, what)
+    delta, gained, lost, names = _sweep_of(r, what)
+    K = delta.shape[1]
+    los, his, best, parts = [], [], [], []
+    for s, seed in enumerate(r.seeds):
+        low, up = paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha / K, alpha)
+        i = int(np.argmax(delta[s]))
+        los.append(float(low.max()))
+        his.append(float(up.max()))
+        best.append(float(delta[s, i]))
+        parts.append(f"seed {seed}: {names[i]} {delta[s, i]:+.2f} (-{lost[s, i]}/+{gained[s, i]}), best gain in "
+                     f"[{low.max():+.2f}, {up.max():+.2f}]")
+    lo, hi = min(los), max(his)
+    value, se = _as_interval(lo, hi, undecided=False)
+    return Measurement(value, r.n_dev, "dev examples", unit="points (centre of [lo, hi])", standard_error=se,
+                       values={"lower": lo, "upper": hi, "best_gain": float(np.mean(best)),
+                               "best_gain_per_seed": best, "configurations": K},
+                       detail=f"{r.task}: best single-{what} gain per seed: {'; '.join(parts)} (one example = "
+                              f"{r.step:.2f} points; exact paired bounds, one-sided {1 - alpha:.3g}, the lower ones "
+                              f"Bonferroni x{K}); [lo, hi] = [{lo:+.2f}, {hi:+.2f}]")
 
 
 @metric("disable_mean_head_delta")
@@ -258,24 +327,43 @@ def disable_figures(pass_results, directory: Path) -> list[Path]:
     return paths
 
 
+def _most_harmful(res: DisableResult, top: int) -> list[str]:
+    """The ``top`` heads whose disabling costs most (most negative Δ, mean over seeds; ties by head order)."""
+    d = res.head_delta.mean(0).reshape(-1)
+    return [head_name(*divmod(int(i), res.n_heads)) for i in np.argsort(d, kind="stable")[:top]]
+
+
 @metric("disable_shared_harmful_heads")
 def disable_shared_harmful_heads(pr, passes: list, top: int = 5) -> Measurement:
-    """How many of this task's ``top`` most harmful heads to disable (most negative Δ, mean over seeds) are also
-    among the other task's ``top`` (Kovaleva §5: STS-B and RTE rely on the same heads)."""
+    """Kovaleva §5: STS-B and RTE rely on the same heads. This task's ``top`` most harmful heads to disable (most
+    negative Δ, mean over seeds) shared with the first other task's (``passes[0]``), minus the most that either of
+    the two shares with a control task's ``top`` (``passes[1:]``): heads critical to the base model are harmful to
+    disable on any task, so they make any two tasks share heads without task-specific reliance. Positive: the two
+    tasks share more heads with each other than either does with any control task. Without a control pass the
+    value is not measured (NotApplicable)."""
     r = result_of(pr)
     if not passes:
         raise NotApplicable("needs the other task's sweep")
-    o = passes[0].result
-    if isinstance(o, NothingToMeasure):
-        raise NotApplicable(o.reason)
-
-    def harmful(res: DisableResult) -> list[str]:
-        d = res.head_delta.mean(0).reshape(-1)
-        return [head_name(*divmod(int(i), res.n_heads)) for i in np.argsort(d, kind="stable")[:top]]
-
-    a, b = harmful(r), harmful(o)
+    for o in passes:
+        if isinstance(o.result, NothingToMeasure):
+            raise NotApplicable(o.result.reason)
+    other, controls = passes[0].result, [p.result for p in passes[1:]]
+    if not controls:
+        raise NotApplicable("needs a control task's sweep (heads harmful on every task are no shared reliance)")
+    a, b = _most_harmful(r, top), _most_harmful(other, top)
     shared = [h for h in a if h in b]
+    ctrl = {c.task: _most_harmful(c, top) for c in controls}
+    with_ctrl = {f"{t1}&{c}": len(set(h1) & set(hc)) for c, hc in ctrl.items()
+                 for t1, h1 in ((r.task, a), (other.task, b))}
+    worst = max(with_ctrl, key=with_ctrl.get)
+    specific = [h for h in shared if not any(h in hc for hc in ctrl.values())]
     chance = top * top / (r.n_layers * r.n_heads)
-    return Measurement(len(shared), min(r.n_dev, o.n_dev), "dev examples (smaller set)", unit=f"of top {top}",
-                       detail=f"most harmful on {r.task}: {', '.join(a)}; on {o.task}: {', '.join(b)}; shared: "
-                              f"{', '.join(shared) or 'none'} (chance {chance:.2f})")
+    return Measurement(len(shared) - with_ctrl[worst], min(r.n_dev, other.n_dev), "dev examples (smaller set)",
+                       unit=f"heads of top {top} (pair minus its largest control overlap)",
+                       values={"shared": len(shared), "control_overlaps": with_ctrl, "specific": specific},
+                       detail=f"most harmful on {r.task}: {', '.join(a)}; on {other.task}: {', '.join(b)}; shared: "
+                              f"{len(shared)} ({', '.join(shared) or 'none'}; chance {chance:.2f}); with the controls "
+                              + ", ".join(f"{k} {v}" for k, v in with_ctrl.items())
+                              + f"; control top-{top}: "
+                              + "; ".join(f"{c} {', '.join(h)}" for c, h in ctrl.items())
+                              + f"; shared and in no control's top {top}: {', '.join(specific) or 'none'}")
