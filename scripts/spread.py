@@ -147,6 +147,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=None,
                     help="pass cache for the runs (default: none, --no-cache); a later --record-baseline with the same "
                          "--cache-dir and thread count reuses the seed-0 pass")
+    ap.add_argument("--cache-per-threads", action="store_true",
+                    help="give each thread count its own cache (--cache-dir + '-threads<T>'): a fine-tune is then "
+                         "trained again at that thread count instead of loaded from a run at another (the checkpoint "
+                         "key holds the seed, not the thread count)")
     args = ap.parse_args(argv)
     if not os.environ.get("BERTATTN_DATA_DIR"):
         raise SystemExit("set BERTATTN_DATA_DIR=DIR (the folder holding ud_english_ewt/, gum/, ...)")
@@ -155,8 +159,11 @@ def main(argv=None) -> int:
         work = args.work or Path(tmp)
         for i, (seed, threads) in enumerate(parse_runs(args.runs)):
             print(f"run {i + 1}: BERTATTN_SEED={seed} OMP_NUM_THREADS={threads} ...", flush=True)
+            cache = args.cache_dir
+            if cache is not None and args.cache_per_threads:
+                cache = cache.with_name(f"{cache.name}-threads{threads}")
             runs.append(run_once(seed, threads, args.corpora or FAMILIES[args.family]["corpora"], args.limit,
-                                 work / f"{args.family}-seed{seed}-threads{threads}", args.cache_dir, args.family))
+                                 work / f"{args.family}-seed{seed}-threads{threads}", cache, args.family))
             print(f"  {runs[-1]['seconds']} s, pytest exit {runs[-1]['pytest_exit']}", flush=True)
     import torch
 
