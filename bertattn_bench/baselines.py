@@ -47,6 +47,22 @@ def _data_of(passes: list[dict], slug: str) -> dict[str, str]:
             for p in passes if p["slug"] == slug}
 
 
+def spread_tolerances(directory: Path, slug: str) -> dict[str, tuple[float, str]]:
+    """``claim@corpus`` -> (proposed tolerance, spread file) from the measured spreads of ``slug``'s trained values
+    (``directory/spread/<slug>-*.json``, scripts/spread.py); the widest where two files measure one key."""
+    out: dict[str, tuple[float, str]] = {}
+    for path in sorted((Path(directory) / "spread").glob(f"{slug}-*.json")):
+        try:
+            claims = json.loads(path.read_text(encoding="utf-8")).get("claims", {})
+        except (OSError, ValueError):
+            continue
+        for key, entry in claims.items():
+            tol = entry.get("proposed_tolerance")
+            if isinstance(tol, (int, float)) and (key not in out or tol > out[key][0]):
+                out[key] = (float(tol), f"spread/{path.name}")
+    return out
+
+
 def record_baselines(outcomes: list, passes: list[dict], directory: Path, command: str = "",
                      limit: int | None = None, date: str | None = None) -> list[Path]:
     """Write (or merge into) ``directory/<slug>.json`` for each model of a run (its claim ``outcomes`` and pass
@@ -81,6 +97,11 @@ def record_baselines(outcomes: list, passes: list[dict], directory: Path, comman
         }
         for r in results.values():
             r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it
+        tolerances = spread_tolerances(directory, slug)
+        for o in outcomes:
+            key = baseline_key(o.claim_id, o.corpus)
+            if key in tolerances and tolerances[key][0] > (o.tolerance or 0.0):
+                results[key]["tolerance"], results[key]["tolerance_spread"] = tolerances[key]
         spread = sorted(p.relative_to(directory).as_posix() for p in (directory / "spread").glob(f"{slug}-*.json"))
         if spread:  # the measured spread behind the tolerances of trained values (scripts/spread.py)
             provenance["tolerance_spread"] = spread
@@ -172,6 +193,7 @@ def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9)
         rows.append({"key": key, "before": va, "after": vb, "n_before": (a or {}).get("n"), "n_after": (b or {}).get("n"),
                      "verdict_before": verdict_of(a), "verdict_after": verdict_of(b), "interval_after": _interval(b),
                      "flipped": verdict_of(a) != verdict_of(b),
+                     "entry_tolerance": (a or {}).get("tolerance"),  # the recorded entry's own (measured spread)
                      "comparable": not (limits_differ and (a or {}).get("n") != (b or {}).get("n"))})
     return rows
 
@@ -208,6 +230,8 @@ def diff_failures(rows: list[dict], fail_on: str = "flips+values", tolerances: d
             out.append(f"{r['key']}: verdict {r['verdict_before']} -> {r['verdict_after']}")
             continue
         tol = tolerances.get(r["key"].split("@", 1)[0])
+        if tol is not None and r.get("entry_tolerance"):  # the recorded entry's measured spread, never narrower
+            tol = max(tol, float(r["entry_tolerance"]))
         a, b = r["before"], r["after"]
         if (fail_on in ("values", "flips+values", "any") and tol is not None and isinstance(a, (int, float))
                 and isinstance(b, (int, float)) and abs(b - a) > tol + 1e-9):

@@ -92,12 +92,14 @@ class Claim:
             return t[0] <= value <= t[1]
         return in_band(value, t)
 
-    def verdict_pinned(self, recorded: float) -> bool:
-        """False when the comparison's threshold lies within ``recorded ± tolerance``: on another machine or thread
-        count the value may land on either side, so the verdict is not a regression check."""
-        if not self.tolerance or self.comparison == "in_band":
+    def verdict_pinned(self, recorded: float, tolerance: float | None = None) -> bool:
+        """False when the comparison's threshold lies within ``recorded ± tolerance`` (default the claim's): on
+        another machine or thread count the value may land on either side, so the verdict is not a regression
+        check."""
+        tolerance = self.tolerance if tolerance is None else tolerance
+        if not tolerance or self.comparison == "in_band":
             return True
-        lo, hi = recorded - self.tolerance, recorded + self.tolerance
+        lo, hi = recorded - tolerance, recorded + tolerance
         bounds = self.threshold if self.comparison == "between" else [self.threshold]
         return not any(lo <= b <= hi for b in bounds)
 
@@ -334,10 +336,14 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                            "flips": bool(recorded["holds"]) == bool(out.holds),
                            "never": True}[compare_fail_on]
     else:
-        within = out.delta is not None and abs(out.delta) <= claim.tolerance + 1e-9
+        # the entry's own tolerance where its spread was measured (a tier whose values move more than the claim's
+        # tolerance allows: the quick tier's 64 dev pairs; scripts/spread.py), never narrower than the claim's
+        tol = max(claim.tolerance, float(recorded.get("tolerance") or 0.0))
+        out.tolerance = tol
+        within = out.delta is not None and abs(out.delta) <= tol + 1e-9
         # a verdict is pinned to the recorded one unless the threshold lies inside the recorded value's tolerance
         # band (then the measured noise decides the side, and the verdict is reported, not checked)
-        pinned = recorded["measured"] is None or claim.verdict_pinned(recorded["measured"])
+        pinned = recorded["measured"] is None or claim.verdict_pinned(recorded["measured"], tol)
         # an inconclusive verdict (now or when recorded) is noise: reported, not checked
         pinned = pinned and not out.inconclusive and not recorded.get("inconclusive")
         out.baseline_ok = within and (recorded["holds"] == out.holds or not pinned) and recorded.get("n") == m.n
@@ -346,11 +352,11 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
             out.baseline_ok = bool(recorded.get("not_judged")) and recorded.get("n") == m.n
         if within and not pinned and not out.not_judged:
             out.detail += (f" [verdict within noise: the threshold lies inside the recorded {recorded['measured']:.4g}"
-                           f" ± {claim.tolerance}]")
+                           f" ± {tol:g}]")
         if not out.baseline_ok:
             out.check_failure = ", ".join(part for part, bad in (
                 ("no recorded value" if out.delta is None else
-                 f"value off by {out.delta:+.4g} (tolerance {claim.tolerance})", not within),
+                 f"value off by {out.delta:+.4g} (tolerance {tol:g})", not within),
                 (f"verdict {out.verdict!r} where the baseline {'holds' if recorded['holds'] else 'does not hold'}",
                  recorded["holds"] != out.holds and pinned),
                 (f"n {m.n} where the baseline has {recorded.get('n')}", recorded.get("n") != m.n),

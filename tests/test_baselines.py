@@ -131,3 +131,36 @@ def test_spread_summary_known_answer():
     p = mod.summarise([share(0.5934), share(0.6012), share(0.5871)], safety=2.0, family="patterns")["s@mrpc"]
     assert p["spread"] == pytest.approx(0.0141) and p["proposed_tolerance"] == pytest.approx(0.029)
     assert mod.summarise([share(0.2), share(0.2)], safety=2.0, family="patterns")["s@mrpc"]["proposed_tolerance"] == 0.001
+
+
+def test_an_entry_carries_the_tolerance_its_measured_spread_asks_for(tmp_path):
+    """A tier whose values move more than the claim's tolerance (the quick tier's 64 dev pairs) records the spread's
+    tolerance in the entry (scripts/spread.py's proposed_tolerance); the check and ``diff`` use it, never narrower
+    than the claim's."""
+    import json
+
+    from bertattn_bench.baselines import baseline_diff, diff_failures, record_baselines, spread_tolerances
+    from bertattn_bench.claims import evaluate
+    from test_claims_registry import FakePass, claim
+
+    (tmp_path / "spread").mkdir()
+    (tmp_path / "spread" / "m-glue.json").write_text(json.dumps({"claims": {
+        "t.claim@fake_corpus": {"proposed_tolerance": 4.0}, "t.other@x": {"proposed_tolerance": 0.1}}}))
+    assert spread_tolerances(tmp_path, "m") == {"t.claim@fake_corpus": (4.0, "spread/m-glue.json"),
+                                                "t.other@x": (0.1, "spread/m-glue.json")}
+    c = claim(">=", 0.0, tolerance=0.5)
+    out = evaluate(c, FakePass(10.0))
+    out.model_slug = "m"
+    record_baselines([out], [{"slug": "m", "model": "m", "source": "s", "attn_implementation": "eager",
+                              "device": "cpu", "family": "fam", "corpus": "fake_corpus", "data_files": ""}], tmp_path)
+    doc = json.loads((tmp_path / "m.json").read_text())
+    entry = doc["results"]["t.claim@fake_corpus"]
+    assert entry["tolerance"] == 4.0 and entry["tolerance_spread"] == "spread/m-glue.json"
+    moved = evaluate(c, FakePass(13.0), doc)  # 3 off: outside the claim's 0.5, inside the entry's 4
+    assert moved.passed and moved.tolerance == 4.0
+    assert not evaluate(c, FakePass(14.5), doc).passed
+    new = {"results": {"t.claim@fake_corpus": dict(entry, measured=13.0)}}
+    rows = baseline_diff(doc, new)
+    assert diff_failures(rows, tolerances={"t.claim": 0.5}) == []
+    assert diff_failures(baseline_diff(doc, {"results": {"t.claim@fake_corpus": dict(entry, measured=15.0)}}),
+                         tolerances={"t.claim": 0.5})
