@@ -18,7 +18,8 @@ from .settings import env
 from .passes import NothingToMeasure, PassResult
 from .pytest_options import option
 from .report import _num
-from .runner import EVERY_FAMILY, RunOptions, Runner, Target, family_order, model_id, paper_key  # noqa: F401
+from .runner import (EVERY_FAMILY, RunOptions, Runner, Target, family_order, make_pass, model_id,  # noqa: F401
+                     paper_key)
 
 
 def options_from_config(config) -> RunOptions:
@@ -254,8 +255,7 @@ def with_artifacts(config, prepared, call=lambda run: run()):
     capman = config.pluginmanager.getplugin("capturemanager")
     progress = not env("CI") and capman is not None
     with capman.global_and_fixture_disabled() if progress else contextlib.nullcontext():
-        prepared.artifacts(progress=progress)
-        return call(lambda: prepared.run(progress=progress))
+        return make_pass(prepared, progress, call)
 
 
 def benchmark_group(target: Target) -> str:

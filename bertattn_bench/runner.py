@@ -197,10 +197,7 @@ class Runner:
 
     def make(self, prepared, run: Callable | None = None):
         """A pass computed: its artifacts made (fine-tunes; not part of the run's time), then the run."""
-        prepared.artifacts(progress=self.options.progress)
-        if run is not None:
-            return run(lambda: prepared.run(progress=self.options.progress))
-        return prepared.run(progress=self.options.progress)
+        return make_pass(prepared, self.options.progress, run)
 
     # ---- inputs ----------------------------------------------------------------------------------------------
     @property
@@ -351,6 +348,14 @@ class Runner:
 
         return record_baselines(self.outcomes, self.passes, Path(directory), command=self.options.command,
                                 limit=self.options.limit, date=date)
+
+
+def make_pass(prepared, progress: bool, run: Callable | None = None):
+    """The one way a prepared pass is computed: its artifacts (fine-tunes: never timed), then ``run(measure)`` (a
+    timer around the measurement, or nothing: the measurement itself)."""
+    prepared.artifacts(progress=progress)
+    measure = lambda: prepared.run(progress=progress)  # noqa: E731
+    return measure() if run is None else run(measure)
 
 
 def pass_summary(r, cached: bool, path: Path | None = None, data_files: str = "", limit: int | None = None) -> dict:

@@ -200,13 +200,9 @@ def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", 
     where the seeds disagree) inconclusive. Returned as value +- 1.96 SE = [lo, hi] (threshold 0): the value is
     the interval's centre, not a gain; the observed best gains are in the detail and ``values``."""
     r = result_of(pr, tasks)
-    _paired_only(r, what)
-    delta, gained, lost, names = _sweep_of(r, what)
-    K = delta.shape[1]
+    delta, gained, lost, names, K, seeds = _seed_bounds(r, what, alpha)
     los, his, parts, best = [], [], [], []
-    for s, seed in enumerate(r.seeds):
-        low, up = paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha / K, alpha)
-        i = int(np.argmax(delta[s]))
+    for s, seed, low, up, i in seeds:
         j = int(np.argmax(low))
         los.append(float(low[j]))
         his.append(float(up.max()) - margin)
@@ -230,6 +226,20 @@ def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", 
                               f"upper bound - margin {margin:g}): {verdict}")
 
 
+def _seed_bounds(r: DisableResult, what: str, alpha: float):
+    """The sweep of ``what`` (head/layer) and, per seed, its configurations' exact paired gain bounds: (delta,
+    gained, lost, names, K, [(seed index, seed, lower bounds one-sided at alpha / K, upper bounds at alpha, the
+    best configuration's index)])."""
+    _paired_only(r, what)
+    delta, gained, lost, names = _sweep_of(r, what)
+    K = delta.shape[1]
+    seeds = []
+    for s, seed in enumerate(r.seeds):
+        low, up = paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha / K, alpha)
+        seeds.append((s, seed, low, up, int(np.argmax(delta[s]))))
+    return delta, gained, lost, names, K, seeds
+
+
 @metric("disable_best_gain")
 def disable_best_gain(pr, tasks: list | None = None, what: str = "head", alpha: float = 0.025) -> Measurement:
     """The best single-head (layer) gain, as the interval [lo, hi] a range claim on it is judged by: lo = the
@@ -241,13 +251,9 @@ def disable_best_gain(pr, tasks: list | None = None, what: str = "head", alpha: 
     union of the seeds' intervals (holds on every seed, does not hold on every seed on the same side). The value is
     the interval's centre (value +- 1.96 SE = [lo, hi]); the observed best gains are in the detail and ``values``."""
     r = result_of(pr, tasks)
-    _paired_only(r, what)
-    delta, gained, lost, names = _sweep_of(r, what)
-    K = delta.shape[1]
+    delta, gained, lost, names, K, seeds = _seed_bounds(r, what, alpha)
     los, his, best, parts = [], [], [], []
-    for s, seed in enumerate(r.seeds):
-        low, up = paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha / K, alpha)
-        i = int(np.argmax(delta[s]))
+    for s, seed, low, up, i in seeds:
         los.append(float(low.max()))
         his.append(float(up.max()))
         best.append(float(delta[s, i]))
