@@ -113,6 +113,21 @@ class Claim:
         margin = min((value - b for b in bounds), key=abs)
         return [value - half, value + half], margin
 
+    def threshold_inside(self, interval: list[float]) -> bool:
+        """Whether a threshold lies inside ``interval`` ([lo, hi], :meth:`interval`): the verdict is then
+        inconclusive. An interval of width 0 (no resample moved the value) is exact, never inconclusive."""
+        lo, hi = interval
+        bounds = self.threshold if self.comparison == "between" else [self.threshold]
+        return hi > lo and any(lo <= b <= hi for b in bounds)
+
+    def side(self, value: float, standard_error: float | None = None) -> str:
+        """The verdict :func:`evaluate` gives a measured value, before any baseline or learned-model guard: "holds",
+        "does not hold" or "inconclusive"."""
+        interval, _ = self.interval(value, standard_error)
+        if interval is not None and self.threshold_inside(interval):
+            return "inconclusive"
+        return "holds" if self.compare(value) else "does not hold"
+
     def unmet_requirement(self, info, corpus: str | None = None) -> str | None:
         if self.judged_on and corpus is not None and corpus != self.judged_on:
             return f"judged once per model, on the {self.judged_on} pass (it reads {self.inputs})"
@@ -315,8 +330,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         out.detail += f" [not judged: {untrained}]"
     if out.interval is not None:
         lo, hi = out.interval
-        bounds = claim.threshold if claim.comparison == "between" else [claim.threshold]
-        out.inconclusive = hi > lo and any(lo <= b <= hi for b in bounds)  # SE 0 (no resample moved it): exact
+        out.inconclusive = claim.threshold_inside(out.interval)
         out.detail += (f" [{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})"
                        + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive else "]"))
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, label))

@@ -58,14 +58,8 @@ def _claim(cid: str = CLAIM_IDS[0]):
 
 
 def verdict(claim, m) -> str:
-    """The verdict claims.evaluate gives a measurement (holds / does not hold, inconclusive when the threshold lies
-    inside value ± interval_z x SE)."""
-    interval, _ = claim.interval(m.value, m.standard_error)
-    if interval is not None:
-        lo, hi = interval
-        if hi > lo and lo <= claim.threshold <= hi:
-            return "inconclusive"
-    return "holds" if claim.compare(m.value) else "does not hold"
+    """The verdict claims.evaluate gives the measurement (Claim.side)."""
+    return claim.side(m.value, m.standard_error)
 
 
 def measure(sweeps, cid: str = CLAIM_IDS[0]):
