@@ -289,10 +289,14 @@ def _computing_source(path: str, stamp: tuple) -> bytes:
     """What of a module's source can change a computed value: its syntax tree (so not comments or layout), without
     docstrings and without the ``@metric`` / ``@figure`` functions (:func:`_reads_results_only`). Editing a claim's
     metric, a figure or a docstring therefore leaves the cached passes and checkpoints valid; editing a reducer, a
-    pass or anything they call does not. ``stamp`` (size, mtime) keys the memo."""
+    pass or anything they call does not. The module an ``from ... import`` names is blanked too: which module's code
+    runs is in the key through that module's own source in the closure, so moving modules between folders (a layout
+    change) keeps every key. ``stamp`` (size, mtime) keys the memo."""
     tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     tree.body = [n for n in tree.body if not _reads_results_only(n)]
     for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):  # where a name comes from is a location, not a computation: the
+            node.module, node.level = None, 0  # imported module's own source is in the closure (layout-free key)
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
@@ -311,11 +315,16 @@ def module_version(*modules, exclude: tuple[str, ...] = ()) -> str:
     every package module they import (except ``exclude`` and what only it imports): the code version of whatever
     those modules compute."""
     names = tuple(sorted({m if isinstance(m, str) else m.__name__ for m in modules}))
-    h = hashlib.sha256()
-    for name in module_closure(*names, exclude=tuple(sorted(exclude))):
-        h.update(name.encode())
-        h.update(computing_source(_module_file(name)))
-    return h.hexdigest()[:16]
+    # the modules' sources, not their names, in an order of their own: a module moved or renamed keeps the version
+    # (as long as what it computes is unchanged); an empty package ``__init__`` (a docstring at most) adds nothing
+    digests = sorted(hashlib.sha256(source).hexdigest()
+                     for source in (computing_source(_module_file(name))
+                                    for name in module_closure(*names, exclude=tuple(sorted(exclude))))
+                     if source not in _EMPTY_SOURCES)
+    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+
+
+_EMPTY_SOURCES = {ast.dump(ast.Module(body=body, type_ignores=[])).encode() for body in ([], [ast.Pass()])}
 
 
 def family_code_version(family: str) -> str:

@@ -625,3 +625,30 @@ def test_a_sparse_tensor_is_not_data_and_is_returned_uncached(tmp_path):
     with pytest.warns(C.CacheWarning, match="not cached"):
         value, hit = cache.get_or_compute(path, lambda: {"s": sparse})
     assert value["s"] is sparse and not hit and not path.exists()
+
+
+def test_code_version_is_free_of_the_layout(tmp_path, monkeypatch):
+    """Moving a module to another folder (its imports rewritten to the new place) keeps the code version, so a
+    layout change retrains no checkpoint; importing a different name, or a module whose code differs, changes it."""
+    here, moved, other = (tmp_path / n for n in ("here.py", "moved.py", "other.py"))
+    here.write_text("from .attention import read\nfrom . import batching\n\ndef f(x):\n    return read(x)\n")
+    moved.write_text("from ..engine.attention import read\nfrom ..engine import batching\n\n"
+                     "def f(x):\n    return read(x)\n")
+    other.write_text("from .attention import write\nfrom . import batching\n\ndef f(x):\n    return write(x)\n")
+    assert C.computing_source(here) == C.computing_source(moved)
+    assert C.computing_source(here) != C.computing_source(other)
+    empty = tmp_path / "__init__.py"
+    empty.write_text('"""A package of the new layout: a docstring only."""\n')
+    lib = tmp_path / "lib.py"
+    lib.write_text("X = 1\n")
+    layouts = {("pkg.here", "pkg.lib"): {"pkg.here": here, "pkg.lib": lib},
+               ("pkg.engine", "pkg.engine.moved", "pkg.engine.lib"): {"pkg.engine": empty, "pkg.engine.moved": moved,
+                                                                     "pkg.engine.lib": lib},
+               ("pkg.here", "pkg.lib2"): {"pkg.here": other, "pkg.lib2": lib}}
+    versions = []
+    for names, files in layouts.items():
+        monkeypatch.setattr(C, "module_closure", lambda *a, exclude=(), names=names: names)
+        monkeypatch.setattr(C, "_module_file", lambda name, files=files: files[name])
+        versions.append(C.module_version("root"))
+    assert versions[0] == versions[1]  # same code, another folder and module name, an empty package added
+    assert versions[0] != versions[2]  # the code differs
