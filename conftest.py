@@ -1,2 +1,2 @@
 """Loads the bertattn-bench pytest plugin (options --model, --data-dir, --device, --claims-report, ...)."""
-pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options", "pytester"]
+pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options", "pytester"]

@@ -1,6 +1,6 @@
 """Every claim of the four papers as a test, generated from the registry (one module for every family).
 
-For each family (``bertattn_bench.registry.families()``: Clark et al. 2019's surface, gradient, dependency, coref,
+For each family (``bertattn_bench.claims.registry.families()``: Clark et al. 2019's surface, gradient, dependency, coref,
 probes and clustering; Kovaleva et al. 2019's finetune, disable, patterns and framenet; Michel et al. 2019's prune
 and speedup; Niven & Kao 2019's arct and arct_ft) and each requested (model, corpus):
 
@@ -13,7 +13,7 @@ Select with ``-k``: ``pytest benchmarks -k dependency``, ``-k kovaleva``, ``-k "
 clark.sep_mid_layers``. A new family needs no module here: registering it (``@family``) and its TOML file is enough
 (docs/contributing.md).
 """
-from bertattn_bench.pytest_bench import EVERY_FAMILY, check_claim, time_core
+from bertattn_bench.faces.pytest_session import EVERY_FAMILY, check_claim, time_core
 
 FAMILY = EVERY_FAMILY
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.batching import iter_batches
-from bertattn_bench.pytest_bench import Target, benchmark_group, requested_corpora, requested_models
+from bertattn_bench.engine.batching import iter_batches
+from bertattn_bench.faces.pytest_session import Target, benchmark_group, requested_corpora, requested_models
 
 NAIVE_SENTENCES = 40  # the loop is slow by design; enough sentences for a stable rate
 
@@ -88,8 +88,8 @@ def test_speed_naive_loop_and_agreement(benchmark, bench, dep_target):
     """(b) The one-at-a-time loop: its rate, and the same counts as the batched core on the same sentences."""
     # its own table: it times NAIVE_SENTENCES sentences, not the corpus, so a ratio beside the core would mislead
     benchmark.group = f"{benchmark_group(dep_target)}, naive loop on {NAIVE_SENTENCES} sentences"
-    from bertattn_bench.attention import run_reducers
-    from bertattn_bench.metrics.syntax import RELATIONS, DependencyReducer, sd_arcs
+    from bertattn_bench.engine.attention import run_reducers
+    from bertattn_bench.families.syntax import RELATIONS, DependencyReducer, sd_arcs
 
     prepared = bench.prepare(dep_target)
     subset = prepared.encoded[:NAIVE_SENTENCES]

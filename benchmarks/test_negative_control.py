@@ -5,11 +5,11 @@ held on random weights would be measuring the data or the method, not what the m
 """
 import pytest
 
-from bertattn_bench.claims import load_claims
-from bertattn_bench.model import RANDOM_PREFIX
-from bertattn_bench.passes import NothingToMeasure
-from bertattn_bench.pytest_bench import Target, requested_corpora, requested_models
-from bertattn_bench.registry import families
+from bertattn_bench.claims.catalog import load_claims
+from bertattn_bench.engine.model import RANDOM_PREFIX
+from bertattn_bench.engine.passes import NothingToMeasure
+from bertattn_bench.faces.pytest_session import Target, requested_corpora, requested_models
+from bertattn_bench.claims.registry import families
 
 
 @pytest.mark.parametrize("family", sorted(families()))

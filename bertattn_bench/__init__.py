@@ -1,6 +1,6 @@
 """bertattn-bench: the claims of the BERT attention-analysis papers as runnable, parametrized checks.
 
-``bertattn_bench.run(model, select=..., data_dir=...)`` runs claims from Python (:mod:`bertattn_bench.api`); the
+``bertattn_bench.run(model, select=..., data_dir=...)`` runs claims from Python (:mod:`bertattn_bench.faces.api`); the
 names below are imported on first use, so ``import bertattn_bench`` stays light (no torch until a run).
 """
 
@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 __all__ = ["run", "Results", "ClaimsCallback", "claims_along_training"]
 
 
-_LAZY = {"run": "api", "Results": "api", "ClaimsCallback": "along_training", "claims_along_training": "along_training"}
+_LAZY = {"run": "faces.api", "Results": "faces.api", "ClaimsCallback": "faces.along_training",
+         "claims_along_training": "faces.along_training"}
 
 
 def __getattr__(name):

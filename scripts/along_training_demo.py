@@ -46,7 +46,7 @@ def main() -> None:
 
     import bertattn_bench as bb
     from bertattn_bench.data import glue
-    from bertattn_bench.model import embedded_model_path
+    from bertattn_bench.engine.model import embedded_model_path
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True)

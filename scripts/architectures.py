@@ -1,4 +1,4 @@
-"""Run the architecture matrix (bertattn_bench.architectures) and print its Markdown table (or write the page).
+"""Run the architecture matrix (bertattn_bench.runner.architectures) and print its Markdown table (or write the page).
 
     PYTHONPATH=. python scripts/architectures.py [--no-families] [--out docs/architectures.md] [LABEL_SUBSTRING ...]
 """
@@ -20,8 +20,8 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoTokenizer
 
-    from bertattn_bench import architectures as A
-    from bertattn_bench.model import embedded_model_path
+    from bertattn_bench.runner import architectures as A
+    from bertattn_bench.engine.model import embedded_model_path
 
     torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))

@@ -205,8 +205,8 @@ def build(data_dir: Path, mirrors: Path | None) -> dict:
 def needed_by(corpora: dict) -> dict:
     """Each corpus's families (family -> the family's corpora that read it), from the code; returns each family's
     claims (from the claims catalog)."""
-    from bertattn_bench.claims import load_claims
-    from bertattn_bench.registry import families
+    from bertattn_bench.claims.catalog import load_claims
+    from bertattn_bench.claims.registry import families
 
     claims: dict[str, list[str]] = {}
     for c in load_claims():

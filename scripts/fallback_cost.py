@@ -30,9 +30,9 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    from bertattn_bench import attention
-    from bertattn_bench.batching import model_inputs
-    from bertattn_bench.model import embedded_model_path, model_from_config
+    from bertattn_bench.engine import attention
+    from bertattn_bench.engine.batching import model_inputs
+    from bertattn_bench.engine.model import embedded_model_path, model_from_config
 
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
     print(f"| model type | size | path | fallback path s/pass (min, median) | eager output_attentions s/pass "

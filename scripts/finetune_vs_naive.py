@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time the suite's fine-tuning against a naive Hugging Face loop on the same task, in one run (issue 27).
 
-* ``ours-bf16`` / ``ours-fp32``: :func:`bertattn_bench.finetune.train` (length-pooled batches of 32, the paper's
+* ``ours-bf16`` / ``ours-fp32``: :func:`bertattn_bench.training.glue_finetune.train` (length-pooled batches of 32, the paper's
   recipe) with bf16 autocast on or off;
 * ``naive``: ``AutoModelForSequenceClassification`` on the same encoder, batches of 32 in a seeded random order,
   tokenised per batch and padded to the longest in the batch, AdamW 5e-5 with linear warm-up/decay, fp32.
@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertattn_bench import finetune
+from bertattn_bench.training import glue_finetune as finetune
 from bertattn_bench.data import glue
-from bertattn_bench.model import load_model
+from bertattn_bench.engine.model import load_model
 
 VARIANTS = ("ours-bf16", "ours-fp32", "naive")
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bertattn_bench.matrix import read_records  # noqa: E402  (the report's records, any report version)
+from bertattn_bench.report.matrix import read_records  # noqa: E402  (the report's records, any report version)
 
 # per family: the -k expression, default corpora, the one-item step of a value (None: none) and the precision
 FAMILIES = {

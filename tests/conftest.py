@@ -13,7 +13,7 @@ os.environ.setdefault("BERTATTN_VALIDATE_OUTPUTS", "1")
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from bertattn_bench.model import embedded_model_path
+    from bertattn_bench.engine.model import embedded_model_path
 
     return AutoTokenizer.from_pretrained(str(embedded_model_path()))
 
@@ -23,7 +23,7 @@ def tiny(tokenizer):
     """A 2-layer, 4-head BERT with random weights (seed 0) and the embedded model's tokenizer."""
     from transformers import BertConfig
 
-    from bertattn_bench.model import model_from_config
+    from bertattn_bench.engine.model import model_from_config
 
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=64)

@@ -5,8 +5,8 @@ import json
 import pytest
 
 import bertattn_bench as bb
-from bertattn_bench.architectures import toy_data_dir
-from bertattn_bench.errors import BenchError
+from bertattn_bench.runner.architectures import toy_data_dir
+from bertattn_bench.base.errors import BenchError
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_the_trainer_callback_measures_at_start_every_n_steps_and_at_the_end(tin
     """The callback's schedule, driven as a transformers Trainer drives it (begin, each step's end, end)."""
     from types import SimpleNamespace
 
-    from bertattn_bench import along_training
+    from bertattn_bench.faces import along_training
 
     calls = []
     monkeypatch.setattr(along_training, "claims_along_training",

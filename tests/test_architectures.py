@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from bertattn_bench import architectures as A
+from bertattn_bench.runner import architectures as A
 
 # refused: no softmax map over the input tokens that a module boundary carries (issue 25); everything else is read
 REFUSED = {"ALBERT, inner_group_num 2", "Nystromformer", "BigBird, block-sparse", "Longformer", "FNet", "SqueezeBERT",
@@ -71,7 +71,7 @@ def test_architecture_is_read_exactly_or_refused_in_one_line(arch, tokenizer, to
                                          ("Funnel", "map is 4x8 for 8 input tokens"),
                                          ("BigBird, block-sparse", "returns no attention maps")])
 def test_refusals_name_architecture_reason_and_what_is_supported(tokenizer, label, why):
-    from bertattn_bench.errors import ModelLoadError
+    from bertattn_bench.base.errors import ModelLoadError
 
     arch = next(a for a in A.MATRIX if a.label == label)
     with pytest.raises(ModelLoadError, match=why) as exc:
@@ -131,7 +131,7 @@ def test_roberta_positions_leave_room_for_the_padding_offset(tokenizer):
 def test_head_pruning_says_where_it_cannot_remove_heads(tokenizer, label, prunable):
     """Removing heads from the weights (Michel §4's speed-up) knows BERT-like modules; elsewhere the speedup family
     skips with this reason (gates still mask heads)."""
-    from bertattn_bench import head_pruning
+    from bertattn_bench.engine import head_removal as head_pruning
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
     reason = head_pruning.cannot_prune(loaded.model)
@@ -145,7 +145,7 @@ def test_head_pruning_says_where_it_cannot_remove_heads(tokenizer, label, prunab
 def test_one_input_builder_gives_token_types_only_where_the_model_has_them(tokenizer, label, types):
     """batching.model_inputs: token types only where type_vocab_size >= 2 and the forward takes them; a task model
     wrapping the encoder asks the same question of its encoder."""
-    from bertattn_bench.batching import model_inputs
+    from bertattn_bench.engine.batching import model_inputs
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == label), tokenizer)
     enc = tokenizer(["a b"], ["c"], return_tensors="pt")

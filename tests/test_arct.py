@@ -8,11 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bertattn_bench.data.arct import (ArctItem, Summary, load_shipped_results, read_accs, read_arct,
-                                      read_claim_map)
-from bertattn_bench.errors import DataError
-from bertattn_bench.metrics import arct as m
-from bertattn_bench.registry import families
+from bertattn_bench.data.arct import ArctItem, Summary, load_shipped_results, read_accs, read_arct, read_claim_map
+from bertattn_bench.base.errors import DataError
+from bertattn_bench.families import arct as m
+from bertattn_bench.claims.registry import families
 
 HEADER = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo"
 ADV_HEADER = "#id\twarrant0\twarrant1\treason\tclaim\tdebateTitle\tdebateInfo\tcorrectLabelW0orW1\tadversarial"
@@ -243,7 +242,7 @@ def arct_pass(tmp_path):
 
 
 def measure(pr, name, **params):
-    from bertattn_bench.registry import load_all_metrics
+    from bertattn_bench.claims.registry import load_all_metrics
 
     return load_all_metrics()[name](pr, **params)
 
@@ -289,9 +288,9 @@ def test_pass_shipped_results(arct_pass):
 
 
 def test_outside_rounding_interval():
-    assert m.claims._outside(0.0878, "0.09") == 0.0
-    assert m.claims._outside(0.5541, "0.552") == pytest.approx(0.0016)
-    assert m.claims._outside(0.5, "0.500") == 0.0
+    assert m.metrics._outside(0.0878, "0.09") == 0.0
+    assert m.metrics._outside(0.5541, "0.552") == pytest.approx(0.0016)
+    assert m.metrics._outside(0.5, "0.500") == 0.0
 
 
 def test_treebank_tokens_are_nltks_word_tokenizer():

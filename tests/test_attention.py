@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from bertattn_bench import attention
-from bertattn_bench.batching import encode_words, iter_batches
-from bertattn_bench.metrics.surface import SurfaceReducer
+from bertattn_bench.engine import attention
+from bertattn_bench.engine.batching import encode_words, iter_batches
+from bertattn_bench.families.surface import SurfaceReducer
 
 
 def _inputs(tokenizer, texts):
@@ -94,7 +94,7 @@ def test_zero_heads_is_distinct_from_uniform(tiny, tokenizer):
 def test_model_loaded_elsewhere_is_refused(tokenizer):
     from transformers import BertConfig, BertModel
 
-    from bertattn_bench.errors import ModelLoadError
+    from bertattn_bench.base.errors import ModelLoadError
 
     config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=16)
@@ -123,8 +123,8 @@ def test_attention_is_observed_or_the_model_is_refused(tokenizer, model_type, ok
     import torch
     from transformers import AutoConfig
 
-    from bertattn_bench.errors import ModelLoadError
-    from bertattn_bench.model import model_from_config
+    from bertattn_bench.base.errors import ModelLoadError
+    from bertattn_bench.engine.model import model_from_config
 
     cfg = AutoConfig.for_model(model_type, vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
@@ -145,8 +145,8 @@ def test_own_code_maps_equal_output_attentions_and_never_pile_up(tokenizer):
     maps (the model is not asked for output_attentions)."""
     import torch
 
-    from bertattn_bench import architectures as A
-    from bertattn_bench.batching import model_inputs
+    from bertattn_bench.runner import architectures as A
+    from bertattn_bench.engine.batching import model_inputs
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
     enc = model_inputs(loaded.model, _inputs(tokenizer, ["the cat sat on the mat", "a dog"]))

@@ -16,11 +16,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bertattn_bench.claims import evaluate, load_claims
-from bertattn_bench.metrics.disabling import (DisableResult, disable_best_gain, disable_best_head_margin,
-                                              disable_shared_harmful_heads)
-from bertattn_bench.registry import NotApplicable
-from bertattn_bench.stats import binomial_above_p, paired_gain_bounds, sign_test_p
+from bertattn_bench.claims.catalog import evaluate, load_claims
+from bertattn_bench.families.disabling import DisableResult, disable_best_gain, disable_best_head_margin, disable_shared_harmful_heads
+from bertattn_bench.claims.registry import NotApplicable
+from bertattn_bench.claims.stats import binomial_above_p, paired_gain_bounds, sign_test_p
 
 from test_claims_registry import FakePass
 

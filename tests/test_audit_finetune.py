@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertattn_bench.claims import load_claims
+from bertattn_bench.claims.catalog import load_claims
 from bertattn_bench.data import glue
-from bertattn_bench.metrics import finetuned as F
-from bertattn_bench.registry import NotApplicable
+from bertattn_bench.families import finetune as F
+from bertattn_bench.claims.registry import NotApplicable
 
 # glue.constant_scores' dev-mean predictor for STS-B is a constant that scipy sees (float rounding) as not quite one
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
@@ -36,7 +36,7 @@ def verdict(claim, m) -> str:
 
 def judge(cid: str, result) -> tuple[str, object]:
     c = _claim(cid)
-    from bertattn_bench.registry import load_all_metrics
+    from bertattn_bench.claims.registry import load_all_metrics
 
     m = load_all_metrics()[c.metric](_PR(result), **c.params)
     return verdict(c, m), m

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.batching import Encoded, make_batch
-from bertattn_bench.metrics import patterns as P
-from bertattn_bench.stats import length_matched_difference
+from bertattn_bench.engine.batching import Encoded, make_batch
+from bertattn_bench.families import patterns as P
+from bertattn_bench.claims.stats import length_matched_difference
 
 
 # ---- planted maps through the real reducer -------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def test_classify_thresholds_move_a_borderline_map():
 def test_feature_reducer_keeps_the_determiner_score_per_sentence(tokenizer):
     """The control's score is the §4.4 score of the sentence's determiners (max over them): every query on "The"
     gives 1 in sentence 0; sentence 1 has no determiner (nan, left out of the paired tests)."""
-    from bertattn_bench.batching import encode_words
+    from bertattn_bench.engine.batching import encode_words
 
     s0, s1 = ["The", "dog", "barks"], ["Dogs", "bark"]
     encs = [encode_words(tokenizer, 0, s0), encode_words(tokenizer, 1, s1)]

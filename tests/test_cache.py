@@ -3,7 +3,8 @@ import multiprocessing as mp
 import time
 from pathlib import Path
 
-from bertattn_bench.cache import PassCache, data_fingerprint, family_code_version
+from bertattn_bench.base.hashing import data_fingerprint
+from bertattn_bench.runner.cache import PassCache, family_code_version
 
 
 def _slow_compute(counter: str):
@@ -93,7 +94,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertattn_bench import cache as C
+from bertattn_bench.base import hashing as H
+from bertattn_bench.runner import cache as C
 
 
 def _model_folder(tmp_path, size=3 << 20):
@@ -122,14 +124,14 @@ def test_weights_changed_in_the_middle_miss(tmp_path):
     """A > 2 MiB weights file changed in one middle byte (a pruned or fine-tuned checkpoint) changes the key; the
     old first-and-last-MiB fingerprint did not see it."""
     folder = _model_folder(tmp_path)
-    index = C.DigestIndex(tmp_path / "cache" / C.INDEX_NAME)
-    before = C.model_fingerprint(_info(folder), index)
-    assert C.model_fingerprint(_info(folder), index) == before  # unchanged: the same key
+    index = H.DigestIndex(tmp_path / "cache" / H.INDEX_NAME)
+    before = H.model_fingerprint(_info(folder), index)
+    assert H.model_fingerprint(_info(folder), index) == before  # unchanged: the same key
     _flip_middle_byte(folder / "model.safetensors")
-    assert C.model_fingerprint(_info(folder), index) != before
+    assert H.model_fingerprint(_info(folder), index) != before
     # a fresh index (a new run) agrees with the updated one
-    assert C.model_fingerprint(_info(folder), C.DigestIndex(tmp_path / "other" / C.INDEX_NAME)) == \
-        C.model_fingerprint(_info(folder), index)
+    assert H.model_fingerprint(_info(folder), H.DigestIndex(tmp_path / "other" / H.INDEX_NAME)) == \
+        H.model_fingerprint(_info(folder), index)
 
 
 def test_tsv_row_change_misses(tmp_path):
@@ -139,31 +141,31 @@ def test_tsv_row_change_misses(tmp_path):
     (glue / "dev.tsv").write_text("sentence\tlabel\nit is good\t1\nit is bad\t0\n")
     (glue / "nested").mkdir()
     (glue / "nested" / "frames.xml").write_text("<frame/>")
-    assert [f.relative_to(glue).as_posix() for f in C.data_files(glue)] == ["dev.tsv", "nested/frames.xml"]
-    index = C.DigestIndex(tmp_path / "cache" / C.INDEX_NAME)
-    before = C.data_fingerprint([glue], index)
+    assert [f.relative_to(glue).as_posix() for f in H.data_files(glue)] == ["dev.tsv", "nested/frames.xml"]
+    index = H.DigestIndex(tmp_path / "cache" / H.INDEX_NAME)
+    before = H.data_fingerprint([glue], index)
     (glue / "dev.tsv").write_text("sentence\tlabel\nit is good\t1\nit is bad\t1\n")
-    assert C.data_fingerprint([glue], index) != before
-    after = C.data_fingerprint([glue], index)
+    assert H.data_fingerprint([glue], index) != before
+    after = H.data_fingerprint([glue], index)
     (glue / "nested" / "frames.xml").write_text("<frame>")
-    assert C.data_fingerprint([glue], index) != after
+    assert H.data_fingerprint([glue], index) != after
 
 
 def test_unchanged_files_are_not_reread(tmp_path, monkeypatch):
     """A hit reads no file: the digests come from the index file by (size, mtime, ctime, inode); a changed file
     is re-read, and only that one."""
     folder = _model_folder(tmp_path)
-    index_path = tmp_path / "cache" / C.INDEX_NAME
+    index_path = tmp_path / "cache" / H.INDEX_NAME
     reads = []
-    real = C.sha256_file
-    monkeypatch.setattr(C, "sha256_file", lambda p: reads.append(Path(p).name) or real(p))
-    first = C.model_fingerprint(_info(folder), C.DigestIndex(index_path))
+    real = H.sha256_file
+    monkeypatch.setattr(H, "sha256_file", lambda p: reads.append(Path(p).name) or real(p))
+    first = H.model_fingerprint(_info(folder), H.DigestIndex(index_path))
     assert sorted(reads) == ["config.json", "model.safetensors"] and index_path.is_file()
     reads.clear()
-    assert C.model_fingerprint(_info(folder), C.DigestIndex(index_path)) == first  # a new process: from the file
+    assert H.model_fingerprint(_info(folder), H.DigestIndex(index_path)) == first  # a new process: from the file
     assert reads == []
     _flip_middle_byte(folder / "model.safetensors")
-    assert C.model_fingerprint(_info(folder), C.DigestIndex(index_path)) != first
+    assert H.model_fingerprint(_info(folder), H.DigestIndex(index_path)) != first
     assert reads == ["model.safetensors"]
 
 
@@ -172,7 +174,7 @@ def test_file_digest_is_the_full_sha256(tmp_path):
 
     f = tmp_path / "w.bin"
     f.write_bytes(os.urandom((2 << 20) + 17))
-    assert C.file_digest(f) == hashlib.sha256(f.read_bytes()).hexdigest()
+    assert H.file_digest(f) == hashlib.sha256(f.read_bytes()).hexdigest()
 
 
 @dataclasses.dataclass
@@ -236,66 +238,67 @@ def test_hub_models_keyed_by_snapshot_commit(tmp_path, monkeypatch):
         (repo / "snapshots" / commit / "config.json").write_text("{}")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("a" * 40)
-    assert C.hub_snapshot_commit("org/tiny", cache_dir=hub) == "a" * 40
-    assert C.hub_snapshot_commit("org/absent", cache_dir=hub) is None
+    assert H.hub_snapshot_commit("org/tiny", cache_dir=hub) == "a" * 40
+    assert H.hub_snapshot_commit("org/absent", cache_dir=hub) is None
     commits = iter(["a" * 40, "a" * 40, "b" * 40])
-    monkeypatch.setattr(C, "hub_snapshot_commit", lambda name: next(commits))
-    first = C.model_fingerprint(_info("org/tiny"))
-    assert C.model_fingerprint(_info("org/tiny")) == first
-    assert C.model_fingerprint(_info("org/tiny")) != first
-    monkeypatch.setattr(C, "hub_snapshot_commit", lambda name: None)
-    assert C.model_fingerprint(_info("org/absent")) != C.model_fingerprint(_info("org/absent"))
+    monkeypatch.setattr(H, "hub_snapshot_commit", lambda name: next(commits))
+    first = H.model_fingerprint(_info("org/tiny"))
+    assert H.model_fingerprint(_info("org/tiny")) == first
+    assert H.model_fingerprint(_info("org/tiny")) != first
+    monkeypatch.setattr(H, "hub_snapshot_commit", lambda name: None)
+    assert H.model_fingerprint(_info("org/absent")) != H.model_fingerprint(_info("org/absent"))
 
 
 def test_code_version_per_family():
     """Each family is keyed by the modules its prepare function imports (transitively), not the whole package."""
-    probes = C.module_closure("bertattn_bench.metrics.probes.run")  # the family's pass and prepare (a package)
-    for core in ("attention", "batching", "passes", "model", "metrics.probes.structural", "metrics.probes.reduce",
-                 "data.ud"):
+    probes = H.module_closure("bertattn_bench.families.probes.run")  # the family's pass and prepare (a package)
+    for core in ("engine.attention", "engine.batching", "engine.passes", "engine.model", "families.probes.structural",
+                 "families.probes.reduce", "data.ud"):
         assert f"bertattn_bench.{core}" in probes
-    for other in ("metrics.coref", "metrics.clustering", "metrics.gradient", "pytest_plugin", "report", "cache",
-                  "metrics.probes.claims", "metrics.probes"):  # its metrics and the package's re-exports: not keyed
+    for other in ("families.coref", "families.clustering", "families.gradient", "faces.pytest_plugin",
+                  "report.claims_report", "runner.cache", "families.probes.metrics", "families.probes"):
+        # its metrics and the package's re-exports: not keyed
         assert f"bertattn_bench.{other}" not in probes
     assert C.family_code_version("probes") != C.family_code_version("coref")
-    assert C.family_code_version("probes") == C.module_version("bertattn_bench.metrics.probes.run")
-    from bertattn_bench.registry import families
+    assert C.family_code_version("probes") == H.module_version("bertattn_bench.families.probes.run")
+    from bertattn_bench.claims.registry import families
 
     for fam, name in (("probes", "probes"), ("patterns", "patterns"), ("prune", "pruning"), ("arct", "arct")):
         # families as packages: the key follows the pass; their claims and figures modules are never keyed
-        closure = C.module_closure(families()[fam].prepare.__module__)
-        assert f"bertattn_bench.metrics.{name}.run" in closure
-        assert not {f"bertattn_bench.metrics.{name}", f"bertattn_bench.metrics.{name}.claims",
-                    f"bertattn_bench.metrics.{name}.figures"} & set(closure), name
+        closure = H.module_closure(families()[fam].prepare.__module__)
+        assert f"bertattn_bench.families.{name}.run" in closure
+        assert not {f"bertattn_bench.families.{name}", f"bertattn_bench.families.{name}.claims",
+                    f"bertattn_bench.families.{name}.figures"} & set(closure), name
     with pytest.raises(ValueError, match="not an importable"):
-        C.module_closure("bertattn_bench.no_such_module")
+        H.module_closure("bertattn_bench.no_such_module")
 
 
 def test_module_version_follows_imported_source(tmp_path, monkeypatch):
     """Editing a module that a family imports (here: attention.py, seen through a patched file lookup) changes
     the family's version; editing one it does not import leaves it."""
-    real = C._module_file
+    real = H._module_file
     edited = tmp_path / "attention.py"
-    edited.write_text(real("bertattn_bench.attention").read_text() + "\n_EDITED = 1\n")
-    before_probes, before_coref = C.module_version("bertattn_bench.metrics.probes"), C.module_version("bertattn_bench.metrics.coref")
+    edited.write_text(real("bertattn_bench.engine.attention").read_text() + "\n_EDITED = 1\n")
+    before_probes, before_coref = H.module_version("bertattn_bench.families.probes"), H.module_version("bertattn_bench.families.coref")
     unrelated = tmp_path / "clustering.py"
-    unrelated.write_text(real("bertattn_bench.metrics.clustering").read_text() + "\n_EDITED = 1\n")
-    swap = {"bertattn_bench.attention": edited, "bertattn_bench.metrics.clustering": unrelated}
-    monkeypatch.setattr(C, "_module_file", lambda name: swap.get(name) or real(name))
-    C.module_closure.cache_clear()
+    unrelated.write_text(real("bertattn_bench.families.clustering").read_text() + "\n_EDITED = 1\n")
+    swap = {"bertattn_bench.engine.attention": edited, "bertattn_bench.families.clustering": unrelated}
+    monkeypatch.setattr(H, "_module_file", lambda name: swap.get(name) or real(name))
+    H.module_closure.cache_clear()
     try:
-        assert C.module_version("bertattn_bench.metrics.probes") != before_probes
-        assert C.module_version("bertattn_bench.metrics.coref") != before_coref  # coref uses attention too
-        monkeypatch.setattr(C, "_module_file", lambda name: {"bertattn_bench.metrics.clustering": unrelated}.get(name) or real(name))
-        C.module_closure.cache_clear()
-        assert C.module_version("bertattn_bench.metrics.probes") == before_probes
+        assert H.module_version("bertattn_bench.families.probes") != before_probes
+        assert H.module_version("bertattn_bench.families.coref") != before_coref  # coref uses attention too
+        monkeypatch.setattr(H, "_module_file", lambda name: {"bertattn_bench.families.clustering": unrelated}.get(name) or real(name))
+        H.module_closure.cache_clear()
+        assert H.module_version("bertattn_bench.families.probes") == before_probes
     finally:
-        C.module_closure.cache_clear()
+        H.module_closure.cache_clear()
 
 
 def _record_worker(directory: str, claim: str, go: str):
     import time as _t
 
-    from bertattn_bench import baselines as B
+    from bertattn_bench.claims import baselines as B
 
     real = B._write_atomic
 
@@ -343,21 +346,21 @@ def test_code_version_ignores_metrics_figures_docstrings_and_comments(tmp_path, 
     comment is edited (they read a finished result or change no computation); editing a reducer's code invalidates."""
     import ast
 
-    real = C._module_file
-    src = real("bertattn_bench.metrics.coref").read_text()
+    real = H._module_file
+    src = real("bertattn_bench.families.coref").read_text()
     tree = ast.parse(src)
-    before = C.module_version("bertattn_bench.metrics.coref")
+    before = H.module_version("bertattn_bench.families.coref")
 
     def version_with(text):
         edited = tmp_path / f"coref{len(list(tmp_path.iterdir()))}.py"
         edited.write_text(text)
-        monkeypatch.setattr(C, "_module_file", lambda name: edited if name == "bertattn_bench.metrics.coref" else real(name))
-        C.module_closure.cache_clear()
+        monkeypatch.setattr(H, "_module_file", lambda name: edited if name == "bertattn_bench.families.coref" else real(name))
+        H.module_closure.cache_clear()
         try:
-            return C.module_version("bertattn_bench.metrics.coref")
+            return H.module_version("bertattn_bench.families.coref")
         finally:
-            monkeypatch.setattr(C, "_module_file", real)
-            C.module_closure.cache_clear()
+            monkeypatch.setattr(H, "_module_file", real)
+            H.module_closure.cache_clear()
 
     def insert_in(fn: ast.FunctionDef) -> str:
         """The source with a statement added to function ``fn``'s body (after its first statement)."""
@@ -383,36 +386,37 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
     """A fine-tuned checkpoint's code version follows the trainer and what it imports (attention core, batching,
     the GLUE reader) but not the key-naming cache module, nor through it the registry and every metric: editing a
     metric or a report must not retrain every checkpoint; editing the attention core must."""
-    from bertattn_bench import arct_ft, finetune
+    from bertattn_bench.training import arct_finetune as arct_ft, glue_finetune as finetune
 
-    for module in ("bertattn_bench.finetune", "bertattn_bench.arct_ft"):
-        closure = C.module_closure(module, exclude=C.KEY_ONLY_MODULES)
-        for core in ("attention", "batching", "data.glue"):
+    for module in ("bertattn_bench.training.glue_finetune", "bertattn_bench.training.arct_finetune"):
+        closure = H.module_closure(module, exclude=H.KEY_ONLY_MODULES)
+        for core in ("engine.attention", "engine.batching", "data.glue"):
             assert f"bertattn_bench.{core}" in closure
-        for other in ("cache", "registry", "passes", "metrics.surface", "metrics.finetuned", "report"):
+        for other in ("runner.cache", "base.hashing", "claims.registry", "engine.passes", "families.surface",
+                      "families.finetune", "training.glue_pass", "report.claims_report"):
             assert f"bertattn_bench.{other}" not in closure
-    real = C._module_file
+    real = H._module_file
     before = finetune._sources_version(), arct_ft._sources_version()
     metric = tmp_path / "surface.py"
-    metric.write_text(real("bertattn_bench.metrics.surface").read_text() + "\n_EDITED = 1\n")
-    monkeypatch.setattr(C, "_module_file", lambda name: metric if name == "bertattn_bench.metrics.surface" else real(name))
-    C.module_closure.cache_clear()
+    metric.write_text(real("bertattn_bench.families.surface").read_text() + "\n_EDITED = 1\n")
+    monkeypatch.setattr(H, "_module_file", lambda name: metric if name == "bertattn_bench.families.surface" else real(name))
+    H.module_closure.cache_clear()
     try:
         assert (finetune._sources_version(), arct_ft._sources_version()) == before
         # the statistics layer is read by the GLUE reader's scoring, not by training: a GLUE checkpoint stays valid
         scoring = tmp_path / "stats.py"
-        scoring.write_text(real("bertattn_bench.stats").read_text() + "\n_EDITED = 1\n")
-        monkeypatch.setattr(C, "_module_file", lambda name: scoring if name == "bertattn_bench.stats" else real(name))
-        C.module_closure.cache_clear()
+        scoring.write_text(real("bertattn_bench.claims.stats").read_text() + "\n_EDITED = 1\n")
+        monkeypatch.setattr(H, "_module_file", lambda name: scoring if name == "bertattn_bench.claims.stats" else real(name))
+        H.module_closure.cache_clear()
         assert finetune._sources_version() == before[0]
         core = tmp_path / "attention.py"
-        core.write_text(real("bertattn_bench.attention").read_text() + "\n_EDITED = 1\n")
-        monkeypatch.setattr(C, "_module_file", lambda name: core if name == "bertattn_bench.attention" else real(name))
-        C.module_closure.cache_clear()
+        core.write_text(real("bertattn_bench.engine.attention").read_text() + "\n_EDITED = 1\n")
+        monkeypatch.setattr(H, "_module_file", lambda name: core if name == "bertattn_bench.engine.attention" else real(name))
+        H.module_closure.cache_clear()
         after = finetune._sources_version(), arct_ft._sources_version()
         assert after[0] != before[0] and after[1] != before[1]
     finally:
-        C.module_closure.cache_clear()
+        H.module_closure.cache_clear()
 
 
 # ---- storage as data: nothing in a cache entry can run code (issue 28) ------------------------------------------
@@ -437,10 +441,10 @@ class _Payload:
 
 def _surface_pass(tiny, tokenizer):
     """A real pass result: the surface reducer on the tiny model, wrapped as the plugin stores it."""
-    from bertattn_bench.attention import run_reducers
-    from bertattn_bench.batching import Encoded, Skipped, iter_batches
-    from bertattn_bench.metrics.surface import SurfaceReducer
-    from bertattn_bench.passes import PassResult
+    from bertattn_bench.engine.attention import run_reducers
+    from bertattn_bench.engine.batching import Encoded, Skipped, iter_batches
+    from bertattn_bench.families.surface import SurfaceReducer
+    from bertattn_bench.engine.passes import PassResult
 
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     word = tokenizer.convert_tokens_to_ids("cat")
@@ -533,8 +537,8 @@ def test_a_pickle_inside_the_npz_is_refused(tmp_path):
     assert not (tmp_path / "marker").exists()
 
 
-@pytest.mark.parametrize("cls", ["os:system", "subprocess:Popen", "bertattn_bench.cache:os.system",
-                                 "bertattn_bench.metrics.probes:torch.nn.Module", "bertattn_bench.nope:X",
+@pytest.mark.parametrize("cls", ["os:system", "subprocess:Popen", "bertattn_bench.runner.cache:os.system",
+                                 "bertattn_bench.families.probes:torch.nn.Module", "bertattn_bench.nope:X",
                                  "bertattn_bench..x:Y"])
 def test_a_class_outside_the_package_is_refused(tmp_path, cls):
     path = tmp_path / "f.npz"
@@ -582,7 +586,7 @@ from tests.test_finetune import RECIPE, glue_dir  # noqa: E402,F401  (the fixtur
 
 
 def _train_setup(tiny, glue_dir):
-    from bertattn_bench import finetune
+    from bertattn_bench.training import glue_finetune as finetune
     from bertattn_bench.data import glue
 
     t = glue.task("mrpc")
@@ -635,8 +639,8 @@ def test_code_version_is_free_of_the_layout(tmp_path, monkeypatch):
     moved.write_text("from ..engine.attention import read\nfrom ..engine import batching\n\n"
                      "def f(x):\n    return read(x)\n")
     other.write_text("from .attention import write\nfrom . import batching\n\ndef f(x):\n    return write(x)\n")
-    assert C.computing_source(here) == C.computing_source(moved)
-    assert C.computing_source(here) != C.computing_source(other)
+    assert H.computing_source(here) == H.computing_source(moved)
+    assert H.computing_source(here) != H.computing_source(other)
     empty = tmp_path / "__init__.py"
     empty.write_text('"""A package of the new layout: a docstring only."""\n')
     lib = tmp_path / "lib.py"
@@ -647,8 +651,8 @@ def test_code_version_is_free_of_the_layout(tmp_path, monkeypatch):
                ("pkg.here", "pkg.lib2"): {"pkg.here": other, "pkg.lib2": lib}}
     versions = []
     for names, files in layouts.items():
-        monkeypatch.setattr(C, "module_closure", lambda *a, exclude=(), names=names: names)
-        monkeypatch.setattr(C, "_module_file", lambda name, files=files: files[name])
-        versions.append(C.module_version("root"))
+        monkeypatch.setattr(H, "module_closure", lambda *a, exclude=(), names=names: names)
+        monkeypatch.setattr(H, "_module_file", lambda name, files=files: files[name])
+        versions.append(H.module_version("root"))
     assert versions[0] == versions[1]  # same code, another folder and module name, an empty package added
     assert versions[0] != versions[2]  # the code differs

@@ -5,9 +5,12 @@ import warnings
 
 import pytest
 
-from bertattn_bench import cache as cache_mod
-from bertattn_bench.cache import INDEX_NAME, CacheWarning, DigestIndex, PassCache, check_cache_dir
-from bertattn_bench.errors import BenchError
+from bertattn_bench.runner import cache as cache_mod
+from bertattn_bench.base.errors import CacheWarning
+from bertattn_bench.base import hashing
+from bertattn_bench.base.hashing import INDEX_NAME, DigestIndex
+from bertattn_bench.runner.cache import PassCache, check_cache_dir
+from bertattn_bench.base.errors import BenchError
 
 
 @pytest.mark.parametrize("content", ["[]", "{not json", '"a string"', '{"/x": 5}', '{"/x": [[1, 2], "ab"]}'])
@@ -20,7 +23,7 @@ def test_malformed_digest_index_is_rehashed_with_a_warning(tmp_path, content):
     index = DigestIndex(index_path)
     with pytest.warns(CacheWarning, match=str(index_path)):
         digest = index.digest(data)
-    assert digest == cache_mod.sha256_file(data)
+    assert digest == hashing.sha256_file(data)
     index.flush()  # rewrites the index as an object of good entries
     doc = json.loads(index_path.read_text())
     assert isinstance(doc, dict) and doc[str(data.resolve())][1] == digest
@@ -70,7 +73,7 @@ def test_unusable_cache_folder_is_named_at_startup(tmp_path):
 
 @pytest.mark.parametrize("content", ["{truncated", "[]"])
 def test_malformed_checkpoint_meta_is_retrained_with_a_warning(tmp_path, content):
-    from bertattn_bench.checkpoints import META, WEIGHTS, complete_meta
+    from bertattn_bench.training.checkpoints import META, WEIGHTS, complete_meta
 
     (tmp_path / META).write_text(content)
     (tmp_path / WEIGHTS).write_bytes(b"")

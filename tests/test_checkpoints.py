@@ -1,7 +1,7 @@
 """The one checkpoint cache (GLUE and ARCT fine-tunes): complete only with weights and meta, saved atomically."""
 import torch
 
-from bertattn_bench import checkpoints
+from bertattn_bench.training import checkpoints
 
 
 def test_checkpoint_round_trip_and_what_counts_as_complete(tmp_path):

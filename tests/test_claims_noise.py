@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from bertattn_bench import registry
-from bertattn_bench.claims import evaluate
-from bertattn_bench.registry import Measurement
-from bertattn_bench.stats import binomial_se_points as binomial_se, difference_se
-from bertattn_bench.report import rows, summary_lines, terminal_table, write_report
+from bertattn_bench.claims import registry
+from bertattn_bench.claims.catalog import evaluate
+from bertattn_bench.claims.registry import Measurement
+from bertattn_bench.claims.stats import binomial_se_points as binomial_se, difference_se
+from bertattn_bench.report.claims_report import rows, summary_lines, terminal_table, write_report
 
 from test_claims_registry import FakePass, baseline, claim
 
@@ -108,8 +108,8 @@ def test_dependency_best_head_gap_carries_its_interval():
     accuracy over the relation's arcs (independent: wide); by hand for 30/40 correct vs an offset at 50% of 40."""
     import torch
 
-    from bertattn_bench.metrics.syntax import DependencyResult, OffsetBaseline
-    from bertattn_bench.registry import METRICS, load_all_metrics
+    from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
+    from bertattn_bench.claims.registry import METRICS, load_all_metrics
 
     load_all_metrics()
     correct = torch.zeros(1, 2, 1, 2, dtype=torch.float64)
@@ -133,7 +133,7 @@ def test_corpus_label_carries_the_tier_of_the_passes_a_claim_reads():
     The recorded (regression) tier adds nothing; a quick-tier sample of a forward family (PassResult.tier) does."""
     from types import SimpleNamespace
 
-    from bertattn_bench.claims import corpus_label
+    from bertattn_bench.claims.catalog import corpus_label
 
     own = SimpleNamespace(corpus="one_per_lu", result=SimpleNamespace())
     full = SimpleNamespace(corpus="mrpc", result=SimpleNamespace(tier="full"))

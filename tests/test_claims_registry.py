@@ -7,13 +7,12 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from bertattn_bench import registry
-from bertattn_bench.batching import Skipped
-from bertattn_bench.claims import (COMPARISONS, REFERENCE_DIR, Claim, baseline_key, evaluate, load_baseline,
-                                   load_claims)
-from bertattn_bench.errors import BenchError
-from bertattn_bench.model import ModelInfo
-from bertattn_bench.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, relative_depth
+from bertattn_bench.claims import registry
+from bertattn_bench.engine.batching import Skipped
+from bertattn_bench.claims.catalog import COMPARISONS, REFERENCE_DIR, Claim, baseline_key, evaluate, load_baseline, load_claims
+from bertattn_bench.base.errors import BenchError
+from bertattn_bench.engine.model import ModelInfo
+from bertattn_bench.claims.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, relative_depth
 
 # ---- the catalogue ------------------------------------------------------------------------------------------
 
@@ -432,7 +431,7 @@ def test_recorded_baselines_name_known_claims():
 # ---- report (the claim table consumes ClaimOutcome) -------------------------------------------------------------
 
 def test_report_check_column():
-    from bertattn_bench.report import rows
+    from bertattn_bench.report.claims_report import rows
 
     ok = evaluate(claim(">", 1.0), FakePass(0.5), baseline(0.5, holds=False))
     bad = evaluate(replace(claim(">", 1.0), id="t.other"), FakePass(3.0))
@@ -447,7 +446,7 @@ def test_report_check_column():
 
 def test_report_with_a_recorded_baseline_without_value():
     """evaluate() accepts a recorded ``"measured": null`` (baseline_ok False, baseline None); the table must not crash."""
-    from bertattn_bench.report import rows, terminal_table
+    from bertattn_bench.report.claims_report import rows, terminal_table
 
     out = evaluate(claim(">", 1.0), FakePass(2.0), baseline(None, holds=True))
     assert out.baseline is None and out.baseline_ok is False
@@ -459,7 +458,7 @@ def test_report_with_a_recorded_baseline_without_value():
 def test_write_report_files(tmp_path):
     import json
 
-    from bertattn_bench.report import write_report
+    from bertattn_bench.report.claims_report import write_report
 
     outs = [evaluate(claim(">", 1.0), FakePass(2.0)),
             evaluate(claim(">", 1.0, metric=NA_METRIC, id="t.z"), FakePass(1.0))]
@@ -475,7 +474,7 @@ def test_write_report_files(tmp_path):
 
 def test_report_files_do_not_depend_on_the_order_outcomes_arrived_in(tmp_path):
     """pytest-xdist workers finish in any order: the files must be the same as a serial run's."""
-    from bertattn_bench.report import write_report
+    from bertattn_bench.report.claims_report import write_report
 
     outs = [evaluate(claim(">", 1.0, id=f"t.{k}"), FakePass(v, corpus=c)) for k, v, c in
             [("b", 2.0, "x"), ("a", 0.5, "y"), ("a", 3.0, "x")]]

@@ -1,7 +1,7 @@
 """The command-line wrappers build the pytest command lines the README documents."""
 import pytest
 
-from bertattn_bench.__main__ import pytest_args
+from bertattn_bench.faces.cli import pytest_args
 
 
 def test_record_adds_the_record_option():
@@ -33,8 +33,8 @@ def test_diff_lists_moved_values_and_flipped_verdicts(tmp_path, capsys):
     counts as its own verdict) and a key on one side only are listed; a bad file is one clear line."""
     import json
 
-    from bertattn_bench.__main__ import main
-    from bertattn_bench.baselines import baseline_diff
+    from bertattn_bench.faces.cli import main
+    from bertattn_bench.claims.baselines import baseline_diff
 
     def entry(v, n=10, holds=True, **kw):
         return {"measured": v, "n": n, "holds": holds, **kw}
@@ -77,7 +77,7 @@ def _baseline(**results):
 def test_diff_exit_status_follows_fail_on(tmp_path, capsys, new, fail_on, status):
     import json
 
-    from bertattn_bench.__main__ import main
+    from bertattn_bench.faces.cli import main
 
     (tmp_path / "old.json").write_text(json.dumps(_baseline(**{"kov.sst2_sep_highest@x": (0.5, True)})))
     (tmp_path / "new.json").write_text(json.dumps(_baseline(**new)))
@@ -87,7 +87,7 @@ def test_diff_exit_status_follows_fail_on(tmp_path, capsys, new, fail_on, status
 
 
 def test_diff_usage_errors_exit_4(tmp_path, capsys):
-    from bertattn_bench.__main__ import main
+    from bertattn_bench.faces.cli import main
 
     assert main(["diff", str(tmp_path / "missing.json"), str(tmp_path / "missing.json")]) == 4
     assert "no such file" in capsys.readouterr().err
@@ -105,14 +105,14 @@ def test_plugin_is_registered_as_a_pytest11_entry_point_named_as_its_module():
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     eps = project["entry-points"]["pytest11"]
-    assert eps == {"bertattn_bench.pytest_plugin": "bertattn_bench.pytest_plugin"}
-    assert hasattr(importlib.import_module("bertattn_bench.pytest_plugin"), "pytest_addoption")
+    assert eps == {"bertattn_bench.faces.pytest_plugin": "bertattn_bench.faces.pytest_plugin"}
+    assert hasattr(importlib.import_module("bertattn_bench.faces.pytest_plugin"), "pytest_addoption")
 
 
 def test_diff_does_not_judge_other_limits_samples():
     """A baseline recorded with --limit 50 against the full one: values and verdicts with another n are other
     samples', listed but not failed (except under --fail-on any); with the same limit they are judged."""
-    from bertattn_bench.baselines import baseline_diff, diff_failures
+    from bertattn_bench.claims.baselines import baseline_diff, diff_failures
 
     old = {"provenance": {"limit": None}, "results": {"k@x": {"measured": 1.0, "n": 5211, "holds": True}}}
     new = {"provenance": {"limit": 50}, "results": {"k@x": {"measured": 9.0, "n": 122, "holds": False}}}

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.attention import run_reducers
-from bertattn_bench.batching import encode_pair, iter_batches, make_batch
-from bertattn_bench.model import ModelInfo
-from bertattn_bench.metrics import clustering as C
-from bertattn_bench.metrics.surface import FIELDS, SurfaceResult
-from bertattn_bench.metrics.syntax import DependencyResult, OffsetBaseline
-from bertattn_bench.passes import PassResult
-from bertattn_bench.batching import Skipped
+from bertattn_bench.engine.attention import run_reducers
+from bertattn_bench.engine.batching import encode_pair, iter_batches, make_batch
+from bertattn_bench.engine.model import ModelInfo
+from bertattn_bench.families import clustering as C
+from bertattn_bench.families.surface import FIELDS, SurfaceResult
+from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
+from bertattn_bench.engine.passes import PassResult
+from bertattn_bench.engine.batching import Skipped
 
 LN2 = math.log(2.0)
 
@@ -266,7 +266,7 @@ def _assert_pngs(paths, n):
 
 
 def test_figure_writers_registered_and_write_pngs(tmp_path):
-    from bertattn_bench.registry import FIGURES, load_all_metrics
+    from bertattn_bench.claims.registry import FIGURES, load_all_metrics
 
     load_all_metrics()
     assert {"surface", "dependency", "clustering"} <= set(FIGURES)

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.batching import encode_words, make_batch
+from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
-from bertattn_bench.errors import DataError
-from bertattn_bench.metrics.coref import CorefReducer, CorefResult, baseline_counts
-from bertattn_bench.registry import METRICS, NotApplicable, load_all_metrics
-from bertattn_bench.stats import difference_se
+from bertattn_bench.base.errors import DataError
+from bertattn_bench.families.coref import CorefReducer, CorefResult, baseline_counts
+from bertattn_bench.claims.registry import METRICS, NotApplicable, load_all_metrics
+from bertattn_bench.claims.stats import difference_se
 
 TOY = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
 EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
@@ -273,7 +273,7 @@ def test_reducer_neighbour_mass_and_pronoun_heads_metric(window, tokenizer):
 
 
 def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
-    from bertattn_bench.metrics.coref import prepare_coref
+    from bertattn_bench.families.coref import prepare_coref
 
     data = _toy_data_dir(tmp_path)
     a = prepare_coref(tiny, data, "gum_dev_windows_ud", batch_size=8).run().result
@@ -350,8 +350,8 @@ def test_baseline_rank_nominal_gap_and_named_head():
 
 
 def test_figure_writes_png(tmp_path):
-    from bertattn_bench.metrics.coref import coref_figure
-    from bertattn_bench.registry import FIGURES, load_all_metrics
+    from bertattn_bench.families.coref import coref_figure
+    from bertattn_bench.claims.registry import FIGURES, load_all_metrics
 
     load_all_metrics()
     assert FIGURES["coref"] is coref_figure  # the report draws it (a decorator once slid onto the next function)
@@ -369,7 +369,7 @@ def test_figure_writes_png(tmp_path):
 
 
 def test_claims_load():
-    from bertattn_bench.claims import load_claims
+    from bertattn_bench.claims.catalog import load_claims
 
     claims = load_claims(family="coref")
     assert {c.id for c in claims} >= {"clark.coref_head", "clark.coref_by_type", "clark.coref_baseline_nearest",
@@ -491,11 +491,11 @@ def test_litbank_malformed_brackets_name_file_and_line(tmp_path, coref, line, me
 
 
 def test_litbank_corpus_loading_paths_and_fingerprint(tmp_path, tiny):
-    from bertattn_bench.baselines import describe_data
-    from bertattn_bench.cache import data_files, data_fingerprint
+    from bertattn_bench.claims.baselines import describe_data
+    from bertattn_bench.base.hashing import data_files, data_fingerprint
     from bertattn_bench.data.coref import corpus_data_paths
-    from bertattn_bench.metrics.coref import prepare_coref
-    from bertattn_bench.registry import FAMILIES
+    from bertattn_bench.families.coref import prepare_coref
+    from bertattn_bench.claims.registry import FAMILIES
 
     data = tmp_path / "data"
     (data / "litbank_coref" / "conll").mkdir(parents=True)

@@ -15,7 +15,7 @@ import pytest
 
 from bertattn_bench.data import fetch as fetch_mod
 from bertattn_bench.data import manifest as manifest_mod
-from bertattn_bench.data.cli import main as data_main
+from bertattn_bench.faces.data_cli import main as data_main
 from bertattn_bench.data.manifest import PART_SUFFIX, parse_manifest, verify
 
 # --- a loopback mirror with faults ------------------------------------------------------------------------------

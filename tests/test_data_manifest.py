@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from bertattn_bench.data import manifest as manifest_mod
-from bertattn_bench.data.cli import main as data_main
-from bertattn_bench.data.manifest import (FileEntry, family_needs, load_manifest, missing_files, parse_manifest,
-                                          rebuild, require_data, verify)
-from bertattn_bench.errors import DataError
-from bertattn_bench.registry import families
-from bertattn_bench.settings import DATA_DIR_ENV, DATA_HOME_ENV, default_data_home, resolve_data_dir
+from bertattn_bench.faces.data_cli import main as data_main
+from bertattn_bench.data.manifest import FileEntry, family_needs, load_manifest, missing_files, parse_manifest, rebuild, require_data, verify
+from bertattn_bench.base.errors import DataError
+from bertattn_bench.claims.registry import families
+from bertattn_bench.base.settings import DATA_DIR_ENV, DATA_HOME_ENV, default_data_home, resolve_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -217,7 +216,7 @@ def test_a_run_without_its_corpus_stops_at_startup_with_exit_4(pytester, monkeyp
     (data / "wikitext2_raw" / "wiki.test.raw").write_text("x")
     monkeypatch.setenv(DATA_DIR_ENV, str(data))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options"]')
     pytester.makepyfile(test_bench=BENCH_MODULE)
     result = pytester.runpytest_inprocess("--corpus", "coref=litbank")
     lines = [ln for ln in result.outlines + result.errlines if ln.strip()]
@@ -254,7 +253,7 @@ def test_the_readme_and_docs_totals_are_the_manifest_s():
 
 
 def test_claims_by_family_is_the_catalog_s():
-    from bertattn_bench.claims import load_claims
+    from bertattn_bench.claims.catalog import load_claims
 
     catalog: dict[str, list[str]] = {}
     for c in load_claims():

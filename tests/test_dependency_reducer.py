@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertattn_bench.batching import encode_words, make_batch
+from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.data.ud import Sentence
-from bertattn_bench.metrics.syntax import RELATIONS, Arc, DependencyReducer, sd_arcs
+from bertattn_bench.families.syntax import RELATIONS, Arc, DependencyReducer, sd_arcs
 
 CPU = torch.device("cpu")
 
@@ -15,7 +15,7 @@ CPU = torch.device("cpu")
 def tok():
     from transformers import AutoTokenizer
 
-    from bertattn_bench.model import embedded_model_path
+    from bertattn_bench.engine.model import embedded_model_path
 
     return AutoTokenizer.from_pretrained(str(embedded_model_path()))
 
@@ -395,7 +395,7 @@ def test_words_the_tokenizer_drops_become_unk(tok):
 
 def test_length_order_is_the_one_stable_length_sort():
     """Indices by length, ties in their original order (hand-computed); the batches of iter_batches follow it."""
-    from bertattn_bench.batching import length_order
+    from bertattn_bench.engine.batching import length_order
 
     assert length_order([3, 1, 2, 1, 3, 0]) == [5, 1, 3, 2, 0, 4]
     assert length_order([]) == []
@@ -407,7 +407,7 @@ def test_iter_batches_carry_positions_and_in_data_order_restores_order(tokenizer
     rows put back by those positions come out in data order."""
     import numpy as np
 
-    from bertattn_bench.batching import Encoded, in_data_order, iter_batches
+    from bertattn_bench.engine.batching import Encoded, in_data_order, iter_batches
 
     lengths = [5, 3, 4, 3, 6]
     enc = [Encoded(i, [tokenizer.cls_token_id] * n, [0] * n, [-1] * n, 0) for i, n in enumerate(lengths)]

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bertattn_bench.metrics.finetuned import FinetuneResult, TaskScores, ft_margin_over_majority
-from bertattn_bench.registry import NotApplicable
+from bertattn_bench.families.finetune import FinetuneResult, TaskScores, ft_margin_over_majority
+from bertattn_bench.claims.registry import NotApplicable
 
 
 # the best-gain claims (issue 36 items 2, 6, 7a): tests/test_audit_disable.py (the seed-spread bar is gone)
@@ -25,7 +25,7 @@ def test_regression_majority_is_chance_correlation():
 def test_last_layers_must_actually_change():
     """Fig. 5's claim counts a last layer only when it is among the most changed and its cosine fell by min_change:
     a model whose attention barely moves (the random-init twin: 0.996-0.999) gets 0, not 2."""
-    from bertattn_bench.metrics.finetuned import ft_change_last_layers
+    from bertattn_bench.families.finetune import ft_change_last_layers
 
     def res(cos):
         return SimpleNamespace(result=FinetuneResult(
@@ -41,8 +41,8 @@ def test_last_layers_must_actually_change():
 def test_disabling_sweep_layer_passes_by_hand():
     """Issue 27's counts: a 6 x 12 model's 79 configurations cost 6 + 12 x (6+5+4+3+2+1) + (6+...+1) = 279 layer
     passes per example with the prefix shared, against 79 x 6 = 474; a 12 x 12 model 1,026 against 1,884."""
-    from bertattn_bench import sweeps
-    from bertattn_bench.metrics.disabling import configurations
+    from bertattn_bench.training import sweeps
+    from bertattn_bench.families.disabling import configurations
 
     assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6) == 279
     assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6, share_prefix=False) == 474

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bertattn_bench.architectures import toy_data_dir
+from bertattn_bench.runner.architectures import toy_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def test_an_undecodable_data_file_is_one_message_and_exit_4(tmp_path):
 
 
 BENCH = """
-from bertattn_bench.pytest_bench import check_claim
+from bertattn_bench.faces.pytest_session import check_claim
 
 FAMILY = "dependency"
 RAN = []
@@ -43,7 +43,7 @@ def test_claim(bench, claim, target):
 
 def test_an_interrupted_run_writes_a_report_marked_incomplete(pytester, tmp_path):
     data = toy_data_dir(tmp_path / "data")
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options"]')
     pytester.makepyfile(test_bench=BENCH)
     report = tmp_path / "report"
     result = pytester.runpytest_subprocess(f"--data-dir={data}", "--no-cache", f"--claims-report={report}",
@@ -52,7 +52,7 @@ def test_an_interrupted_run_writes_a_report_marked_incomplete(pytester, tmp_path
     doc = json.loads((report / "claims.json").read_text())
     assert doc["complete"] is False
     assert len(doc["records"]) == 2  # the two claims judged before the interrupt
-    n_claims = len([c for c in __import__("bertattn_bench.claims", fromlist=["x"]).load_claims(family="dependency")])
+    n_claims = len([c for c in __import__("bertattn_bench.claims.catalog", fromlist=["x"]).load_claims(family="dependency")])
     assert len(doc["missing"]) == n_claims - 2 and all(" on minilm / ewt_dev" in m for m in doc["missing"])
     assert "INCOMPLETE" in (report / "claims.md").read_text()
     result.stdout.fnmatch_lines(["INCOMPLETE: * selected claim test(s) did not run*"])
@@ -77,19 +77,19 @@ def test_compare_policy_decides_what_fails(tmp_path):
     """--compare-fail-on: lost (a claim that held on A does not hold here), flips (either way), never."""
     from types import SimpleNamespace
 
-    from bertattn_bench.claims import Claim, baseline_key, evaluate
-    from bertattn_bench.registry import Measurement, metric
+    from bertattn_bench.claims.catalog import Claim, baseline_key, evaluate
+    from bertattn_bench.claims.registry import Measurement, metric
 
     name = "test_fail_safe_constant_metric"
 
-    from bertattn_bench import registry
+    from bertattn_bench.claims import registry
 
     if name not in registry.METRICS:
         metric(name)(lambda pr, **kw: Measurement(value=pr.result, n=10, n_unit="things"))
     claim = Claim(id="t.c", paper="P", section="§0", statement="s", family="fam", metric=name, comparison=">",
                   threshold=1.0, reference="r", source="S", rationale="why", tolerance=0.1, tolerance_rationale="t")
     info = SimpleNamespace(name="B", slug="b", attn_implementation="eager", n_layers=1, n_heads=1, extra={})
-    from bertattn_bench.batching import Skipped
+    from bertattn_bench.engine.batching import Skipped
 
     def pr(value):
         return SimpleNamespace(model=info, data="d", corpus="c", tier=None, result=value, n_examples=10,
@@ -110,10 +110,10 @@ def test_compare_policy_decides_what_fails(tmp_path):
 def test_a_read_only_cache_trains_in_memory_and_stores_nothing(tmp_path, monkeypatch):
     """A read-only cache folder: passes are read from it, and a family that trains gets no checkpoint folder (its
     fine-tune is made in memory) instead of failing to write one."""
-    from bertattn_bench import registry
-    from bertattn_bench.cache import PassCache
-    from bertattn_bench.registry import Family
-    from bertattn_bench.runner import RunOptions, Runner, Target
+    from bertattn_bench.claims import registry
+    from bertattn_bench.runner.cache import PassCache
+    from bertattn_bench.claims.registry import Family
+    from bertattn_bench.runner.session import RunOptions, Runner, Target
 
     seen = []
 

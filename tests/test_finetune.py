@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench import finetune, sweeps
+from bertattn_bench.training import glue_finetune as finetune, sweeps
 from bertattn_bench.data import glue
-from bertattn_bench.errors import DataError
+from bertattn_bench.base.errors import DataError
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
@@ -154,7 +154,7 @@ def test_dev_only_task_is_refused_with_reason(tiny, glue_dir):
 
 def test_sweep_equals_one_configuration_at_a_time(tiny, glue_dir):
     """The batched sweep gives exactly the logits of evaluating each configuration alone (uniform and mask)."""
-    from bertattn_bench import attention
+    from bertattn_bench.engine import attention
 
     model = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model
     dev = finetune.encode_split(tiny.tokenizer, glue.load_split(glue_dir, "mrpc", "dev"), 128)
@@ -178,7 +178,7 @@ def test_sweep_equals_one_configuration_at_a_time(tiny, glue_dir):
 
 
 def test_mcnemar_exact_by_hand():
-    from bertattn_bench.metrics.disabling import mcnemar_exact
+    from bertattn_bench.families.disabling import mcnemar_exact
 
     base = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1], dtype=bool)
     other = np.array([1, 1, 1, 0, 1, 1, 1, 0, 1, 1], dtype=bool)
@@ -194,7 +194,7 @@ def three_layers(tokenizer):
     intervening in layers 1, 2 and 3 have different plain prefixes to share."""
     from transformers import BertConfig
 
-    from bertattn_bench.model import model_from_config
+    from bertattn_bench.engine.model import model_from_config
 
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=64, initializer_range=0.5)
@@ -204,7 +204,7 @@ def three_layers(tokenizer):
 
 def _rows_per_layer(model):
     """Rows each layer's self-attention computes (a served layer never reaches its attention)."""
-    from bertattn_bench import attention
+    from bertattn_bench.engine import attention
 
     mods = attention.attention_modules(model)
     rows = [0] * len(mods)
@@ -218,7 +218,7 @@ def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_
     """Every configuration of the prefix-shared sweep (heads, layers, and multi-layer ones whose first layer
     differs) gives the logits of evaluating it alone through the whole model, and each layer runs only for the
     configurations that intervene at or below it (plus the one plain pass per batch)."""
-    from bertattn_bench import attention
+    from bertattn_bench.engine import attention
 
     loaded, model = three_layers
     tok = loaded.tokenizer
@@ -255,7 +255,7 @@ def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_
 def test_sweep_layers_found_per_architecture(tokenizer, glue_dir):
     """DistilBERT's blocks are found (and its shared sweep equals the whole-model one); ALBERT's shared layer is
     not (its sweep runs every configuration whole)."""
-    from bertattn_bench import architectures
+    from bertattn_bench.runner import architectures
 
     by_label = {a.label: a for a in architectures.MATRIX}
     distil = architectures.build(by_label["DistilBERT"], tokenizer)
@@ -315,7 +315,7 @@ def test_a_model_whose_code_fails_under_bf16_trains_in_fp32(tokenizer, tiny, glu
     """transformers' DeBERTa v1 fills masked scores with float32's minimum, which overflows bfloat16 under autocast
     (a fine-tune crashed there): the trainer checks one batch first and falls back to fp32, saying why in the meta.
     A model that runs under bf16 keeps it."""
-    from bertattn_bench import architectures
+    from bertattn_bench.runner import architectures
 
     deberta = architectures.build(next(a for a in architectures.MATRIX if a.model_type == "deberta"), tokenizer)
     t = glue.task("mrpc")

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.batching import encode_words, make_batch
+from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.data import framenet as F
-from bertattn_bench.errors import DataError
-from bertattn_bench.metrics import framenet as M
-from bertattn_bench.registry import NotApplicable
+from bertattn_bench.base.errors import DataError
+from bertattn_bench.families import framenet as M
+from bertattn_bench.claims.registry import NotApplicable
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "framenet"
 JSONL = FIX / "exemplars_toy.jsonl"
@@ -399,7 +399,7 @@ def test_notebook_pairs_zip_first_occurrence_and_cut(tokenizer):
 
 def test_piece_level_reducer_known_answer(tokenizer):
     """The notebook's score on planted maps: attn[FE piece, target piece] (f2t), max over the zipped pairs."""
-    from bertattn_bench.batching import Encoded
+    from bertattn_bench.engine.batching import Encoded
 
     ids = tokenizer.convert_tokens_to_ids(["[CLS]", "he", "was", "becoming", "agitated", ".", "[SEP]"])
     enc = [Encoded(0, ids, [0] * 7, [-1] * 7, 0)]

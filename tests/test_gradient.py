@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bertattn_bench.batching import encode_pair, make_batch
-from bertattn_bench.metrics import gradient as g
-from bertattn_bench.registry import NotApplicable
+from bertattn_bench.engine.batching import encode_pair, make_batch
+from bertattn_bench.families import gradient as g
+from bertattn_bench.claims.registry import NotApplicable
 
 PAIRS = [("the cat sat on the mat .", "it was , happy"), ("short", "pair"),
          ("a much longer first paragraph , with commas .", "and a second one that is long too .")]
@@ -19,7 +19,7 @@ def tiny_mlm(tokenizer):
     BERT's default so that attention is peaked and layer 1's weights also act through layer 2's attention."""
     from transformers import BertConfig
 
-    from bertattn_bench.model import model_from_config
+    from bertattn_bench.engine.model import model_from_config
 
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=64, initializer_range=0.2)
@@ -67,7 +67,7 @@ def test_gradient_matches_finite_differences(tiny_mlm, tokenizer, masked):
                 probs[index] += eps
                 return probs
 
-            from bertattn_bench.attention import attention_run
+            from bertattn_bench.engine.attention import attention_run
 
             with torch.no_grad(), attention_run(model, edit_probs=edit):
                 return float(g.mlm_loss(model, batch, labels))
@@ -85,7 +85,7 @@ def test_gradient_matches_finite_differences(tiny_mlm, tokenizer, masked):
             leaves[layer] = probs.detach().requires_grad_()
             return leaves[layer]
 
-        from bertattn_bench.attention import attention_run
+        from bertattn_bench.engine.attention import attention_run
 
         with torch.enable_grad(), attention_run(model, edit_probs=detach):
             value_path_only = torch.autograd.grad(g.mlm_loss(model, batch, labels), [leaves[0]])[0]
@@ -96,7 +96,7 @@ def test_gradient_matches_finite_differences(tiny_mlm, tokenizer, masked):
 
 def test_batched_equals_one_by_one(tiny_mlm, tokenizer, masked):
     """Segments' losses are summed, means are per segment, padding is masked: batching changes nothing."""
-    from bertattn_bench.batching import iter_batches
+    from bertattn_bench.engine.batching import iter_batches
 
     encoded = [m.encoded for m in masked.values()]
 
@@ -157,7 +157,7 @@ def test_ratio_metric_relative_depth():
 
 def test_comparison_set_is_fig3_all_unmasked_tokens():
     """Fig. 3 compares [SEP] with "All unmasked tokens": the metrics' default and both claims' params."""
-    from bertattn_bench.claims import load_claims
+    from bertattn_bench.claims.catalog import load_claims
 
     pr = _result([2, 2, 0.2, 0.4, 0.1, 0.3], [1] * 6, [0.1] * 6, unmasked=[2] * 6)
     assert g.gradient_ratio_from_depth(pr).value == pytest.approx(0.2)  # 0.4 / 2, not 0.4 / 1
@@ -179,8 +179,8 @@ def test_onset_metric():
 def test_no_head_checkpoint_is_refused(tmp_path, tokenizer, tiny_mlm):
     """A BertModel checkpoint has no head weights (transformers would initialise one at random): the pass says so
     and the claims skip; a BertForMaskedLM checkpoint passes the check."""
-    from bertattn_bench.claims import evaluate, load_claims
-    from bertattn_bench.model import load_model
+    from bertattn_bench.claims.catalog import evaluate, load_claims
+    from bertattn_bench.engine.model import load_model
 
     config = tiny_mlm.model.config
     tiny_mlm.model.save_pretrained(tmp_path / "mlm")

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench import attention, finetune, head_pruning
+from bertattn_bench.engine import attention
+from bertattn_bench.training import glue_finetune as finetune
+from bertattn_bench.engine import head_removal as head_pruning
 from bertattn_bench.data import glue
-from bertattn_bench.errors import ModelLoadError
+from bertattn_bench.base.errors import ModelLoadError
 
 SENTS = [("the cat sat on the mat", "a dog ran"), ("red blue", "quickly slowly under the big log today"),
          ("one", "two three four five six seven eight nine ten")]
@@ -88,7 +90,7 @@ def test_errors(tiny):
 def test_distilbert(tokenizer):
     from transformers import DistilBertConfig
 
-    from bertattn_bench.model import model_from_config
+    from bertattn_bench.engine.model import model_from_config
 
     config = DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
                               max_position_embeddings=64)
@@ -109,7 +111,7 @@ def test_distilbert(tokenizer):
 def test_albert_is_refused(tokenizer):
     from transformers import AlbertConfig
 
-    from bertattn_bench.model import model_from_config
+    from bertattn_bench.engine.model import model_from_config
 
     config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
@@ -129,7 +131,7 @@ def test_time_interleaved_alternates_and_warms_up():
         def forward(self, **inputs):
             calls.append((self.name, inputs["b"]))
 
-    from bertattn_bench.metrics import speedup
+    from bertattn_bench.families import speedup
 
     out = speedup.time_interleaved({"full": Fake("full"), "pruned": Fake("pruned")},
                                    {1: [{"b": 1}], 16: [{"b": 16}]}, rounds=2, device="cpu")
@@ -143,7 +145,7 @@ def test_time_interleaved_alternates_and_warms_up():
 def test_speedup_pass_on_a_tiny_model(tiny, tmp_path, monkeypatch):
     """The pass end to end: the least important half of the heads removed, pruned = masked, every batch size timed
     in every round; the claim's metric reads the fastest round of each model."""
-    from bertattn_bench.metrics import pruning, speedup
+    from bertattn_bench.families import pruning, speedup
 
     d = tmp_path / "glue" / "MRPC"
     d.mkdir(parents=True)

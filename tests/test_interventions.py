@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from bertattn_bench import attention
+from bertattn_bench.engine import attention
 
 
 def _inputs(tokenizer, texts):
@@ -22,14 +22,14 @@ def tiny_any(request, tiny, tokenizer):
     (interface, found by its calls): every intervention must behave the same on each."""
     if request.param.startswith("BERT"):
         return tiny
-    from bertattn_bench import architectures as A
+    from bertattn_bench.runner import architectures as A
 
     return A.build(next(a for a in A.MATRIX if a.label == request.param), tokenizer)
 
 
 def _model_inputs(model):
     """The tokenizer's batch as ``model`` takes it (the project's one input builder: no token types without them)."""
-    from bertattn_bench.batching import model_inputs
+    from bertattn_bench.engine.batching import model_inputs
 
     return lambda tokenizer, texts: model_inputs(model, _inputs(tokenizer, texts))
 
@@ -226,7 +226,7 @@ def test_gate_gradient_equals_finite_difference(tiny_any, tokenizer):
 
 def test_own_code_path_refuses_the_scores_point(tokenizer):
     """The pre-softmax scores are inside an own-code model's attention: asking for them is an error, not a no-op."""
-    from bertattn_bench import architectures as A
+    from bertattn_bench.runner import architectures as A
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
     with pytest.raises(ValueError, match="'scores' point"):
@@ -237,7 +237,7 @@ def test_own_code_path_refuses_the_scores_point(tokenizer):
 def test_forward_loop_leaves_its_run_when_a_reducer_raises(tiny, tokenizer):
     """attention.forward's run ends as soon as the loop over it stops: a reducer that raises in run_reducers' loop
     leaves no frame on the model, even while the exception (and so the loop's frame) is still held."""
-    from bertattn_bench.batching import encode_words, iter_batches
+    from bertattn_bench.engine.batching import encode_words, iter_batches
 
     class Boom(attention.Reducer):
         def start_batch(self, batch):

@@ -70,7 +70,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_has_no_cycle():
     graph = import_graph()
-    assert "bertattn_bench.runner" in graph["bertattn_bench.pytest_bench"]  # the checker sees imports
+    assert "bertattn_bench.runner.session" in graph["bertattn_bench.faces.pytest_session"]  # the checker sees imports
     assert cycles(graph) == []
 
 
@@ -78,21 +78,39 @@ def test_the_checker_finds_a_planted_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_the_engine_imports_no_face():
-    """The runner and the API never import a face (the pytest plugin, its session, the command line)."""
+# The floors, lowest first: a module imports from its own floor and the floors below, never from one above.
+FLOORS = ("base", "claims", "engine", "data", "training", "families", "report", "runner", "faces")
+
+
+def floor_of(module: str) -> int:
+    """The floor of a package module: its first sub-package; the package's ``__init__`` and ``__main__`` (the lazy
+    API names and ``python -m``) stand with the faces."""
+    parts = module.split(".")
+    return FLOORS.index(parts[1]) if len(parts) > 1 and parts[1] in FLOORS else len(FLOORS) - 1
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if floor_of(d) > floor_of(m))
+
+
+def test_no_module_imports_from_a_higher_floor():
     graph = import_graph()
-    faces = {f"{PKG}.pytest_plugin", f"{PKG}.pytest_bench", f"{PKG}.short_options", f"{PKG}.__main__"}
+    assert set(FLOORS) == {m.split(".")[1] for m in graph if m.count(".") >= 1 and not m.endswith("__main__")}
+    assert upward_imports(graph) == []
 
-    def reach(start):
-        seen, todo = set(), [start]
-        while todo:
-            for d in graph[todo.pop()] - seen:
-                seen.add(d)
-                todo.append(d)
-        return seen
 
-    for engine in ("runner", "api", "claims", "report", "matrix", "baselines"):
-        assert not reach(f"{PKG}.{engine}") & faces, engine
+def test_the_floor_checker_finds_a_planted_upward_import():
+    graph = {f"{PKG}.claims.stats": {f"{PKG}.base.errors"}, f"{PKG}.engine.attention": {f"{PKG}.runner.cache"}}
+    assert upward_imports(graph) == [f"{PKG}.engine.attention -> {PKG}.runner.cache"]
+
+
+def test_the_engine_imports_no_face():
+    """No floor below the faces imports a face (the pytest plugin, its session, the command line, the API)."""
+    graph = import_graph()
+    faces = {m for m in graph if m.startswith(f"{PKG}.faces.")}
+    for m, deps in graph.items():
+        if not m.startswith(f"{PKG}.faces.") and m not in (PKG, f"{PKG}.__main__"):
+            assert not deps & faces, m
 
 
 def test_every_sub_package_is_in_the_wheel():
@@ -102,7 +120,7 @@ def test_every_sub_package_is_in_the_wheel():
 
 
 def test_loading_the_entry_point_imports_nothing_heavy():
-    code = ("import sys, bertattn_bench.pytest_plugin, bertattn_bench.short_options; "
+    code = ("import sys, bertattn_bench.faces.pytest_plugin, bertattn_bench.faces.short_options; "
             "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
@@ -113,14 +131,14 @@ def test_environment_variables_are_read_in_one_place():
     GPU worker assignment takes the environment as an argument, defaulting to os.environ)."""
     offenders = []
     for name, path in modules().items():
-        if name in (f"{PKG}.settings",):
+        if name in (f"{PKG}.base.settings",):
             continue
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#")[0]
             if ("os.environ.get(" in code or "os.getenv(" in code or "os.environ[" in code) and "environ=" not in code:
                 offenders.append(f"{path.relative_to(ROOT)}:{i}")
     assert offenders == []
-    from bertattn_bench import settings
+    from bertattn_bench.base import settings
 
     import pytest
 
@@ -131,7 +149,7 @@ def test_environment_variables_are_read_in_one_place():
 def test_a_k_word_for_a_model_does_not_catch_its_twin_or_another_family():
     """Test ids: -k minilm selects the embedded model's tests, not its random-init twin's (random0); the timing
     selection of the README catches no coref test."""
-    from bertattn_bench.runner import Target, model_id
+    from bertattn_bench.runner.session import Target, model_id
 
     assert model_id("embedded") == "minilm" and model_id("random:embedded") == "random0"
     assert model_id("random:embedded@3") == "random3" and "minilm" not in Target("random:embedded", "ewt_dev", "x").id

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench import learned, registry, stats
-from bertattn_bench.registry import Measurement
-from bertattn_bench.claims import evaluate, load_claims
-from bertattn_bench.report import summary_lines, terminal_table
+from bertattn_bench.claims import learned, registry, stats
+from bertattn_bench.claims.registry import Measurement
+from bertattn_bench.claims.catalog import evaluate, load_claims
+from bertattn_bench.report.claims_report import summary_lines, terminal_table
 
 from test_claims_registry import FakePass, baseline, claim
 from test_finetune import glue_dir  # noqa: F401  (the planted MRPC fixture)
@@ -125,7 +125,7 @@ def test_a_zero_learning_rate_fine_tune_turns_every_claim_reading_it_into_not_ju
     """The planted degenerate fine-tune: learning rate 0 (the head stays at its random init). Through the real pass
     (``GluePass.run``, the one place every GLUE family's pass records its guard) every claim of the family that
     reads the fine-tuned model is not judged, with the dev accuracy, the majority and p in its verdict."""
-    from bertattn_bench.metrics import finetuned
+    from bertattn_bench.training import glue_pass as finetuned
 
     real = finetuned.recipe_for
     monkeypatch.setattr(finetuned, "recipe_for", lambda task, tier="regression": replace(real(task, tier), lr=0.0))
@@ -166,7 +166,7 @@ def _probe_features(seed: int):
 
 
 def test_a_probe_is_tested_against_itself_untrained_by_hand():
-    from bertattn_bench.metrics.probes.models import ProbeScore
+    from bertattn_bench.families.probes.models import ProbeScore
 
     # 12 arcs gained, 2 lost: one-sided exact binomial P(X >= 12 | 14, 1/2) = (C(14,12)+C(14,13)+C(14,14)) / 2^14
     ok = learned.probe("m's Attn probe", "attn", ProbeScore(60.0, 50, untrained_uas=40.0, gained=12, lost=2))
@@ -181,8 +181,8 @@ def test_a_probe_is_tested_against_itself_untrained_by_hand():
 def test_a_zero_learning_rate_probe_is_not_learned_and_its_claims_are_not_judged():
     """The planted degenerate probe: trained with learning rate 0 it stays at its initial scores; the probes'
     claims that read it are not judged, the others (and every claim on a probe that trained) are judged."""
-    from bertattn_bench.metrics import probes as P
-    from bertattn_bench.metrics.probes.run import probe_learning
+    from bertattn_bench.families import probes as P
+    from bertattn_bench.families.probes.run import probe_learning
 
     train, evals = _probe_features(0), _probe_features(1)
     s = P.ProbeSettings(epochs=10, batch_sentences=8)
@@ -215,8 +215,8 @@ def test_a_zero_learning_rate_probe_is_not_learned_and_its_claims_are_not_judged
 
 
 def test_the_report_lists_every_trained_model_and_whether_it_learned(tmp_path):
-    from bertattn_bench.report import guard_section, run_provenance, write_report
-    from bertattn_bench.runner import pass_lines, pass_summary
+    from bertattn_bench.report.claims_report import guard_section, run_provenance, write_report
+    from bertattn_bench.runner.session import pass_lines, pass_summary
 
     other = replace(DEGENERATE, subject="tiny fine-tuned on rte (seed 0)")
     passes = [pass_summary(TrainedFakePass(5.0, learning=(LEARNED,)), cached=False),

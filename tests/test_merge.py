@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertattn_bench.__main__ import USAGE_ERROR, main
-from bertattn_bench.baselines import merge_baseline_fragments, record_baselines
-from bertattn_bench.errors import BenchError
-from bertattn_bench.report import write_report
+from bertattn_bench.faces.cli import USAGE_ERROR, main
+from bertattn_bench.claims.baselines import merge_baseline_fragments, record_baselines
+from bertattn_bench.base.errors import BenchError
+from bertattn_bench.report.claims_report import write_report
 from tests.test_matrix import A, B, SLUG, TWIN, outcomes_of
 
 DATA = {"surface/wikitext2": "wikitext-2/test.txt sha256:aaaa (1 file(s))",
@@ -42,7 +42,7 @@ def part(tmp_path, name, models, date="2026-11-24T10:00:00+00:00", **over):
 
 
 def test_merged_parts_equal_the_combined_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
     combined = part(tmp_path, "combined", [A, B, TWIN], date="2026-11-24T09:00:00+00:00")
     parts = [part(tmp_path, "p1", [A]), part(tmp_path, "p2", [B, TWIN], date="2026-11-24T11:00:00+00:00")]
     assert main(["merge", str(tmp_path / "merged"), *map(str, parts)]) == 0
@@ -65,7 +65,7 @@ def test_merged_parts_equal_the_combined_run(tmp_path, monkeypatch, capsys):
 
 
 def test_baseline_fragments_of_one_model_split_by_family_join(tmp_path, monkeypatch):
-    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
     s = session([A], "d")
     one, two = tmp_path / "f1", tmp_path / "f2"
     for folder, keep in ((one, ("clark.sep", "clark.prev")), (two, ("clark.dep",))):
@@ -84,7 +84,7 @@ def test_baseline_fragments_of_one_model_split_by_family_join(tmp_path, monkeypa
      "surface/wikitext2 read different data"),
 ])
 def test_parts_of_another_measurement_are_refused(tmp_path, monkeypatch, capsys, over, match):
-    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
     parts = [part(tmp_path, "p1", [A]), part(tmp_path, "p2", [B], **over)]
     assert main(["merge", str(tmp_path / "out"), *map(str, parts)]) == USAGE_ERROR
     err = capsys.readouterr().err
@@ -93,7 +93,7 @@ def test_parts_of_another_measurement_are_refused(tmp_path, monkeypatch, capsys,
 
 
 def test_conflicting_results_and_fragments_are_refused(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
     p1, p2 = part(tmp_path, "p1", [A]), part(tmp_path, "p2", [A])
     doc = json.loads((p2 / "claims.json").read_text())
     doc["records"][0]["measured"] = 0.99
@@ -120,7 +120,7 @@ def test_merge_usage_errors(tmp_path, capsys):
 
 
 def test_matrix_command_joins_reports_of_other_versions_with_a_note(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
     parts = [part(tmp_path, "ckpt-1000", [A]), part(tmp_path, "ckpt-2000", [B], code="newer")]
     assert main(["matrix", str(tmp_path / "m"), *map(str, parts), "--reference", "minilm"]) == 0
     assert "2 different (code, catalog, limit) versions" in capsys.readouterr().out
@@ -128,11 +128,11 @@ def test_matrix_command_joins_reports_of_other_versions_with_a_note(tmp_path, mo
 
 
 def test_merge_names_the_claims_that_compare_the_models_of_one_part(tmp_path, monkeypatch, capsys):
-    from bertattn_bench.__main__ import cross_model_claims
+    from bertattn_bench.faces.cli import cross_model_claims
 
     assert "clark.uncased_similar" in cross_model_claims()
-    monkeypatch.setattr("bertattn_bench.baselines.git_commit", lambda: "abc")
-    monkeypatch.setattr("bertattn_bench.__main__.cross_model_claims", lambda: {"clark.sep"})
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
+    monkeypatch.setattr("bertattn_bench.faces.cli.cross_model_claims", lambda: {"clark.sep"})
     parts = [part(tmp_path, "p1", [A]), part(tmp_path, "p2", [B])]
     assert main(["merge", str(tmp_path / "out"), *map(str, parts)]) == 0
     assert "note: clark.sep compare(s) the models of one part" in capsys.readouterr().out
@@ -144,7 +144,7 @@ def _tiny_folder(root, model_type, tokenizer):
     import torch
     from transformers import AutoModel
 
-    from bertattn_bench.architectures import Arch
+    from bertattn_bench.runner.architectures import Arch
 
     torch.manual_seed(0)
     model = AutoModel.from_config(Arch(model_type, model_type).config(tokenizer.vocab_size))
@@ -162,7 +162,7 @@ def test_two_processes_merged_equal_one_combined_run(tmp_path, tokenizer):
     import subprocess
     import sys
 
-    from bertattn_bench.architectures import toy_data_dir
+    from bertattn_bench.runner.architectures import toy_data_dir
 
     root = Path(__file__).resolve().parent.parent
     data = toy_data_dir(tmp_path / "data")

@@ -1,10 +1,10 @@
-"""One GPU per pytest-xdist worker (bertattn_bench.gpu_workers): which GPU a worker gets, and the real mechanism in
+"""One GPU per pytest-xdist worker (bertattn_bench.faces.gpu_workers): which GPU a worker gets, and the real mechanism in
 xdist workers (no GPU needed: the variable is what torch reads when it initialises CUDA)."""
 from types import SimpleNamespace
 
 import pytest
 
-from bertattn_bench import gpu_workers as G
+from bertattn_bench.faces import gpu_workers as G
 
 
 @pytest.mark.parametrize("worker, gpus, want", [
@@ -33,6 +33,7 @@ def test_each_xdist_worker_sees_its_own_gpu(pytester, monkeypatch):
     """Two workers, the controller started with CUDA_VISIBLE_DEVICES=7,9: gw0 sees 7, gw1 sees 9, and each test
     checks it in its own worker."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7,9")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # when the unit tests themselves run under xdist
     pytester.makepyfile(test_gpu="""
 import os, pytest
 
@@ -41,5 +42,5 @@ def test_visible(i):
     worker = os.environ["PYTEST_XDIST_WORKER"]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == {"gw0": "7", "gw1": "9"}[worker]
 """)
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "-p", "bertattn_bench.gpu_workers")
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "-p", "bertattn_bench.faces.gpu_workers")
     result.assert_outcomes(passed=4)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bertattn_bench import documents
-from bertattn_bench.baselines import merge_baseline_fragments, read_baseline, write_merged_baselines
-from bertattn_bench.claims import REFERENCE_DIR, ClaimOutcome
-from bertattn_bench.matrix import read_records
-from bertattn_bench.report import read_run, write_report
+from bertattn_bench.base import documents
+from bertattn_bench.claims.baselines import merge_baseline_fragments, read_baseline, write_merged_baselines
+from bertattn_bench.claims.catalog import REFERENCE_DIR, ClaimOutcome
+from bertattn_bench.report.matrix import read_records
+from bertattn_bench.report.claims_report import read_run, write_report
 
 
 def outcome(claim_id="t.a", measured=0.5, **kw) -> ClaimOutcome:
@@ -100,7 +100,7 @@ def test_interrupted_write_leaves_the_previous_report(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("bertattn_bench.report.markdown_page", boom)
+    monkeypatch.setattr("bertattn_bench.report.claims_report.markdown_page", boom)
     with pytest.raises(KeyboardInterrupt):
         write_report([outcome()], rep)
     assert (rep / "claims.json").read_text() == before

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import bertattn_bench
-from bertattn_bench.passes import Pass, PreparedPass
+from bertattn_bench.engine.passes import Pass, PreparedPass
 
 FIELDS = ("family", "corpus", "data", "loaded", "data_paths")
 METHODS = ("nothing_to_measure", "artifacts", "run")
@@ -42,7 +42,7 @@ def test_every_pass_class_implements_the_protocol():
 
 def test_no_pass_inherits_another_family_s_measurement():
     """SpeedPass once inherited PrunePass and undid its run: a pass class derives from the shared bases only."""
-    from bertattn_bench.metrics.finetuned import GluePass
+    from bertattn_bench.training.glue_pass import GluePass
 
     for name, cls in pass_classes().items():
         bases = [b for b in cls.__mro__[1:] if b.__name__.endswith("Pass")]
@@ -58,8 +58,8 @@ def test_a_prepared_pass_is_a_pass_instance():
 def test_glue_pass_makes_its_checkpoints_in_artifacts(monkeypatch, tmp_path):
     """Every (model, seed) the measurement reads is fine-tuned (or found) by ``artifacts``; without a checkpoint
     cache nothing is made there (it could not be kept for ``run``)."""
-    from bertattn_bench import finetune
-    from bertattn_bench.metrics.disabling import DisablePass
+    from bertattn_bench.training import glue_finetune as finetune
+    from bertattn_bench.families.disabling import DisablePass
 
     made = []
 

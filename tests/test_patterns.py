@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.batching import Encoded, encode_words, iter_batches, make_batch
-from bertattn_bench.metrics import patterns as P
+from bertattn_bench.engine.batching import Encoded, encode_words, iter_batches, make_batch
+from bertattn_bench.families import patterns as P
 
 V, D, VD, B, H = range(5)  # indices into P.TYPES
 
@@ -198,7 +198,7 @@ def test_pattern_reducer_counts_scores_and_cls_row(pair_batch):
 
 def test_batched_equals_one_by_one_on_a_model(tiny, tokenizer):
     """Padding never enters: the reducer over one padded batch equals the sum over examples fed alone."""
-    from bertattn_bench.attention import run_reducers
+    from bertattn_bench.engine.attention import run_reducers
 
     encs = [_pair(tokenizer, 0, 9, 4), _pair(tokenizer, 1, 2, 3, tokenizer.convert_tokens_to_ids(".")),
             _single(tokenizer, 2, 6)]
@@ -293,7 +293,7 @@ def _result(shares_pt, shares_ft=None, task="mrpc", diag=None, nsubj=None, cls_r
 
 
 def test_share_metrics_and_fine_tuned_skip():
-    from bertattn_bench.registry import NotApplicable
+    from bertattn_bench.claims.registry import NotApplicable
 
     pr = _result([0.3, 0.04, 0.1, 0.06, 0.5])
     m = P.pattern_min_share(pr)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.batching import encode_words, make_batch
+from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.data.ud import Sentence
-from bertattn_bench.errors import DataError
-from bertattn_bench.metrics import probes as P
-from bertattn_bench.metrics.syntax import HeadScore
-from bertattn_bench.model import LoadedModel
-from bertattn_bench.registry import NotApplicable
+from bertattn_bench.base.errors import DataError
+from bertattn_bench.families import probes as P
+from bertattn_bench.families.syntax import HeadScore
+from bertattn_bench.engine.model import LoadedModel
+from bertattn_bench.claims.registry import NotApplicable
 
 CPU = torch.device("cpu")
 
@@ -385,7 +385,7 @@ def test_random_init_twin_keeps_only_the_embeddings(tiny):
 def test_training_seed_from_env(monkeypatch):
     """$BERTATTN_SEED moves the training seed of all probes (the structural one too), never the data samples;
     unset keeps the recorded baseline's seed 0; a bad value names the variable."""
-    from bertattn_bench.errors import DataError
+    from bertattn_bench.base.errors import DataError
 
     monkeypatch.delenv("BERTATTN_SEED", raising=False)
     s = P.ProbeSettings.from_env()
@@ -430,7 +430,7 @@ def test_sd_like_trees():
 def test_tiers_and_tree_variants(tmp_path, tiny):
     """The regression tier samples n_train sentences, --tier full reads every GUM train sentence (of >= 2 words); the
     corpus label of a full-tier pass carries the tier; ``_ud`` corpora keep UD's trees."""
-    from bertattn_bench.claims import corpus_label
+    from bertattn_bench.claims.catalog import corpus_label
 
     root = make_data_dir(tmp_path)  # 3 train documents, 2 usable sentences each
     quick = P.prepare_probes(tiny, root, "ewt_dev", options={"tier": "regression"})

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bertattn_bench.pytest_bench import with_artifacts, worker_threads
+from bertattn_bench.faces.pytest_session import with_artifacts, worker_threads
 
 
 class FakePass:
@@ -59,7 +59,7 @@ def test_xdist_workers_set_their_torch_threads(pytester, monkeypatch, tmp_path):
     alone: the plugin imports no torch there)."""
     (tmp_path / "placeholder").write_text("x")
     monkeypatch.setenv("BERTATTN_DATA_DIR", str(tmp_path))
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options"]')
     pytester.makepyfile(test_threads="""
 import os, torch
 

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench import attention, finetune
+from bertattn_bench.engine import attention
+from bertattn_bench.training import glue_finetune as finetune
 from bertattn_bench.data import glue
-from bertattn_bench.metrics import pruning
-from bertattn_bench.registry import METRICS, load_all_metrics
+from bertattn_bench.families import pruning
+from bertattn_bench.claims.registry import METRICS, load_all_metrics
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 STSB_HEADER = "index\tgenre\tsentence1\tsentence2\tscore\n"
@@ -289,7 +290,7 @@ def test_not_significant_share_and_spearman():
 
 
 def test_full_tier_claims_skip_in_regression_tier():
-    from bertattn_bench.registry import NotApplicable
+    from bertattn_bench.claims.registry import NotApplicable
 
     r = _result()
     for fn in (pruning.michel_all_but_one_share, pruning.michel_cross_set_correlation,
@@ -303,7 +304,7 @@ def test_twin_trains_twin_seeds_only(tiny, glue_dir):
     three MRPC seeds; a pre-trained model gets the tier's seeds."""
     from dataclasses import replace
 
-    from bertattn_bench.metrics import finetuned
+    from bertattn_bench.training import glue_pass as finetuned
 
     assert tiny.info.random_init_seed is not None
     _, _, seeds, *_ = finetuned.prepare_glue("disable", tiny, glue_dir, "mrpc", None, {"tier": "full"})

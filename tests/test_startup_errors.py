@@ -30,13 +30,13 @@ def bench_dir(pytester, monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for var in ("BERTATTN_DEVICE", "BERTATTN_MODEL"):
         monkeypatch.delenv(var, raising=False)
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options"]')
     pytester.makepyfile(test_bench=BENCH_MODULE)
     return pytester
 
 
 def bad_model_folder(tmp: Path, config_text: str) -> Path:
-    from bertattn_bench.model import embedded_model_path
+    from bertattn_bench.engine.model import embedded_model_path
 
     folder = tmp / "bad_model"
     folder.mkdir()
@@ -136,7 +136,7 @@ def test_unknown_hub_name_is_one_error_not_a_failure_per_test(bench_dir):
 
 
 def test_a_good_model_is_loaded_once_and_kept(bench_dir, monkeypatch):
-    from bertattn_bench import model
+    from bertattn_bench.engine import model
 
     calls = []
     monkeypatch.setattr(model, "load_model", lambda name, device=None: calls.append(name) or object())

@@ -1,10 +1,10 @@
-"""The statistics layer (bertattn_bench/stats.py), each function against a value computed by hand."""
+"""The statistics layer (bertattn_bench/claims/stats.py), each function against a value computed by hand."""
 import math
 
 import numpy as np
 import pytest
 
-from bertattn_bench import stats
+from bertattn_bench.claims import stats
 
 
 def test_binomial_se_units():

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.attention import run_reducers
-from bertattn_bench.batching import encode_words, iter_batches
-from bertattn_bench.metrics import probes as P
-from bertattn_bench.metrics.probes import structural as S
-from bertattn_bench.registry import NotApplicable
+from bertattn_bench.engine.attention import run_reducers
+from bertattn_bench.engine.batching import encode_words, iter_batches
+from bertattn_bench.families import probes as P
+from bertattn_bench.families.probes import structural as S
+from bertattn_bench.claims.registry import NotApplicable
 
 CPU = torch.device("cpu")
 # "The cat sat on the mat ." as 0-based heads (-1 = root); "." is punctuation
@@ -114,7 +114,7 @@ def test_hidden_word_states_pool_pieces_and_ignore_padding(tiny):
 def test_probe_vs_structural_metric():
     from types import SimpleNamespace
 
-    from bertattn_bench.metrics.syntax import HeadScore
+    from bertattn_bench.families.syntax import HeadScore
 
     res = P.ProbeResult(probes={"attn_words": P.ProbeScore(72.0, 100)}, right_branching=30.0,
                         best_head=HeadScore(2, 1, 0, 45.0, 100), n_eval_sentences=10, n_eval_arcs=100,

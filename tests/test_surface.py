@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bertattn_bench.batching import encode_pair, make_batch
-from bertattn_bench.metrics import surface
-from bertattn_bench.metrics.surface import SurfaceReducer, SurfaceResult
+from bertattn_bench.engine.batching import encode_pair, make_batch
+from bertattn_bench.families import surface
+from bertattn_bench.families.surface import SurfaceReducer, SurfaceResult
 from tests.conftest import planted
 
 
@@ -108,9 +108,9 @@ def test_claim_metrics_on_known_results():
 def test_sep_chance_counts_the_separators_of_the_input(tiny, tokenizer):
     """Chance for [SEP] is n_sep / L from the input: 2/L for [CLS] A [SEP] B [SEP], 3/L with a RoBERTa-style
     doubled separator (never a hard-coded 2/L)."""
-    from bertattn_bench.attention import run_reducers
-    from bertattn_bench.batching import Encoded, iter_batches
-    from bertattn_bench.metrics.surface import SurfaceReducer
+    from bertattn_bench.engine.attention import run_reducers
+    from bertattn_bench.engine.batching import Encoded, iter_batches
+    from bertattn_bench.families.surface import SurfaceReducer
 
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     word = tokenizer.convert_tokens_to_ids("cat")
@@ -126,7 +126,7 @@ def test_per_segment_statistics_and_the_bootstrap(pair_batch):
     """The pass keeps every statistic per segment (its mean is ``stats``); a claim's standard error is the sd of the
     metric over seeded resamples of the segments: 0 for a head far from its bar, > 0 for one that crosses it when
     the segments are redrawn; an SE of 0 never makes a claim inconclusive."""
-    from bertattn_bench.registry import METRICS, load_all_metrics
+    from bertattn_bench.claims.registry import METRICS, load_all_metrics
 
     res = _reduce(pair_batch, [_uniform(pair_batch), _uniform(pair_batch)])
     assert res.per_segment["entropy"].shape == (2, 2, 2)

@@ -2,8 +2,8 @@
 with the random twin apart; a note when the baseline was recorded with other torch/transformers versions."""
 import pytest
 
-from bertattn_bench.claims import ClaimOutcome
-from bertattn_bench.report import TERMINAL_COLUMNS, summary_lines, terminal_table, version_notes
+from bertattn_bench.claims.catalog import ClaimOutcome
+from bertattn_bench.report.claims_report import TERMINAL_COLUMNS, summary_lines, terminal_table, version_notes
 
 MODEL = "embedded:all-MiniLM-L6-v2"
 TWIN = "random-init(embedded:all-MiniLM-L6-v2)@0"
@@ -74,7 +74,7 @@ def test_version_note_only_when_the_baseline_versions_differ():
 def test_the_session_ends_with_the_compact_table(pytester, monkeypatch):
     """The plugin's terminal summary, end to end: the table after the tests, its counts, before pytest's summary."""
     monkeypatch.setenv("COLUMNS", "80")
-    pytester.makeconftest('pytest_plugins = ["bertattn_bench.pytest_plugin", "bertattn_bench.short_options"]')
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options"]')
     pytester.makepyfile(test_fake_claims="""
 import sys
 sys.path.insert(0, %r)

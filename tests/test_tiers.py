@@ -1,10 +1,10 @@
 """The budget tiers: quick (smoke run), regression (recorded), full — what each one changes, and how it shows."""
 import pytest
 
-from bertattn_bench import tiers
-from bertattn_bench.errors import BenchError
-from bertattn_bench.metrics import finetuned
-from bertattn_bench.registry import families
+from bertattn_bench.claims import tiers
+from bertattn_bench.base.errors import BenchError
+from bertattn_bench.training import glue_pass as finetuned
+from bertattn_bench.claims.registry import families
 
 
 def test_tier_names_and_errors():
@@ -65,7 +65,7 @@ def test_families_that_train_say_so_at_registration():
     registration flag, not by reading signatures: the flag must agree with what each prepare accepts."""
     import inspect
 
-    from bertattn_bench.cache import threads_matter
+    from bertattn_bench.runner.cache import threads_matter
 
     trains = {f.name for f in families().values() if f.trains}
     assert trains == {"finetune", "disable", "patterns", "prune", "speedup", "probes", "arct_ft"}
@@ -76,7 +76,7 @@ def test_families_that_train_say_so_at_registration():
 
 def test_every_per_tier_table_names_every_tier():
     """A per-tier budget table that misses a tier would fail (KeyError) only when that tier runs: checked here."""
-    from bertattn_bench.metrics import arct_models, framenet, patterns, probes, pruning, speedup
+    from bertattn_bench.families import arct_trained as arct_models, framenet, patterns, probes, pruning, speedup
 
     tables = {"finetuned.TIERS": finetuned.TIERS, "pruning.TIER_IMPORTANCE_EXAMPLES": pruning.TIER_IMPORTANCE_EXAMPLES,
               "patterns.TIER_DEV_MAX": patterns.TIER_DEV_MAX, "patterns.TIER_UD_MAX": patterns.TIER_UD_MAX,

@@ -2,11 +2,11 @@
 seconds); --time-cores recomputes and times every pass."""
 from types import SimpleNamespace
 
-from bertattn_bench import pytest_bench as P
-from bertattn_bench.batching import Skipped
-from bertattn_bench.model import ModelInfo
-from bertattn_bench.passes import PassResult
-from bertattn_bench.cache import PassCache
+from bertattn_bench.faces import pytest_session as P
+from bertattn_bench.engine.batching import Skipped
+from bertattn_bench.engine.model import ModelInfo
+from bertattn_bench.engine.passes import PassResult
+from bertattn_bench.runner.cache import PassCache
 
 
 class _Benchmark:
@@ -45,6 +45,7 @@ class _Bench:
         self.config = SimpleNamespace(getoption=lambda name: None,
                                       pluginmanager=SimpleNamespace(getplugin=lambda name: None))
         self.options = SimpleNamespace(time_cores=time_cores)  # the run's options (RunOptions.time_cores)
+        self.timing_claims = {}
 
     def prepare(self, target):
         return self.prepared
@@ -55,7 +56,6 @@ class _Bench:
 
 
 def test_cached_pass_is_loaded_untimed_and_time_cores_recomputes(tmp_path, monkeypatch):
-    monkeypatch.setattr(P, "load_claims", lambda family: [])
     target = P.Target("m", "c", "no-such-family")
     cold = _Bench(tmp_path)
     b = _Benchmark()
@@ -69,3 +69,20 @@ def test_cached_pass_is_loaded_untimed_and_time_cores_recomputes(tmp_path, monke
     forced = _Bench(tmp_path, time_cores=True)
     b = _Benchmark()
     assert P.time_core(b, forced, target).result == 1 and b.calls == 1 and forced.prepared.runs == 1
+
+
+def test_the_timing_row_carries_the_claims_as_their_tests_judge_them(tmp_path):
+    """time_core evaluates no claim itself: its row's ``claims`` is the dict the claim tests fill (on_outcome), so
+    each claim is evaluated once per session and the row shows the judged verdict."""
+    target = P.Target("m", "c", "no-such-family")
+    bench = _Bench(tmp_path)
+    b = _Benchmark()
+    P.time_core(b, bench, target)
+    assert b.extra_info["claims"] == {}
+    session = P.BenchSession.__new__(P.BenchSession)  # the hook alone, no pytest config
+    session.timing_claims = bench.timing_claims
+    session.current_item = SimpleNamespace(user_properties=[], callspec=SimpleNamespace(params={"target": target}))
+    outcome = SimpleNamespace(claim_id="x.y", measured=0.5, n=10, holds=True, head=None, skipped=None,
+                              negative_control=False, record=lambda: {"claim": "x.y"})
+    P.BenchSession.on_outcome(session, outcome)
+    assert b.extra_info["claims"] == {"x.y": {"measured": 0.5, "n": 10, "holds": True, "head": None, "skipped": None}}

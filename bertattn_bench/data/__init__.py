@@ -1,13 +1,13 @@
 """Data loaders. Every path is resolved under the data directory setting (``--data-dir`` / ``BERTATTN_DATA_DIR``).
 
 Every text file is read through :func:`read_text` (or :func:`text_lines`): UTF-8 with an optional byte-order mark
-dropped, and undecodable bytes a :class:`~bertattn_bench.errors.DataError` naming the file, the line and the byte."""
+dropped, and undecodable bytes a :class:`~bertattn_bench.base.errors.DataError` naming the file, the line and the byte."""
 from __future__ import annotations
 
 import codecs
 from pathlib import Path
 
-from ..errors import DataError
+from ..base.errors import DataError
 
 
 def decode_text(data: bytes, where: str | Path) -> str:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..base.errors import DataError
 from . import read_text
-from ..settings import data_file
+from ..base.settings import data_file
 
 ORIGINAL_FILES = {  # split -> file (relative to the data directory)
     "train": "arct_original/train-full.txt",

@@ -68,7 +68,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DataError
+from ..base.errors import DataError
 from . import read_text
 from . import gum
 from .gum import GUM_DOCUMENTS, SPLIT_FILES
@@ -516,7 +516,7 @@ def read_litbank_document(path: str | Path) -> CorefDocument:
 
 def litbank_files(data_dir: Path) -> list[Path]:
     """The LitBank CoNLL-2012 files (sorted by name)."""
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     folder = data_file(data_dir, LITBANK_DOCUMENTS)
     files = sorted(folder.glob(f"*{LITBANK_SUFFIX}"))
@@ -527,7 +527,7 @@ def litbank_files(data_dir: Path) -> list[Path]:
 
 def corpus_data_paths(data_dir: Path, corpus: str) -> list[Path]:
     """The files and folders a pass over ``corpus`` reads, for the cache key and provenance (a folder stands for
-    its CoNLL files, see ``cache.data_files``)."""
+    its CoNLL files, see ``hashing.data_files``)."""
     if parse_corpus(corpus)[0] == "litbank":
         litbank_files(data_dir)  # fail early, naming the folder, when it holds no LitBank files
         return [data_dir / LITBANK_DOCUMENTS]
@@ -544,7 +544,7 @@ def split_documents(data_dir: Path, split: str) -> list[str]:
 def load_documents(data_dir: Path, corpus: str, limit: int | None = None) -> list[CorefDocument]:
     """The documents of ``corpus`` (gum_dev, gum_test, gum_train, litbank, or a variant: ``parse_corpus``);
     ``limit`` = at most that many."""
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     base, _, typing, heads = parse_corpus(corpus)
     if base == "litbank":

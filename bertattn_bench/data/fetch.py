@@ -15,8 +15,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DataError
-from ..settings import DATA_MIRROR_ENV as MIRROR_ENV  # noqa: F401 (re-exported)
+from ..base.errors import DataError
+from ..base.settings import DATA_MIRROR_ENV as MIRROR_ENV  # noqa: F401 (re-exported)
 from .manifest import PART_SUFFIX, Corpus, FileEntry, check_file, load_manifest, rebuild, sha256_file
 
 USER_AGENT = "bertattn-bench-data-fetch"

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import DataError
-from ..settings import data_file
+from ..base.errors import DataError
+from ..base.settings import data_file
 from . import text_lines
 
 FOLDER = "framenet_v15"

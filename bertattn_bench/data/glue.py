@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
-from ..settings import data_file
+from ..base.errors import DataError
+from ..base.settings import data_file
 from . import read_text
 
 GLUE_DIR = "glue"
@@ -133,7 +133,7 @@ def scores(t: Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, fl
     """The task's metrics in points (x100): accuracy (+ F1 of the positive class), or Pearson/Spearman."""
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     if t.is_regression:
-        from ..stats import rank_correlation
+        from ..claims.stats import rank_correlation
 
         if np.std(predictions) == 0 or np.std(labels) == 0:
             return {"pearson": 0.0, "spearman": 0.0}  # a constant predictor has no correlation (scored 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import DataError
+from ..base.errors import DataError
 from . import read_text, text_lines
 
 GUM_DOCUMENTS = "gum/documents"
@@ -14,14 +14,14 @@ SPLIT_FILES = {"dev": "ud_english_gum/en_gum-ud-dev.conllu", "test": "ud_english
 
 def split_files(data_dir: Path) -> list[Path]:
     """The UD GUM dev and test files (held out from training)."""
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     return [data_file(data_dir, SPLIT_FILES[s]) for s in ("dev", "test")]
 
 
 def split_ids(data_dir: Path, split: str) -> list[str]:
     """The document ids of UD GUM ``dev`` or ``test``, in file order; an error naming the file if it has none."""
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     path = data_file(data_dir, SPLIT_FILES[split])
     out = [ln.split("=", 1)[1].strip() for ln in read_text(path).splitlines()
@@ -43,7 +43,7 @@ def document_id(path: Path) -> str:
 
 def train_documents(data_dir: Path) -> list[Path]:
     """The document files of ``gum/documents`` in neither UD GUM dev nor test, sorted by name."""
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     held_out = set(split_ids(data_dir, "dev")) | set(split_ids(data_dir, "test"))
     folder = data_file(data_dir, GUM_DOCUMENTS)

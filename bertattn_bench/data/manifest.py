@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import DataError
+from ..base.errors import DataError
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
@@ -202,8 +202,7 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
         folder = f"{glue.GLUE_DIR}/{glue.TASKS[corpus].folder}"  # where the manifest has one (QNLI: dev only)
         paths = [f"{folder}/dev.tsv"] + [p for p in (f"{folder}/train.tsv",) if p in manifest_paths]
         if family == "patterns":  # + the UD sentences of its linguistic features
-            from ..metrics.patterns.settings import UD_CORPUS
-            paths.append(ud.CORPORA[UD_CORPUS])
+            paths.append(ud.CORPORA[ud.FEATURES_CORPUS])
     else:
         return []
     # a path that is no manifest file is a folder: present when it holds a file
@@ -235,7 +234,7 @@ def missing_files(data_dir: Path, targets) -> dict[str, list[str]]:
 
 
 def fetch_command(data_dir: Path, corpora: list[str]) -> str:
-    from ..settings import default_data_home
+    from ..base.settings import default_data_home
 
     dest = "" if Path(data_dir).resolve() == default_data_home().resolve() else f" --dest {data_dir}"
     return f"{FETCH_COMMAND}{dest} --only {' '.join(corpora)}"

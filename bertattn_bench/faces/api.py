@@ -1,0 +1,186 @@
+"""The Python face: run claims on a model you name or hold, get the results back as data.
+
+    >>> import bertattn_bench as bb
+    >>> res = bb.run("embedded", select="dependency", data_dir="../shared/data")
+    >>> res = bb.run(model, tokenizer=tok, select="kovaleva and patterns", data_dir=...)   # an object in memory
+    >>> res.to_frame()          # one row per claim: verdict, value, interval, n, baseline check
+    >>> print(res.table())      # the terminal table the pytest run prints
+    >>> res.write_report("out/")  # claims.md/.csv/.json, run.json, matrix, figures
+
+``select`` is a pytest ``-k`` expression over the same ids the pytest face gives its tests
+(``paper-family-model-corpus-claim``): ``"dependency"``, ``"kovaleva and not framenet"``, ``"clark.dep_dobj"``.
+Every step is the runner's (:mod:`bertattn_bench.runner.session`): the values are those ``pytest benchmarks`` measures.
+Nothing raises for a claim: a pass that cannot be made (bad data, a model the suite cannot read) is kept in
+``Results.errors`` with its message, and its claims are absent; bad arguments raise :class:`BenchError` at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..base.errors import BenchError
+from ..runner.session import RunOptions, Runner, Target, family_order, paper_key
+
+DEFAULT_CACHE = Path(".bertattn_cache")
+
+
+@dataclass
+class Results:
+    """What a run measured: claim outcomes (verdicts, values, intervals, n, baseline checks), pass summaries,
+    errors, provenance."""
+
+    outcomes: list = field(default_factory=list)
+    passes: list = field(default_factory=list)
+    errors: dict = field(default_factory=dict)  # pass id -> message
+    runner: Runner | None = None
+
+    def __iter__(self):
+        return iter(self.outcomes)
+
+    def __len__(self) -> int:
+        return len(self.outcomes)
+
+    def get(self, claim_id: str, model: str | None = None):
+        """The outcomes of one claim (of one model, by its full name)."""
+        return [o for o in self.outcomes if o.claim_id == claim_id and (model is None or o.model == model)]
+
+    @property
+    def ok(self) -> bool:
+        """No pass failed and every judged claim passed its check (the pytest face's pass/fail)."""
+        return not self.errors and all(o.passed is not False for o in self.outcomes if not o.skipped)
+
+    def records(self) -> list[dict]:
+        """One dict per outcome (the rows of ``claims.json``)."""
+        return [o.record() for o in self.outcomes]
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per outcome (claim, model, corpus, verdict, measured, interval, n, ...)."""
+        import pandas as pd
+
+        rows = []
+        for o in self.outcomes:
+            r = o.record()
+            r["verdict"] = o.verdict
+            r["ci_low"], r["ci_high"] = (o.interval or (None, None))
+            rows.append(r)
+        first = ["claim_id", "model", "corpus", "verdict", "measured", "unit", "ci_low", "ci_high", "n", "n_unit",
+                 "head", "holds", "inconclusive", "passed", "baseline", "delta", "skipped"]
+        frame = pd.DataFrame(rows)
+        return frame[[c for c in first if c in frame] + [c for c in frame if c not in first]] if rows else frame
+
+    def table(self, width: int = 120) -> str:
+        """The claims-vs-measured table (as the pytest face prints it)."""
+        from ..report.claims_report import terminal_table
+
+        return terminal_table(self.outcomes, width=width)
+
+    def write_report(self, directory) -> list[Path]:
+        """claims.md/.csv/.json, run.json, matrix.* and the figures, into ``directory``."""
+        return self.runner.write_report(directory)
+
+    def record_baseline(self, directory) -> list[Path]:
+        """The measured values as each model's baseline file in ``directory``."""
+        return self.runner.record_baselines(directory)
+
+
+def _selector(select):
+    """A predicate over test ids from a ``-k`` expression (None: everything)."""
+    if select is None or select == "":
+        return lambda _id: True
+    if callable(select):
+        return select
+    from _pytest.mark.expression import Expression
+
+    try:
+        expr = Expression.compile(select)
+    except Exception as exc:  # pytest's ParseError: say which argument
+        raise BenchError(f"select={select!r}: not a -k expression ({exc})") from None
+
+    def matches(test_id: str) -> bool:
+        low = test_id.lower()
+        return expr.evaluate(lambda word, **_: word.lower() in low)
+
+    return matches
+
+
+def _models(model, tokenizer, name, device) -> tuple[list[str], dict]:
+    """Model names for the run, and the objects the caller handed in (wrapped) under their names."""
+    from ..engine.model import LoadedModel, wrap_model
+
+    items = model if isinstance(model, (list, tuple)) else [model]
+    names, loaded = [], {}
+    for item in items:
+        if isinstance(item, (str, Path)):
+            names.append(str(item))
+        elif isinstance(item, LoadedModel):
+            names.append(item.info.name)
+            loaded[item.info.name] = item
+        else:
+            w = wrap_model(item, tokenizer, name=name if len(items) == 1 else None, device=device)
+            names.append(w.info.name)
+            loaded[w.info.name] = w
+    return list(dict.fromkeys(names)), loaded
+
+
+def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: str | None = None,
+        corpora: dict | None = None, limit: int | None = None, device: str | None = None, batch_size: int = 32,
+        cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
+        compare_fail_on: str = "lost",
+        baseline: bool = True, name: str | None = None, progress: bool = False) -> Results:
+    """Run the selected claims on ``model`` and return the results.
+
+    ``model``: ``"embedded"``, a folder, a hub name, ``"random:<model>[@seed]"``, a transformers model object (with
+    ``tokenizer``), a :class:`~bertattn_bench.engine.model.LoadedModel`, or a list of these (one column each).
+    ``data_dir``: the data folder (else ``$BERTATTN_DATA_DIR``). ``tier``: quick (default), regression, full.
+    ``corpora``: ``{family: [corpus, ...]}``. ``cache_dir``: finished passes and fine-tunes (None: no cache).
+    ``negative_control``: also judge each family's learned claims on the first model's random-init twin.
+    ``compare_to``: judge against another model's recorded baseline; ``compare_fail_on``: what fails a check then
+    (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
+    ``baseline``: check values against the model's recorded baseline where there is one.
+    """
+    from ..claims.catalog import load_claims
+    from ..engine.model import RANDOM_PREFIX
+
+    names, loaded = _models(model, tokenizer, name, device)
+    options = RunOptions(models=names, data_dir=data_dir, device=device,
+                         corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
+                         batch_size=batch_size, tier=tier, cache_dir=None if cache_dir is None else Path(cache_dir),
+                         compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,
+                         command=f"bertattn_bench.run(select={select!r})", progress=progress)
+    options.check()
+    runner = Runner(options, loaded=loaded)
+    matches = _selector(select)
+    catalog = load_claims()
+    results = Results(runner=runner)
+    runner.data_dir  # a missing data folder: one BenchError now, not one per pass
+    for family in family_order():
+        claims = [c for c in catalog if c.family == family]
+        for m in names:
+            for corpus in options.corpora(family):
+                target = Target(m, corpus, family)
+                chosen = [c for c in claims if matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
+                if chosen:
+                    _judge(runner, results, target, chosen)
+        if negative_control and claims and names:
+            base = names[0]
+            twin = base if base.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{base}"
+            if base in loaded and twin not in loaded:
+                from ..engine.model import random_twin
+
+                runner.models[twin] = random_twin(loaded[base])
+            target = Target(twin, options.corpora(family)[0], family)
+            chosen = [c for c in claims if c.learned and matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
+            if chosen:
+                _judge(runner, results, target, chosen, negative_control=True)
+    results.outcomes, results.passes = runner.outcomes, runner.passes
+    return results
+
+
+def _judge(runner: Runner, results: Results, target: Target, claims, negative_control: bool = False) -> None:
+    key = f"{target.family}-{target.id}"
+    try:
+        runner.result(target)
+        for c in claims:
+            runner.outcome(c, target, negative_control=negative_control)
+    except BenchError as exc:
+        results.errors[key] = str(exc)

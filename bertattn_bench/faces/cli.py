@@ -1,0 +1,298 @@
+"""The command line: ``bertattn-bench COMMAND`` (or ``python -m bertattn_bench COMMAND``).
+
+  run     [options] [pytest args]             the claim benchmarks (the pytest face: one test per claim, the
+                                              claims table at the end; the same as `pytest benchmarks` in a checkout)
+  record  [--model M] [options]               run and record M's baseline (default: the package's baselines)
+  compare --model B --against A [options]     run B judged against A's recorded baseline: exit 1 on a lost claim
+  list    [-k EXPR] [--families]              the claims (or families with their corpora), no data or model needed
+  diff    OLD NEW [--prefix P]                what moved between two recorded baselines (a JSON path, or
+                                              REV:PATH for a git revision's copy)
+  merge   OUT IN... [--reference M]           join the claims reports of a split run into one report, matrix and
+                                              baseline; refuses parts measured with other code, catalog or data
+  matrix  OUT IN... [--reference M]           the claims x models table (Markdown, CSV, HTML) of any claims reports
+  data    list|fetch|verify ...               the corpora the claims read (where available)
+
+Options of run, record and compare (each also as --bertattn-NAME):
+  -k EXPR                   select by paper, family, model, corpus or claim id (pytest -k), e.g. -k dependency
+  --model NAME_OR_PATH      embedded (default), a folder, a hub name, random:<model>[@seed]; repeatable
+  --data-dir DIR            the data folder (env BERTATTN_DATA_DIR)
+  --tier quick|regression|full   the budget (default quick; env BERTATTN_TIER)
+  --corpus FAMILY=A,B       corpora per family (see `list --families`)
+  --limit N                 at most N examples per corpus (a smoke run)
+  --device auto|cpu|cuda|cuda:N, --batch-size N
+  --claims-report DIR       claims.md/.csv/.json, run.json, matrix.*, figures
+  --record-baseline [DIR]   record the measured values as each model's baseline
+  --compare-to MODEL_OR_JSON   judge against another model's recorded baseline
+  --compare-fail-on lost|flips|never   what fails compare: a claim lost (default), any verdict flip, nothing
+  --cache-dir DIR, --no-cache  finished passes and fine-tunes (env BERTATTN_CACHE_DIR; default ./.bertattn_cache)
+  --time-cores              recompute and time every pass even when cached
+Any other argument goes to pytest (e.g. -x, -q, --benchmark-disable, -n 2 with pytest-xdist).
+
+Exit status: 0 every check passed; 1 a check failed (a value or verdict regressed); 4 bad usage or input
+(an option, a data file, a model, a cache folder), one line naming it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+USAGE_ERROR = 4  # pytest's exit status for a usage error: the options are checked there with the same status
+PROG = "bertattn-bench"
+COMMANDS = ["run", "record", "compare", "list", "diff", "merge", "matrix", "data"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and pytest's usage-error status, not argparse's usage block and 2
+        self.exit(USAGE_ERROR, f"ERROR: {self.prog}: {message} (see --help)\n")
+
+
+def _checkout_root() -> Path | None:
+    """The repository the package runs from, if it does (its benchmarks/ beside the package)."""
+    root = Path(__file__).resolve().parents[2]  # faces/ -> the package -> the checkout
+    return root if (root / "benchmarks").is_dir() and (root / "pyproject.toml").is_file() else None
+
+
+def pytest_args(argv: list[str] | None = None) -> list[str]:
+    """The pytest command line a ``run|record|compare`` invocation stands for."""
+    from ..base.resources import BENCHMARKS, folder
+
+    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                     add_help=False)
+    parser.add_argument("command", choices=COMMANDS)
+    parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
+    args, rest = parser.parse_known_args(argv)
+    root = _checkout_root()
+    # (the command imported this package before pytest starts: pytest's note that it cannot rewrite the plugin's
+    # asserts is expected, and said once here instead of in every run's warnings)
+    out = [str(folder(BENCHMARKS)), "-p", "bertattn_bench.faces.short_options",
+           "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+           "--rootdir", str(root or Path.cwd()), *rest]
+    if args.command == "record":
+        out.append("--record-baseline")
+    elif args.command == "compare":
+        if not args.against:
+            parser.error("compare needs --against MODEL_A")
+        out += ["--compare-to", args.against]
+    return out
+
+
+def list_main(argv: list[str]) -> int:
+    """The claims (id, paper, section, family, statement) or the families with their corpora: no data, no model."""
+    from ..claims.catalog import load_claims
+    from ..base.errors import BenchError
+    from ..claims.registry import families
+    from ..runner.session import family_order, paper_key
+
+    parser = _Parser(prog=f"{PROG} list", description="the claims of the catalog (no data or model needed)")
+    parser.add_argument("-k", dest="select", default=None, help="a -k expression over paper-family-claim ids")
+    parser.add_argument("--families", action="store_true", help="the families, their corpora and defaults")
+    parser.add_argument("--json", action="store_true", help="as JSON")
+    args = parser.parse_args(argv)
+    try:
+        from .api import _selector
+
+        matches = _selector(args.select)
+        if args.families:
+            rows = [{"family": f.name, "default": f.default_corpus, "corpora": list(f.corpora)}
+                    for f in (families()[n] for n in family_order())]
+            rows = [r for r in rows if matches(r["family"])]
+            print(json.dumps(rows, indent=1) if args.json else "\n".join(
+                f"{r['family']:<12} default {r['default']:<14} corpora {', '.join(r['corpora'])}" for r in rows))
+            return 0
+        catalog = load_claims()
+        rows = [{"id": c.id, "paper": c.paper, "section": c.section, "family": c.family, "learned": c.learned,
+                 "catalog": c.catalog_id, "statement": c.statement} for name in family_order() for c in catalog
+                if c.family == name and matches(f"{paper_key(c.paper)}-{c.family}-{c.id}")]
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+    else:
+        for r in rows:
+            print(f"{r['id']:<40} {r['paper']:<22} {r['section']:<14} {r['statement']}")
+        tested = {r["catalog"] for r in rows if r["catalog"]}
+        added = sum(1 for r in rows if not r["catalog"])
+        print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}: {len(tested)} claim(s) of the catalog"
+              f"{f' (with their variants)' if len(rows) - added > len(tested) else ''}"
+              f"{f', {added} addition(s) of the project' if added else ''}")
+    return 0
+
+
+def diff_main(argv: list[str]) -> int:
+    """0: nothing that fails under --fail-on moved; 1: something did (listed); 4: bad usage or input."""
+    from ..claims.baselines import FAIL_ON, baseline_diff, diff_failures, diff_markdown, read_baseline
+    from ..base.errors import BenchError
+
+    parser = _Parser(prog=f"{PROG} diff", description="what moved between two recorded baselines")
+    parser.add_argument("old", help="baseline JSON, or REV:PATH (e.g. HEAD~3:reference_numbers/baselines/X.json)")
+    parser.add_argument("new", help="baseline JSON, or REV:PATH")
+    parser.add_argument("--prefix", default="", help="only claim ids starting with this (e.g. clark.)")
+    parser.add_argument("--fail-on", default="flips+values", choices=FAIL_ON,
+                        help="what exits 1: a flipped verdict, a value outside its claim's tolerance, both (default), "
+                             "any moved entry, or never")
+    args = parser.parse_args(argv)
+    try:
+        rows = baseline_diff(read_baseline(args.old, _checkout_root()),
+                             read_baseline(args.new, _checkout_root()), args.prefix)
+        failures = diff_failures(rows, args.fail_on)
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(diff_markdown(rows))
+    flips = sum(r["flipped"] for r in rows)
+    print(f"\n{len(rows)} moved, {flips} verdict(s) changed")
+    other = sum(1 for r in rows if not r.get("comparable", True))
+    if other:
+        print(f"not judged: {other} entr(y/ies) recorded with another --limit and another n")
+    if failures:
+        print(f"FAILED (--fail-on {args.fail_on}): {len(failures)} entr(y/ies)")
+        for line in failures:
+            print(f"  {line}")
+        return 1
+    return 0
+
+
+def _report_parser(command: str, what: str) -> _Parser:
+    parser = _Parser(prog=f"{PROG} {command}", description=what)
+    parser.add_argument("out", help="output folder (created)")
+    parser.add_argument("inputs", nargs="+", help="claims-report folders (--claims-report DIR of each part)")
+    parser.add_argument("--reference", default=None, help="model whose values the others' delta is taken against "
+                                                          "(full name, short name as in the table, or slug)")
+    return parser
+
+
+def _copy_figures(inputs: list[Path], out: Path) -> list[Path]:
+    """Every ``IN/figures/*.png`` into ``OUT/figures`` (a name in two parts keeps the first copy, and says so)."""
+    import shutil
+
+    copied: dict[str, Path] = {}
+    for folder in inputs:
+        for png in sorted((folder / "figures").glob("*.png")):
+            if png.name in copied:
+                if copied[png.name].read_bytes() != png.read_bytes():
+                    print(f"note: {png} differs from {copied[png.name]}'s copy of {png.name}: kept the first")
+                continue
+            (out / "figures").mkdir(parents=True, exist_ok=True)
+            dest = out / "figures" / png.name
+            shutil.copyfile(png, dest)
+            copied[png.name] = png
+    return sorted(out / "figures" / n for n in copied)
+
+
+def cross_model_claims() -> set[str]:
+    """Claims that read another model of the same run (``inputs = [{model = "other"}]``)."""
+    from ..claims.catalog import load_claims
+
+    return {c.id for c in load_claims() if any(i.get("model") == "other" for i in c.inputs)}
+
+
+def merge_main(argv: list[str]) -> int:
+    from ..report import matrix as mx
+    from ..claims.baselines import write_merged_baselines
+    from ..base.errors import BenchError
+    from ..report.claims_report import check_same_measurement, merge_records, outcome_from_record, read_run, write_report
+
+    args = _report_parser("merge", "join the claims reports and baseline fragments of a split run").parse_args(argv)
+    inputs, out = [Path(p) for p in args.inputs], Path(args.out)
+    try:
+        if out.resolve() in {p.resolve() for p in inputs}:
+            raise BenchError(f"merge: OUT {out} is one of the inputs: give a new folder")
+        runs = {str(p): read_run(p) for p in inputs}
+        data = check_same_measurement(runs)
+        records = merge_records({str(p): mx.read_records(p) for p in inputs})
+        out.mkdir(parents=True, exist_ok=True)
+        figures = _copy_figures(inputs, out)
+        first = next(iter(runs.values()))
+        provenance = {**{k: first[k] for k in ("format", "version", "code", "references", "limit")},
+                      "data": data, "models": sorted({m for r in runs.values() for m in r.get("models", [])}),
+                      "command": "python -m bertattn_bench merge " + " ".join(argv),
+                      "parts": [{"input": name, **{k: v for k, v in r.items() if k != "data"}}
+                                for name, r in runs.items()]}
+        paths = write_report([outcome_from_record(r) for r in records], out, figures, provenance, matrix=False)
+        # the records as written (report order), so the columns come in the order one combined run gives them
+        m = mx.build(mx.read_records(out), args.reference, [out / "figures"])
+        paths += mx.write_matrix(m, out)
+        fragments = [f for p in inputs for f in sorted((p / "baselines").glob("*.json"))]
+        paths += write_merged_baselines(fragments, out / "baselines") if fragments else []
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(f"merged {len(inputs)} part(s): {len(records)} claim results, {len(m.columns)} model column(s), "
+          f"{len(fragments)} baseline fragment(s)")
+    across = cross_model_claims() & {r["claim_id"] for r in records}
+    if across:
+        print(f"note: {', '.join(sorted(across))} compare(s) the models of one part (claim inputs model = \"other\"): "
+              f"in a split by model they are judged against (or skipped for lack of) the models of the same part only")
+    for p in paths:
+        print(f"  {p}")
+    return 0
+
+
+def matrix_main(argv: list[str]) -> int:
+    from ..report import matrix as mx
+    from ..base.errors import BenchError
+    from ..report.claims_report import MUST_MATCH, RUN_FILE
+
+    args = _report_parser("matrix", "the claims x models table of any claims reports").parse_args(argv)
+    try:
+        records = []
+        versions = set()
+        for p in map(Path, args.inputs):
+            records += mx.read_records(p)
+            run = Path(p) / RUN_FILE
+            if run.is_file():
+                doc = json.loads(run.read_text(encoding="utf-8"))
+                versions.add(tuple(doc.get(k) for k in MUST_MATCH))
+        dirs = [Path(p) / "figures" for p in args.inputs if Path(p).is_dir()]
+        paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out))
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if len(versions) > 1:
+        print(f"note: the reports were measured with {len(versions)} different (code, catalog, limit) versions; "
+              f"the columns are not one measurement (merge refuses this)")
+    for p in paths:
+        print(f"  {p}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0 if argv else USAGE_ERROR
+    if argv[:1] == ["list"]:
+        return list_main(argv[1:])
+    if argv[:1] == ["diff"]:
+        return diff_main(argv[1:])
+    if argv[:1] == ["merge"]:
+        return merge_main(argv[1:])
+    if argv[:1] == ["matrix"]:
+        return matrix_main(argv[1:])
+    if argv[:1] == ["data"]:  # list / fetch / verify the corpora (bertattn_bench/faces/data_cli.py)
+        from .data_cli import main as data_main
+        return data_main(argv[1:])
+
+    args = pytest_args(argv)
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
+    import pytest
+
+    return int(pytest.main(args))
+
+
+def console() -> int:
+    """The ``bertattn-bench`` entry point: :func:`main`, quiet when its output is cut short (``| head``)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        sys.stderr.close()  # nothing more can be written; no traceback about it
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(console())

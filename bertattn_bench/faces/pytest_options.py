@@ -1,0 +1,54 @@
+"""The pytest face's options, declared once: the entry point registers them as ``--bertattn-NAME``, the
+:mod:`bertattn_bench.faces.short_options` plugin as ``--NAME``; both spellings land in one destination, read with
+:func:`option`. Light: nothing but the table."""
+from __future__ import annotations
+
+# (name, argparse keywords): registered as --bertattn-NAME here, and as --NAME by short_options; one dest each
+OPTIONS = [
+    ("model", dict(action="append", default=None,
+                   help="model to test: 'embedded' (default), a local folder, a Hugging Face name, or "
+                        "'random:<model>[@seed]' (random-init twin). Repeatable. Env: BERTATTN_MODEL (comma-separated)")),
+    ("data-dir", dict(default=None, help="folder with the data sets (env: BERTATTN_DATA_DIR)")),
+    ("device", dict(default=None, help="auto (default: CUDA when present), cpu, cuda, cuda:N (env: BERTATTN_DEVICE)")),
+    ("corpus", dict(action="append", default=[],
+                    help="family=corpus[,corpus] e.g. dependency=ewt_dev,gum_dev (each family's corpora and default: "
+                         "`bertattn-bench list --families`)")),
+    ("limit", dict(type=int, default=None, help="at most N examples per corpus (smoke runs; n is reported)")),
+    ("batch-size", dict(type=int, default=32, help="examples per forward pass (default 32)")),
+    ("claims-report", dict(default=None, metavar="DIR",
+                           help="write claims.md, claims.csv, claims.json, run.json, the matrix and figures to DIR")),
+    ("record-baseline", dict(default=None, metavar="DIR", nargs="?", const="",
+                             help="record every measured claim value as the model's baseline (default DIR: the "
+                                  "package's reference_numbers/baselines)")),
+    ("compare-to", dict(default=None, metavar="MODEL_OR_JSON",
+                        help="judge every model against another model's recorded baseline (a model name/slug or a "
+                             "baseline JSON file): a claim that held there and does not hold here is a regression")),
+    ("compare-fail-on", dict(default="lost", choices=("lost", "flips", "never"),
+                             help="what fails a --compare-to run: lost (default: a claim that held there does not "
+                                  "hold here), flips (any verdict changed, either way), never (report only)")),
+    ("cache-dir", dict(default=None, help="pass-result cache (default .bertattn_cache; env BERTATTN_CACHE_DIR)")),
+    ("no-cache", dict(action="store_true", help="recompute every pass; read and write no cache")),
+    ("time-cores", dict(action="store_true",
+                        help="recompute and time every pass even when the cache holds it (default: a cached pass "
+                             "is loaded and not timed, so a warm re-run takes seconds)")),
+    ("tier", dict(default=None, choices=("quick", "regression", "full"),
+                  help="budget (env BERTATTN_TIER): quick (default) = a smoke run of every family in minutes; "
+                       "regression = the recorded tier (whole dev corpora, MRPC 3 epochs, one seed; ~23 min on 2 "
+                       "cores); full = four GLUE tasks, seeds, the fine-tuned twin (hours)")),
+]
+
+
+def dest(name: str) -> str:
+    return "bertattn_" + name.replace("-", "_")
+
+
+def add_options(parser, short: bool = False) -> None:
+    """The options, as ``--bertattn-NAME`` or (``short``) as ``--NAME``, both into the same destination."""
+    g = parser.getgroup("bertattn", "bertattn-bench claim benchmarks")
+    for name, kwargs in OPTIONS:
+        g.addoption(f"--{name}" if short else f"--bertattn-{name}", dest=dest(name), **kwargs)
+
+
+def option(config, name: str):
+    """An option's value whichever spelling gave it."""
+    return config.getoption(dest(name))

@@ -1,0 +1,123 @@
+"""The pytest face's entry point: options, parametrization, the claims table at the end. Light by design.
+
+Registered through the package's ``pytest11`` entry point, so pytest loads it in every project of an environment
+that installs the package. It therefore imports nothing heavy at start-up (no torch, transformers or pandas: the
+run itself lives in :mod:`bertattn_bench.runner.session`, the pytest glue in :mod:`bertattn_bench.faces.pytest_session`, both
+imported only once a benchmark module is collected), registers only ``--bertattn-*`` options (the short spellings
+``--model``, ``--data-dir``, ... come from :mod:`bertattn_bench.faces.short_options`, which the repository's conftest and
+the ``bertattn-bench`` command load) and changes no process-wide state.
+
+A benchmark module sets ``FAMILY = "surface"`` (one family) or ``FAMILY = "*"`` (every registered family:
+``benchmarks/test_claims.py``) and defines
+
+* ``test_attention_core(benchmark, bench, target)`` — times the attention core once per (model, corpus) and
+  keeps the pass result for the claims;
+* ``test_claim(bench, claim, target)`` — one test per (claim, model, corpus); it reads the shared result.
+"""
+from __future__ import annotations
+
+import pytest
+
+from .pytest_options import add_options
+
+def pytest_addoption(parser):
+    add_options(parser)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: loads a model or reads the data (bertattn-bench)")
+    config.addinivalue_line("markers", "arct_ft: the arct_ft family's benchmark module (selected by -k arct_ft)")
+    config.addinivalue_line("markers", "bertattn: a bertattn-bench claim benchmark")
+    config.pluginmanager.register(_ReportCollector(config), "bertattn-report-collector")
+    # a pass loaded from the cache is not timed (time_core): no timing row, and no warning about the unused fixture
+    config.addinivalue_line("filterwarnings", "ignore:Benchmark fixture was not used at all")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
+            and benchmarks_requested(config):
+        # the xdist controller collects nothing itself: check the options and diagnose the models here, once
+        from .pytest_session import diagnose_models, session
+
+        diagnose_models(config, session(config).options.models)
+
+
+def benchmarks_requested(config) -> bool:
+    """Whether the command line reaches a benchmarks folder (for the xdist controller, which collects nothing)."""
+    from pathlib import Path
+
+    bench_dir = Path(config.rootpath) / "benchmarks"
+    for arg in config.args:
+        path = Path(str(arg).split("::")[0]).resolve()
+        if path == bench_dir or bench_dir in path.parents or path in bench_dir.parents or path.name == "benchmarks":
+            return True
+    return False
+
+
+def is_bench_module(module) -> bool:
+    return getattr(module, "FAMILY", None) is not None
+
+
+@pytest.fixture(scope="session")
+def bench(request):
+    """The run shared by every claim test (a :class:`bertattn_bench.faces.pytest_session.BenchSession`)."""
+    from .pytest_session import session
+
+    return session(request.config)
+
+
+def pytest_generate_tests(metafunc):
+    if not is_bench_module(metafunc.module):
+        return
+    from .pytest_session import generate_tests
+
+    generate_tests(metafunc)
+
+
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
+def pytest_collection_modifyitems(config, items):
+    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None))]
+    if not bench_items and not hasattr(config, "_bertattn_usage_error"):
+        return
+    from .pytest_session import check_collected
+
+    check_collected(config, bench_items)
+
+
+def pytest_runtest_setup(item):
+    s = getattr(item.config, "_bertattn_session", None)
+    if s is not None:
+        s.current_item = item
+
+
+def pytest_runtest_teardown(item):
+    s = getattr(item.config, "_bertattn_session", None)
+    if s is not None:
+        s.current_item = None
+
+
+class _ReportCollector:
+    """Collects outcomes from test reports' user_properties, so the table is the same with pytest-xdist workers."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "teardown":  # every phase's report carries the item's properties: read them once
+            return
+        if hasattr(self.config, "_bertattn_selected"):
+            from .pytest_session import finished
+
+            finished(self.config, report.nodeid)
+        props = [(k, v) for k, v in getattr(report, "user_properties", []) if k in ("bertattn_outcome", "bertattn_pass")]
+        if not props:
+            return
+        from .pytest_session import collect_properties
+
+        collect_properties(self.config, props)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if getattr(config, "_bertattn_session", None) is None:
+        return
+    from .pytest_session import terminal_summary
+
+    terminal_summary(terminalreporter, config)

@@ -1,0 +1,281 @@
+"""Kovaleva §4.1/§4.4 (the patterns family): the reducers (map types per head; attention to special tokens and UD
+word features) and their results."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ...engine.attention import Reducer
+from .maps import _masked_max, classify, map_features, map_masks, received
+from .constants import CLS_CLASSES, LING, RISE, SPECIAL, TYPES, UD_FEATURES
+
+
+# ---- reducers ----------------------------------------------------------------------------------------------------
+
+class PatternReducer(Reducer):
+    """GLUE task pass: type counts, map features, the §4.4 special-token scores, the [CLS] row, typical maps."""
+
+    def __init__(self, n_layers: int, n_heads: int, device, keep_examples: bool = True, max_len_example: int = 48):
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        self.counts, self.feats = z(n_layers, n_heads, len(TYPES)), z(n_layers, n_heads, 3)
+        self.special, self.has = z(n_layers, n_heads, len(SPECIAL)), z(len(SPECIAL))
+        self.to_special = z(n_layers, n_heads, 2)
+        self.cls_row = z(n_layers, n_heads, len(CLS_CLASSES))
+        # per token: the [CLS] row's mean weight on a token of each class (class mass / its tokens), summed over the
+        # examples that have the class (the detail of kov.cls_final_layer_target; the claim reads cls_row_max)
+        self.cls_row_tok, self.cls_has = z(n_layers, n_heads, len(CLS_CLASSES)), z(len(CLS_CLASSES))
+        # the notebook's cls_last_layer (visualize_attention.ipynb cell 53): per head and example, the [CLS] row's
+        # largest weight on a token of each class (max over the class's tokens: [CLS] = position 0, [SEP] = max of
+        # the two [SEP]s), summed over the examples that have the class; and per example the mean over heads (nan
+        # where the example lacks the class), for a paired SE
+        self.cls_row_max = z(n_layers, n_heads, len(CLS_CLASSES))
+        self.cls_max_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]
+        self.length_rows: list[torch.Tensor] = []  # per example: real tokens (the §4.4 score's divisor)
+        # the §4.4 score made length-free: attention received x input length (1 under uniform attention)
+        self.special_free = z(n_layers, n_heads, len(SPECIAL))
+        self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
+        # §5 word match: attention from a token to the identical tokens of the other sentence, and what uniform
+        # attention would give them (matches / input length), over the queries that have a match
+        self.match_mass, self.match_expected, self.match_queries = z(n_layers, n_heads), z(1), 0
+        self.n = 0
+        self.keep_examples, self.max_len = keep_examples, max_len_example
+        self.best: dict[str, dict] = {}
+
+    def start_batch(self, batch) -> None:
+        self.m = map_masks(batch)
+        self.batch = batch
+        self.n += batch.input_ids.shape[0]
+        real = batch.token_mask
+        self.tok = {"[CLS]": batch.is_cls & real, "[SEP]": batch.is_sep & real, "punct": batch.is_punct & real}
+        self.tok_has = torch.stack([self.tok[k].any(-1) for k in SPECIAL], -1)  # (B, 3)
+        self.has += self.tok_has.sum(0).double()
+        self.cls_pos = batch.is_cls.float().argmax(-1)  # the first [CLS] of each row
+        other = real & ~batch.is_cls & ~batch.is_sep & ~batch.is_punct
+        self.cls_keys = torch.stack([self.tok["[CLS]"], self.tok["[SEP]"], self.tok["punct"], other], -1).float()
+        self.cls_count = self.cls_keys.sum(1)  # (B, 4) tokens of each class
+        ords = self.m.ordinary.bool() & ~batch.is_punct
+        ids = batch.input_ids
+        self.match = ((ids[:, :, None] == ids[:, None, :]) & ords[:, :, None] & ords[:, None, :]
+                      & (self.m.seg[:, :, None] != self.m.seg[:, None, :])).float()  # (B, Tq, Tk)
+        n_match = self.match.sum(-1)  # (B, T)
+        self.match_expected += (n_match / self.m.n_real.clamp(min=1)[:, None]).sum().double()
+        self.match_queries += int((n_match > 0).sum())
+        self.cls_has += (self.cls_count > 0).sum(0).double()
+        self.length_rows.append(self.m.n_real.double().cpu())
+        self.short = real.sum(-1) <= self.max_len
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        m = self.m
+        v, d, b = map_features(probs, m)
+        types = classify(v, d, b)
+        self.counts[layer] += torch.nn.functional.one_hot(types, len(TYPES)).sum(0).double()
+        self.feats[layer] += torch.stack([v, d, b], -1).sum(0).double()
+        col = received(probs, m)
+        scores = torch.stack([_masked_max(col, self.tok[k]) for k in SPECIAL], -1)  # (B, H, 3)
+        self.special[layer] += (scores * self.tok_has[:, None, :]).sum(0).double()
+        free = scores * m.n_real[:, None, None].float()
+        self.special_free[layer] += (free * self.tok_has[:, None, :]).sum(0).double()
+        self.sep_free_rows[layer].append(free[..., 1].mean(1).double().cpu())
+        p = probs.float()
+        to_cls = torch.einsum("bhqk,bk->bhq", p, self.tok["[CLS]"].float())
+        to_sep = torch.einsum("bhqk,bk->bhq", p, self.tok["[SEP]"].float())
+        nq = m.n_real.clamp(min=1)[:, None]
+        self.to_special[layer] += torch.stack([(to_cls * m.real[:, None]).sum(-1) / nq,
+                                               (to_sep * m.real[:, None]).sum(-1) / nq], -1).sum(0).double()
+        rows = p[torch.arange(p.shape[0], device=p.device), :, self.cls_pos]  # (B, H, T)
+        self.match_mass[layer] += torch.einsum("bhqk,bqk->h", p, self.match).double()
+        mass = torch.einsum("bhk,bkc->bhc", rows, self.cls_keys)  # (B, H, 4)
+        self.cls_row[layer] += mass.sum(0).double()
+        self.cls_row_tok[layer] += (mass / self.cls_count.clamp(min=1)[:, None, :]).sum(0).double()
+        has = self.cls_count > 0  # (B, 4)
+        top = torch.stack([_masked_max(rows, self.cls_keys[..., c].bool()) for c in range(len(CLS_CLASSES))], -1)
+        self.cls_row_max[layer] += (top * has[:, None, :]).sum(0).double()
+        self.cls_max_rows[layer].append(top.mean(1).masked_fill(~has, float("nan")).double().cpu())
+        if self.keep_examples:
+            self._keep(layer, probs, types, v, d, b)
+
+    def _keep(self, layer, probs, types, v, d, b) -> None:
+        """The most typical map of each type so far (Fig. 1), preferring short inputs (readable)."""
+        score = {"vertical": v - d, "diagonal": d - v, "vertical+diagonal": torch.minimum(v, d),
+                 "block": b, "heterogeneous": 1 - (v + d) - b.clamp(min=0)}
+        for k, name in enumerate(TYPES):
+            ok = (types == k) & self.short[:, None]
+            if not bool(ok.any()):
+                continue
+            s = score[name].masked_fill(~ok, float("-inf"))
+            best = int(torch.argmax(s))
+            value = float(s.flatten()[best])
+            if name in self.best and self.best[name]["score"] >= value:
+                continue
+            row, head = divmod(best, s.shape[1])
+            n = int(self.m.n_real[row])
+            self.best[name] = {"score": value, "layer": layer, "head": head,
+                               "map": probs[row, head, :n, :n].float().cpu().numpy(),
+                               "ids": self.batch.input_ids[row, :n].tolist(),
+                               "features": (float(v[row, head]), float(d[row, head]), float(b[row, head]))}
+
+    def finalize(self) -> "PatternStats":
+        n = max(self.n, 1)
+        has = self.has.clamp(min=1)
+        return PatternStats(
+            counts=self.counts.cpu().numpy(), features=(self.feats / n).cpu().numpy(),
+            special=(self.special / has).cpu().numpy(), n_special=self.has.long().cpu().numpy(),
+            to_special=(self.to_special / n).cpu().numpy(), cls_row=(self.cls_row / n).cpu().numpy(),
+            n_examples=self.n, examples=self.best,
+            cls_row_token=(self.cls_row_tok / self.cls_has.clamp(min=1)).cpu().numpy(),
+            n_cls_class=self.cls_has.long().cpu().numpy(),
+            special_free=(self.special_free / has).cpu().numpy(),
+            cls_row_max=(self.cls_row_max / self.cls_has.clamp(min=1)).cpu().numpy(),
+            cls_max_examples=(torch.stack([torch.cat(r) for r in self.cls_max_rows], 1).numpy()
+                              if self.cls_max_rows and self.cls_max_rows[0] else None),
+            example_lengths=torch.cat(self.length_rows).numpy() if self.length_rows else None,
+            sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).mean(0).numpy()
+                               if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
+            word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
+            if self.match_queries else None, n_match_queries=self.match_queries)
+
+
+class FeatureReducer(Reducer):
+    """UD pass: the §4.4 feature scores per head, verb → subject attention (§4.5) and the ±1 mass ``d``."""
+
+    def __init__(self, flags: dict[int, np.ndarray], arcs: dict[int, list[tuple[int, int]]], n_layers: int,
+                 n_heads: int, device, control: dict[int, np.ndarray] | None = None):
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        self.flags, self.arcs = flags, arcs
+        self.sums, self.has = z(n_layers, n_heads, len(UD_FEATURES)), z(len(UD_FEATURES))
+        self.nsubj, self.diag = z(n_layers, n_heads), z(n_layers, n_heads)
+        self.n, self.n_arcs = 0, 0
+        self.device = device
+        # per sentence (by example index), the noun and object scores of every head, nan where the sentence has
+        # none: the paired test of "fine-tuning raises attention to nouns / objects" (ling_vs_special)
+        self.per_sentence = np.full((max(flags, default=-1) + 1, n_layers, n_heads, len(RISE)), np.nan,
+                                    dtype=np.float32)
+        # the control class's score (RISE_CONTROL: determiners) per sentence and head, nan without one: a rise of
+        # the noun/object score counts only when it beats the control's rise on the same sentences
+        self.control = control
+        self.per_sentence_control = (None if control is None else
+                                     np.full(self.per_sentence.shape[:3], np.nan, dtype=np.float32))
+
+    def start_batch(self, batch) -> None:
+        self.m = map_masks(batch)
+        self.batch = batch
+        b, w = batch.word_mask.shape
+        self.n += b
+        wf = np.zeros((b, w, len(LING)), dtype=bool)
+        arcs = []
+        for i, e in enumerate(batch.examples):
+            f = self.flags[e.index]
+            wf[i, :f.shape[0]] = f
+            arcs += [(i, v, s) for v, s in self.arcs.get(e.index, [])]
+        real = batch.token_mask
+        self.word_flags = torch.from_numpy(wf).to(batch.word_mask.device) & batch.word_mask[:, :, None]
+        # a feature's pieces: every piece of a word with the feature; its score is the max over them (the
+        # notebook's get_max_target_weight over token ids), so a many-piece word gets no sum over its pieces
+        self.piece_flags = torch.einsum("btw,bwk->btk", (batch.word_to > 0).float(), self.word_flags.float()) > 0
+        if self.control is not None:
+            cf = np.zeros((b, w), dtype=bool)
+            for i, e in enumerate(batch.examples):
+                c = self.control[e.index]
+                cf[i, :c.shape[0]] = c
+            cw = torch.from_numpy(cf).to(batch.word_mask.device) & batch.word_mask
+            self.control_pieces = torch.einsum("btw,bw->bt", (batch.word_to > 0).float(), cw.float()) > 0
+        self.tok = [batch.is_cls & real, batch.is_sep & real]
+        self.feat_has = torch.cat([torch.stack([t.any(-1) for t in self.tok], -1), self.word_flags.any(1)], -1)
+        self.has += self.feat_has.sum(0).double()
+        a = torch.tensor(arcs, dtype=torch.long, device=batch.word_mask.device).reshape(-1, 3)
+        self.arc_idx = a
+        self.n_arcs += a.shape[0]
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        m, batch = self.m, self.batch
+        col = received(probs, m)  # (B, H, T)
+        scores = [_masked_max(col, t) for t in self.tok]
+        scores += [_masked_max(col, self.piece_flags[:, :, k]) for k in range(len(LING))]
+        s = torch.stack(scores, -1)  # (B, H, F)
+        self.sums[layer] += (s * self.feat_has[:, None, :]).sum(0).double()
+        rise = [UD_FEATURES.index(f) for f in RISE]
+        vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float().cpu().numpy()
+        self.per_sentence[[e.index for e in batch.examples], layer] = vals
+        if self.control is not None:
+            ctl = _masked_max(col, self.control_pieces).masked_fill(~self.control_pieces.any(-1)[:, None], float("nan"))
+            self.per_sentence_control[[e.index for e in batch.examples], layer] = ctl.float().cpu().numpy()
+        _, d, _ = map_features(probs, m)
+        self.diag[layer] += d.sum(0).double()
+        if self.arc_idx.shape[0]:
+            a = self.arc_idx
+            p = probs.float()
+            # word-level attention from verb v to subject s, only for the arcs: from = mean over v's pieces
+            rows = torch.einsum("nt,nhtk->nhk", batch.word_from[a[:, 0], a[:, 1]], p[a[:, 0]])  # (N, H, T)
+            att = torch.einsum("nhk,nk->nh", rows, batch.word_to[a[:, 0], :, a[:, 2]])
+            self.nsubj[layer] += att.sum(0).double()
+
+    def finalize(self) -> "FeatureStats":
+        return FeatureStats(scores=(self.sums / self.has.clamp(min=1)).cpu().numpy(),
+                            n_has=self.has.long().cpu().numpy(), nsubj=(self.nsubj / max(self.n_arcs, 1)).cpu().numpy(),
+                            n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n,
+                            per_sentence=self.per_sentence, per_sentence_control=self.per_sentence_control)
+
+
+@dataclass
+class PatternStats:
+    counts: np.ndarray  # (L, H, 5) maps of each type
+    features: np.ndarray  # (L, H, 3) mean v, d, b
+    special: np.ndarray  # (L, H, 3) the §4.4 score of [CLS], [SEP], punctuation
+    n_special: np.ndarray  # (3,) inputs with each
+    to_special: np.ndarray  # (L, H, 2) mean share of a query's attention on [CLS], on [SEP]
+    cls_row: np.ndarray  # (L, H, 4) the [CLS] query row on [CLS], [SEP], punctuation, other
+    n_examples: int
+    examples: dict = field(default_factory=dict)  # type -> the most typical map (Fig. 1)
+    cls_row_token: np.ndarray | None = None  # (L, H, 4) the [CLS] row's weight per token of each class
+    n_cls_class: np.ndarray | None = None  # (4,) examples with each class
+    special_free: np.ndarray | None = None  # (L, H, 3) the §4.4 score x input length (1 = uniform attention)
+    sep_free_examples: np.ndarray | None = None  # (N,) per example: the length-free [SEP] score, mean over heads
+    word_match: np.ndarray | None = None  # (L, H) attention to identical tokens of the other sentence / uniform's
+    n_match_queries: int = 0  # tokens with an identical token in the other sentence
+    cls_row_max: np.ndarray | None = None  # (L, H, 4) the [CLS] row's max weight over each class's tokens (cell 53)
+    cls_max_examples: np.ndarray | None = None  # (N, L, 4) the same per example, mean over heads; nan: no such token
+    example_lengths: np.ndarray | None = None  # (N,) real tokens of each example (order of sep_free_examples)
+
+    @property
+    def n_maps(self) -> int:
+        return int(self.counts.sum())
+
+    def shares(self) -> np.ndarray:
+        return self.counts.sum((0, 1)) / max(self.counts.sum(), 1)
+
+
+@dataclass
+class FeatureStats:
+    scores: np.ndarray  # (L, H, F) the §4.4 score of each UD_FEATURES entry
+    n_has: np.ndarray  # (F,) sentences with each feature
+    nsubj: np.ndarray  # (L, H) mean attention verb -> its nominal subject
+    n_arcs: int
+    diag: np.ndarray  # (L, H) mean ±1-neighbour mass
+    n_sentences: int
+    per_sentence: np.ndarray | None = None  # (N, L, H, len(RISE)) per sentence, nan without the feature
+    per_sentence_control: np.ndarray | None = None  # (N, L, H) the RISE_CONTROL class's score, nan without it
+
+
+@dataclass
+class ModelStats:
+    label: str  # "pre-trained" / "fine-tuned on mrpc (seed 0)"
+    glue: PatternStats
+    ud: FeatureStats
+
+
+@dataclass
+class PatternsResult:
+    task: str
+    is_pair: bool
+    tier: str
+    n_dev: int
+    n_dev_total: int
+    ud_corpus: str
+    pretrained: ModelStats
+    finetuned: ModelStats | None
+    ft_note: str
+    sink: str  # the special token the pre-trained model attends to most on this task ([CLS] or [SEP])
+    n_layers: int
+    n_heads: int

@@ -1,0 +1,257 @@
+"""Michel et al. (the prune family): the pass (importance, the single-head and curve sweeps, the full tier's second
+sweep) and its prepare."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ...training import glue_finetune as finetune, sweeps
+from ...engine.attention import head_name
+from ...data import glue
+from ...engine.passes import timed
+from ...claims.registry import family
+from ...base.settings import env
+from ..disabling import score_configs
+from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
+from .measure import all_but_one_configs, auc_points, binarised_stsb, delta_order, exact_pruning_steps, head_importance, normalize_by_layer, one_head_per_layer, order_from_scores, pruning_steps, step_counts
+from .constants import EXACT_ENV, EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
+
+
+# ---- the pass ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class PruneResult:
+    task: str
+    metric: str
+    n_dev: int
+    n_layers: int
+    n_heads: int
+    seeds: tuple[int, ...]
+    tier: str
+    step: float  # one example's step on the dev set (points; nan for regression)
+    n_importance: int  # training examples behind I_h
+    importance_raw: np.ndarray  # (S, L, H) mean |∂L/∂ξ_h|
+    importance: np.ndarray  # (S, L, H) ℓ2-normalised per layer
+    base: np.ndarray  # (S,)
+    head_delta: np.ndarray  # (S, L, H) points
+    head_p: np.ndarray  # (S, L, H)
+    head_flips: np.ndarray  # (S, L, H, 2)
+    counts: list  # heads pruned per step
+    curve: np.ndarray  # (S, K) score, importance order computed once
+    curve_p: np.ndarray  # (S, K) McNemar vs unpruned
+    one_head: np.ndarray  # (S,) score with only each layer's most important head
+    one_head_kept: list  # per seed: kept head names
+    exact: bool = False
+    # the second sweep's arrays hold its seeds only, the first E = min(EXTRA_SEEDS, S) of ``seeds``
+    curve_exact: np.ndarray | None = None  # (E, K)
+    curve_delta_order: np.ndarray | None = None  # (E, K) order of increasing -Δ (the paper's dashed curve)
+    curve_random: np.ndarray | None = None  # (E, R, K)
+    abo_delta: np.ndarray | None = None  # (E, L, H): layer l reduced to head h
+    abo_p: np.ndarray | None = None
+    one_head_best: np.ndarray | None = None  # (E,) score with each layer's best all-but-one head (chosen on dev)
+    cross: dict | None = None  # MRPC: single-head Δ on STS-B dev binarised (seed 0)
+    early: dict | None = None  # importance at step 0 / epoch 1 / final (seed 0)
+    seconds: dict = field(default_factory=dict)
+    n_configs: dict = field(default_factory=dict)
+    train_meta: dict = field(default_factory=dict)
+
+    @property
+    def fractions(self) -> np.ndarray:
+        return np.arange(len(self.counts)) / STEPS
+
+    @property
+    def seed_sd(self) -> float:
+        return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
+
+
+def importance_data(p: GluePass, seed: int) -> finetune.Encoded_:
+    """The head-importance examples of pass ``p``'s fine-tune with ``seed``: a seeded subset of ``p.n_importance``
+    of the training rows the model was fine-tuned on (never dev)."""
+    rows = finetune.training_rows(p.data_dir, p.task.name, recipe_for(p.task.name, p.tier), seed)
+    if len(rows) > p.n_importance:
+        keep = np.random.default_rng(10_000 + seed).choice(len(rows), p.n_importance, replace=False)
+        rows = [rows[i] for i in sorted(keep)]
+    return finetune.encode_split(p.loaded.tokenizer, rows, min(finetune.Recipe().max_tokens, p.loaded.info.max_positions))
+
+
+@dataclass
+class PrunePass(GluePass):
+    """The ``prune`` family's pass."""
+
+    exact: bool = False
+    cross_dev: finetune.Encoded_ | None = None
+    n_importance: int = IMPORTANCE_EXAMPLES
+    rows_per_pass: int | None = None  # the sweep's device default (sweeps.PASS_SHAPE)
+
+    @property
+    def full(self) -> bool:
+        return self.tier == "full"
+
+    def measure(self, progress: bool):
+        info = self.loaded.info
+        t, dev, tok, dv = self.task, self.dev, self.loaded.tokenizer, info.device
+        L, H = info.n_layers, info.n_heads
+        counts = step_counts(L, H)
+        secs: dict[str, float] = {}
+        add = lambda k, s: secs.__setitem__(k, secs.get(k, 0.0) + s)  # noqa: E731
+        acc = {k: [] for k in ("raw", "imp", "base", "hd", "hp", "hf", "curve", "curve_p", "one", "kept", "exact",
+                               "dorder", "random", "abo", "abo_p", "one_best")}
+        metas, cross, early, n_imp, n_cfg = {}, None, None, 0, {}
+        for i_seed, seed in enumerate(self.seeds):
+            extras = i_seed < EXTRA_SEEDS  # this seed also runs the second sweep
+            ft = self.finetuned(self.loaded, seed, progress)
+            metas[seed] = {**ft.meta, "cached": ft.cached}
+            model = ft.model
+            imp_data = importance_data(self, seed)
+            (raw, n_imp), s = timed(dv, lambda: head_importance(model, t, imp_data, tok))
+            add("importance", s)
+            norm = normalize_by_layer(raw)
+            order = order_from_scores(norm)
+            curve_cfgs = pruning_steps(order, counts)[1:]  # step 0 = "none"
+            kept = [int(np.argmax(norm[l])) for l in range(L)]
+            configs = [[]] + [[(l, h)] for l in range(L) for h in range(H)] + curve_cfgs + [one_head_per_layer(kept, H)]
+            n_cfg["sweep"] = len(configs)
+            plain, s = timed(dv, lambda: finetune.predict(model, dev, tok, batch_size=32))
+            add("plain", s)
+            logits, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, configs, "mask", self.rows_per_pass,
+                                                         progress=progress, desc=f"prune {t.name}/{seed}"))
+            add("sweep", s)
+            if not np.allclose(logits[0], plain, atol=1e-4):
+                raise RuntimeError(f"{t.name}: the sweep's unmasked rows disagree with the plain evaluation "
+                                   f"(max |Δ logit| {np.abs(logits[0] - plain).max():.3g})")
+            scores, p, flips = score_configs(t, logits, dev.labels)
+            single = slice(1, 1 + L * H)
+            cstart = 1 + L * H
+            acc["raw"].append(raw)
+            acc["imp"].append(norm)
+            acc["base"].append(scores[0])
+            delta = (scores[single] - scores[0]).reshape(L, H)
+            acc["hd"].append(delta)
+            acc["hp"].append(p[single].reshape(L, H))
+            acc["hf"].append(flips[single].reshape(L, H, 2))
+            acc["curve"].append(np.concatenate([[scores[0]], scores[cstart:cstart + len(curve_cfgs)]]))
+            acc["curve_p"].append(np.concatenate([[1.0], p[cstart:cstart + len(curve_cfgs)]]))
+            acc["one"].append(scores[-1])
+            acc["kept"].append([head_name(l, h) for l, h in enumerate(kept)])
+            if self.exact and extras:
+                ex, s = timed(dv, lambda: exact_pruning_steps(
+                    lambda masked: normalize_by_layer(head_importance(model, t, imp_data, tok, masked)[0]), L, H,
+                    counts))
+                add("importance_exact", s)
+            if (self.full or self.exact) and extras:
+                more = []
+                if self.exact:
+                    more += ex[1:]
+                if self.full:
+                    more += pruning_steps(delta_order(delta), counts)[1:]
+                    for r in range(RANDOM_ORDERS):
+                        perm = np.random.default_rng(1000 * seed + r).permutation(L * H)
+                        more += pruning_steps([divmod(int(i), H) for i in perm], counts)[1:]
+                    more += all_but_one_configs(L, H)
+                n_cfg["sweep2"] = 1 + len(more)
+                logits2, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, [[]] + more, "mask", self.rows_per_pass,
+                                                              progress=progress, desc=f"prune+ {t.name}/{seed}"))
+                add("sweep2", s)
+                sc2, p2, _ = score_configs(t, logits2, dev.labels)
+                pos, k1 = 1, len(counts) - 1
+                with_base = lambda a: np.concatenate([[sc2[0]], a])  # noqa: E731
+                if self.exact:
+                    acc["exact"].append(with_base(sc2[pos:pos + k1]))
+                    pos += k1
+                if self.full:
+                    acc["dorder"].append(with_base(sc2[pos:pos + k1]))
+                    pos += k1
+                    acc["random"].append(np.stack([with_base(sc2[pos + r * k1:pos + (r + 1) * k1])
+                                                   for r in range(RANDOM_ORDERS)]))
+                    pos += RANDOM_ORDERS * k1
+                    abo = (sc2[pos:pos + L * H] - sc2[0]).reshape(L, H)
+                    acc["abo"].append(abo)
+                    acc["abo_p"].append(p2[pos:pos + L * H].reshape(L, H))
+                    best = [int(np.argmax(abo[l])) for l in range(L)]  # chosen on dev, as Table 3
+                    lg, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, [[], one_head_per_layer(best, H)],
+                                                             "mask", self.rows_per_pass))
+                    add("sweep2", s)
+                    acc["one_best"].append(score_configs(t, lg, dev.labels)[0][1])
+            if self.full and seed == self.seeds[0]:
+                if self.cross_dev is not None:
+                    cross, s = timed(dv, lambda: self._cross(model, logits[:1 + L * H], dev.labels))
+                    add("cross_dataset", s)
+                early, s = timed(dv, lambda: self._early(t, seed, imp_data, norm, progress))
+                add("early_training", s)
+            del ft, model
+        stack = lambda k: np.stack(acc[k]) if acc[k] else None  # noqa: E731
+        result = PruneResult(
+            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
+            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)), n_importance=n_imp,
+            importance_raw=stack("raw"), importance=stack("imp"), base=np.array(acc["base"]),
+            head_delta=stack("hd"), head_p=stack("hp"), head_flips=stack("hf"), counts=counts,
+            curve=stack("curve"), curve_p=stack("curve_p"), one_head=np.array(acc["one"]), one_head_kept=acc["kept"],
+            exact=self.exact, curve_exact=stack("exact"), curve_delta_order=stack("dorder"),
+            curve_random=stack("random"), abo_delta=stack("abo"), abo_p=stack("abo_p"),
+            one_head_best=np.array(acc["one_best"]) if acc["one_best"] else None,
+            cross=cross, early=early, seconds=secs, n_configs=n_cfg, train_meta=metas)
+        return result, {"seconds": secs}
+
+    def _cross(self, model, own_logits: np.ndarray, own_labels: np.ndarray) -> dict:
+        """§3.4 substitute: the single-head sweep of this (MRPC) model on STS-B dev binarised; beside the accuracy Δ,
+        the Δ of the margin's ROC AUC on both sets (``own_logits``: this task's none + single-head rows), which a
+        shift of the decision bias leaves alone (the two sets' class balances differ)."""
+        t = glue.task("mrpc")
+        L, H = self.loaded.info.n_layers, self.loaded.info.n_heads
+        configs = [[]] + [[(l, h)] for l in range(L) for h in range(H)]
+        logits = sweeps.sweep(model, self.cross_dev, self.loaded.tokenizer, configs, "mask", self.rows_per_pass)
+        scores, p, _ = score_configs(t, logits, self.cross_dev.labels)
+        auc, own_auc = auc_points(logits, self.cross_dev.labels), auc_points(own_logits, own_labels)
+        return {"set": f"STS-B dev binarised (score >= {PARAPHRASE_STSB:g} = paraphrase)",
+                "n": len(self.cross_dev.examples), "base": float(scores[0]),
+                "positives": int(self.cross_dev.labels.sum()),
+                "head_delta": (scores[1:] - scores[0]).reshape(L, H), "head_p": p[1:].reshape(L, H),
+                "auc_base": float(auc[0]), "own_auc_base": float(own_auc[0]),
+                "head_auc_delta": (auc[1:] - auc[0]).reshape(L, H),
+                "own_head_auc_delta": (own_auc[1:] - own_auc[0]).reshape(L, H)}
+
+    def _early(self, t, seed, imp_data, final, progress) -> dict:
+        """§6 substitute: I_h of the same fine-tuning run at step 0 (pre-trained encoder, untrained head) and after
+        epoch 1 (the seeded trainer makes it the run's own epoch-1 state), beside the final model's."""
+        tok = self.loaded.tokenizer
+        out = {}
+        m0 = finetune.task_model(self.loaded, t, seed)
+        out["step0"] = normalize_by_layer(head_importance(m0, t, imp_data, tok)[0])
+        recipe = recipe_for(t.name, self.tier)
+        rows = finetune.training_rows(self.data_dir, t.name, recipe, seed)
+        data = finetune.encode_split(tok, rows, recipe.max_tokens)
+        finetune.train(m0, t, data, tok, recipe, seed, None, progress, f"epoch 1 {t.name}/{seed}",
+                       stop_after_epoch=1)
+        out["epoch1"] = normalize_by_layer(head_importance(m0, t, imp_data, tok)[0])
+        out["final"] = final
+        return out
+
+
+def _exact_requested(tier: str) -> bool:
+    return tier == "full" or env(EXACT_ENV) == "1"
+
+
+@family("prune", corpora=GLUE_TASKS, default_corpus="mrpc",
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
+def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
+                  options: dict | None = None) -> PrunePass:
+    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("prune", loaded, data_dir, corpus, limit,
+                                                                      options)
+    exact = _exact_requested(tier)
+    L, H = loaded.info.n_layers, loaded.info.n_heads
+    n_imp = TIER_IMPORTANCE_EXAMPLES[tier]
+    desc += (f"; head masking (ξ_h = 0); importance on {n_imp} seeded training examples, "
+             f"ℓ2 per layer; sweep of {1 + L * H + STEPS} configurations{'; exact pruning' if exact else ''}")
+    cross = None
+    if tier == "full" and corpus == "mrpc" and reason is None:
+        st = glue.task("sts-b")
+        if glue.has_split(data_dir, st, "dev"):
+            rows = binarised_stsb(glue.load_split(data_dir, "sts-b", "dev", limit))
+            cross = finetune.encode_split(loaded.tokenizer, rows, min(finetune.Recipe().max_tokens,
+                                                                      loaded.info.max_positions))
+            paths = paths + [glue.split_path(data_dir, st, "dev")]
+            desc += f"; cross-set: STS-B dev binarised ({len(rows)} pairs)"
+    return PrunePass("prune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
+                     exact=exact, cross_dev=cross, n_importance=n_imp)

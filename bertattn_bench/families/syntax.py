@@ -1,0 +1,436 @@
+"""Clark et al. §4.1–4.2: single attention heads as dependency parsers, against fixed-offset baselines.
+
+UD (EWT, GUM) trees are mapped to the Stanford Dependencies relations of Clark's Table 1 by one table,
+:data:`UD_TO_SD` plus the two derived relations (pobj, prep) in :func:`sd_arcs`:
+
+==========  ===================================================================================================
+SD (Clark)  UD source
+==========  ===================================================================================================
+All         every non-root arc except ``punct`` (UAS convention; Clark does not say)
+det         det (``det:predet`` is not det)
+nn          compound (not compound:prt)
+prt         compound:prt
+dobj        obj
+nsubj       nsubj (not nsubj:pass)
+amod        amod; advmod: advmod; ccomp: ccomp
+aux         aux, plus ``mark`` with XPOS ``TO`` (SD treats infinitival "to" as aux)
+mark        mark without XPOS ``TO``
+auxpass     aux:pass
+poss        nmod:poss; its ``'s`` (a ``case`` child) also counts as the dependent (Clark §4.2: "counts 's as correct")
+poss_s      (not in Table 1) that ``'s`` → the possessed noun: Clark's head 7-6 treats 's as the dependent
+pobj        a ``case`` child c (UPOS ADP) of an obl/nmod word n (not nmod:poss): SD pobj(head=c, dependent=n)
+prep        the same c, with n's head g: SD prep(head=g, dependent=c)
+==========  ===================================================================================================
+
+A head's prediction for a word is the other word it attends to most in the word-level map (sum over pieces
+attended to, mean over pieces attending; [CLS]/[SEP] are not candidates, Clark fn. 2). Both directions are
+scored: dependent→head and head→dependent.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..engine.attention import Reducer, head_name
+from ..engine.batching import drop_too_long, encode_words
+from ..engine.model import LoadedModel
+from ..engine.passes import PreparedPass
+from ..claims.registry import Measurement, NotApplicable, family, metric
+from ..claims.stats import binomial_se_points, difference_se
+
+TABLE1 = ("All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss", "auxpass",
+          "ccomp", "mark", "prt")
+# poss_s: the possessive 's (UD case child of an nmod:poss word) → the possessed noun (Clark §4.2, head 7-6)
+RELATIONS = TABLE1 + ("poss_s",)
+NOMINAL_UPOS = ("NOUN", "PROPN")
+DIRECTIONS = ("dependent→head", "head→dependent")
+UD_TO_SD = {"det": "det", "compound": "nn", "compound:prt": "prt", "obj": "dobj", "nsubj": "nsubj",
+            "amod": "amod", "advmod": "advmod", "ccomp": "ccomp", "aux": "aux", "aux:pass": "auxpass",
+            "nmod:poss": "poss"}
+POSSESSIVE_MARKERS = {"'s", "'", "’s", "’"}
+
+
+@dataclass(frozen=True)
+class Arc:
+    """An SD arc over 0-based word indices; ``alt`` is a second word accepted as the dependent (poss 's), or -1."""
+
+    relation: str
+    dependent: int
+    head: int
+    alt: int = -1
+
+
+def _is_nominal_modifier(deprel: str) -> bool:
+    base = deprel.split(":")[0]
+    return base in ("obl", "nmod") and deprel != "nmod:poss"
+
+
+def sd_arcs(sentence) -> list[Arc]:
+    """The SD arcs of one UD sentence (see the module table)."""
+    arcs: list[Arc] = []
+    children = defaultdict(list)
+    for i, h in enumerate(sentence.heads):
+        if h > 0:
+            children[h - 1].append(i)
+    for i, (h, rel) in enumerate(zip(sentence.heads, sentence.deprels)):
+        if h == 0:
+            continue
+        g = h - 1
+        if rel != "punct":
+            arcs.append(Arc("All", i, g))
+        if rel == "mark":
+            arcs.append(Arc("aux" if sentence.xpos[i] == "TO" else "mark", i, g))
+        elif rel == "nmod:poss":
+            alt = next((c for c in children[i] if sentence.deprels[c] == "case"
+                        and sentence.words[c].lower() in POSSESSIVE_MARKERS), -1)
+            arcs.append(Arc("poss", i, g, alt))
+            if alt >= 0:
+                arcs.append(Arc("poss_s", alt, g))
+        elif rel in UD_TO_SD:
+            arcs.append(Arc(UD_TO_SD[rel], i, g))
+        elif rel == "case" and sentence.upos[i] == "ADP" and _is_nominal_modifier(sentence.deprels[g]):
+            arcs.append(Arc("pobj", g, i))
+            if sentence.heads[g] > 0:
+                arcs.append(Arc("prep", i, sentence.heads[g] - 1))
+    return arcs
+
+
+@dataclass(frozen=True)
+class OffsetBaseline:
+    """Clark §4.2: the best fixed offset from the dependent (+1 = the word to the right is the head)."""
+
+    accuracy: float  # percent
+    offset: int
+    n: int
+    right_branching: float  # percent at offset +1 (the right-branching baseline for All)
+
+
+def offset_baselines(arcs_per_sentence: list[list[Arc]], relations=RELATIONS) -> dict[str, OffsetBaseline]:
+    counts: dict[str, Counter] = {r: Counter() for r in relations}
+    for arcs in arcs_per_sentence:
+        for a in arcs:
+            if a.relation in counts:
+                counts[a.relation][a.head - a.dependent] += 1
+    out = {}
+    for r, c in counts.items():
+        n = sum(c.values())
+        if n:
+            offset, hits = max(c.items(), key=lambda kv: (kv[1], -abs(kv[0])))
+            out[r] = OffsetBaseline(100.0 * hits / n, offset, n, 100.0 * c[1] / n)
+    return out
+
+
+@dataclass(frozen=True)
+class HeadScore:
+    layer: int  # 0-based
+    head: int  # 0-based
+    direction: int
+    accuracy: float  # percent
+    n: int
+
+    @property
+    def name(self) -> str:
+        return head_name(self.layer, self.head)
+
+    def describe(self) -> str:
+        return f"{self.name} {DIRECTIONS[self.direction]} {self.accuracy:.1f}%"
+
+
+@dataclass
+class DependencyResult:
+    relations: tuple[str, ...]
+    correct: torch.Tensor  # (n_layers, 2 directions, n_relations, n_heads) counts
+    n_arcs: torch.Tensor  # (n_relations,)
+    baselines: dict[str, OffsetBaseline]
+    n_sentences: int
+    n_words: int
+    n_split_words: int  # words of more than one word piece
+    all_correct_with_special: torch.Tensor | None = None  # (L, H): All, dependent→head, [CLS]/[SEP] candidates too
+    sink_share: torch.Tensor | None = None  # (L, H, 2): mean attention to [CLS]+[SEP] from [non-nominal, nominal] words
+    n_nominal: tuple[int, int] = (0, 0)  # words counted in sink_share: (non-nominal, nominal)
+    sink_sq_mean: torch.Tensor | None = None  # (L, H, 2): mean squared attention to [CLS]+[SEP] (for the SE)
+    max_row_sum_error: float = 0.0  # max |sum of a word's attention over words + [CLS]/[SEP] - 1|
+
+    def accuracy(self) -> torch.Tensor:
+        """Percent correct, (n_layers, 2, n_relations, n_heads)."""
+        return 100.0 * self.correct / self.n_arcs.clamp(min=1).view(1, 1, -1, 1)
+
+    def best_head(self, relation: str, direction: int | None = None) -> HeadScore:
+        r = self.relations.index(relation)
+        acc = self.accuracy()[:, :, r, :]  # (L, 2, H)
+        if direction is not None:
+            sub = acc[:, direction, :]
+            flat = int(torch.argmax(sub))
+            layer, head, d = flat // sub.shape[1], flat % sub.shape[1], direction
+        else:
+            flat = int(torch.argmax(acc))
+            layer, rest = divmod(flat, acc.shape[1] * acc.shape[2])
+            d, head = divmod(rest, acc.shape[2])
+        return HeadScore(layer, head, d, float(acc[layer, d, head]), int(self.n_arcs[r]))
+
+
+class DependencyReducer(Reducer):
+    """Per (layer, direction, relation, head) counts of correct argmax predictions, accumulated on device."""
+
+    def __init__(self, arcs_per_example: list[list[Arc]], n_layers: int, n_heads: int, device,
+                 relations=RELATIONS, nominal_per_example: list | None = None):
+        self.relations = tuple(relations)
+        # per example: bool array, word is a noun/proper noun (for the no-op [SEP] claim, Clark §3.2 / Fig. 5)
+        self.nominal = nominal_per_example
+        self.rel_id = {r: i for i, r in enumerate(self.relations)}
+        # per example: (n_arcs, 4) int arrays [dependent, head, alt, relation id], built once, not per batch
+        self.arc_arrays = [np.array([(a.dependent, a.head, a.alt, self.rel_id[a.relation]) for a in arcs
+                                     if a.relation in self.rel_id], dtype=np.int64).reshape(-1, 4)
+                           for arcs in arcs_per_example]
+        self.correct = torch.zeros(n_layers, 2, len(self.relations), n_heads, dtype=torch.float64, device=device)
+        self.n_arcs = torch.zeros(len(self.relations), dtype=torch.long, device=device)
+        self.with_special = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
+        self.sink_sum = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)
+        self.sink_sq = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)  # for the SE
+        self.n_nominal = torch.zeros(2, dtype=torch.long, device=device)
+        self.max_row_error = torch.zeros((), dtype=torch.float64, device=device)
+        self.all_id = self.rel_id.get("All", -1)
+        self.device = device
+        self.n_sentences = self.n_words = self.n_split = 0
+
+    def start_batch(self, batch) -> None:
+        per = [self.arc_arrays[ex.index] for ex in batch.examples]
+        rows = np.concatenate([np.full((len(a), 1), b, dtype=np.int64) for b, a in enumerate(per)])
+        t = torch.from_numpy(np.concatenate([rows, np.concatenate(per)], axis=1)).to(self.device)
+        self.arc_b, self.arc_dep, self.arc_head, self.arc_alt, self.arc_rel = t.unbind(1)
+        self.n_arcs += torch.bincount(self.arc_rel, minlength=len(self.relations))
+        is_all = self.arc_rel == self.all_id  # selected once per batch (a boolean index syncs the device)
+        self.all_b, self.all_dep, self.all_head = self.arc_b[is_all], self.arc_dep[is_all], self.arc_head[is_all]
+        self.batch = batch
+        w = batch.word_mask.shape[1]
+        nominal = np.zeros((len(batch.examples), w), dtype=bool)
+        if self.nominal is not None:
+            for i, ex in enumerate(batch.examples):
+                nominal[i, :ex.n_words] = self.nominal[ex.index]
+        self.is_nominal = torch.from_numpy(nominal).to(self.device) & batch.word_mask
+        self.is_other = ~self.is_nominal & batch.word_mask
+        self.n_nominal += torch.stack([self.is_other.sum(), self.is_nominal.sum()])
+        self.n_sentences += len(batch.examples)
+        for ex in batch.examples:
+            pieces = Counter(w for w in ex.word_index if w >= 0)
+            self.n_words += ex.n_words
+            self.n_split += sum(1 for c in pieces.values() if c > 1)
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        b = self.batch
+        from_words = b.word_from.unsqueeze(1) @ probs.float()  # (B, H, W, T): mean over the pieces attending
+        words = from_words @ b.word_to.unsqueeze(1)  # (B, H, W, W): sum over the pieces attended to
+        special = torch.stack([(from_words * b.is_cls[:, None, None, :]).sum(-1),
+                               (from_words * b.is_sep[:, None, None, :]).sum(-1)], dim=-1)  # (B, H, W, 2)
+        w = words.shape[-1]
+        invalid = ~b.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=words.device)
+        masked = words.masked_fill(invalid, float("-inf"))
+        pred = masked.argmax(-1).transpose(1, 2)  # (B, W, H)
+        # Clark fn. 2: the same argmax with [CLS]/[SEP] as candidates (index W, W+1 never equals a word)
+        pred_special = torch.cat([masked, special], dim=-1).argmax(-1).transpose(1, 2)
+        row_sum = words.sum(-1) + special.sum(-1)  # every word's attention sums to 1 (Clark §4.1)
+        self.max_row_error = torch.maximum(self.max_row_error,
+                                           ((row_sum - 1).abs() * b.word_mask[:, None, :]).max().double())
+        sink = special.sum(-1)  # (B, H, W)
+        self.sink_sum[layer, :, 0] += (sink * self.is_other[:, None, :]).sum((0, 2)).double()
+        self.sink_sum[layer, :, 1] += (sink * self.is_nominal[:, None, :]).sum((0, 2)).double()
+        self.sink_sq[layer, :, 0] += (sink.square() * self.is_other[:, None, :]).sum((0, 2)).double()
+        self.sink_sq[layer, :, 1] += (sink.square() * self.is_nominal[:, None, :]).sum((0, 2)).double()
+        has_alt = (self.arc_alt >= 0).unsqueeze(1)
+        alt = self.arc_alt.clamp(min=0)
+        head = self.arc_head.unsqueeze(1)
+        dep = self.arc_dep.unsqueeze(1)
+        from_dep = pred[self.arc_b, self.arc_dep]  # (A, H)
+        from_alt = pred[self.arc_b, alt]
+        from_head = pred[self.arc_b, self.arc_head]
+        dep_to_head = (from_dep == head) | (has_alt & (from_alt == head))
+        head_to_dep = (from_head == dep) | (has_alt & (from_head == alt.unsqueeze(1)))
+        self.correct[layer, 0].index_add_(0, self.arc_rel, dep_to_head.double())
+        self.correct[layer, 1].index_add_(0, self.arc_rel, head_to_dep.double())
+        if self.all_id >= 0:
+            hit = pred_special[self.all_b, self.all_dep] == self.all_head.unsqueeze(1)
+            self.with_special[layer] += hit.double().sum(0)
+
+    def finalize(self) -> DependencyResult:
+        return DependencyResult(
+            relations=self.relations,
+            correct=self.correct.cpu(),
+            n_arcs=self.n_arcs.cpu(),
+            baselines={},
+            n_sentences=self.n_sentences,
+            n_words=self.n_words,
+            n_split_words=self.n_split,
+            all_correct_with_special=self.with_special.cpu(),
+            sink_share=(self.sink_sum / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
+            sink_sq_mean=(self.sink_sq / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
+            n_nominal=tuple(int(x) for x in self.n_nominal),
+            max_row_sum_error=float(self.max_row_error),
+        )
+
+
+# ---- claim metrics (named by reference_numbers/clark2019_dependency.toml) -------------------------------------
+
+
+
+def _best_vs_baseline(res: DependencyResult, relation: str) -> tuple[HeadScore, OffsetBaseline]:
+    from ..claims.registry import NotApplicable
+
+    if relation not in res.baselines:  # e.g. a --limit run: no arc of this relation was read
+        raise NotApplicable(f"no {relation!r} arc in the data read")
+    return res.best_head(relation), res.baselines[relation]
+
+
+@metric("best_head_gap")
+def best_head_gap(pr, relation: str) -> Measurement:
+    """Best single head (either direction) minus the best fixed-offset baseline, in points (Clark Table 1)."""
+    best, base = _best_vs_baseline(pr.result, relation)
+    other = pr.result.best_head(relation, 1 - best.direction)
+    # the interval: binomial standard errors of the two accuracies over the relation's arcs, taken as independent
+    # (the head and the offset are scored on the same arcs, positively correlated: this errs wide)
+    return Measurement(
+        best.accuracy - base.accuracy, n=best.n, n_unit="arcs", head=best.name, unit="points",
+        standard_error=difference_se((best.accuracy, best.n), (base.accuracy, base.n)),
+        detail=(f"best {best.describe()} vs offset ({base.offset:+d}) {base.accuracy:.1f}%; "
+                f"other direction: {other.describe()}"),
+    )
+
+
+def _require_arcs(res: DependencyResult, relations) -> None:
+    """A claim over several relations is judged only when the data read holds arcs of each (else it skips)."""
+    from ..claims.registry import NotApplicable
+
+    missing = [r for r in relations if r not in res.baselines]
+    if missing:
+        raise NotApplicable(f"no arc of {', '.join(repr(r) for r in missing)} in the data read")
+
+
+@metric("direction_agreement")
+def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = TABLE1[1:]) -> Measurement:
+    """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2)."""
+    _require_arcs(pr.result, relations)
+    agree, lines = 0, []
+    for r in relations:
+        d2h, h2d = pr.result.best_head(r, 0), pr.result.best_head(r, 1)
+        expected_h2d = r in head_to_dependent
+        ok = (h2d.accuracy > d2h.accuracy) if expected_h2d else (d2h.accuracy >= h2d.accuracy)
+        agree += ok
+        lines.append(f"{r}:{'h→d' if h2d.accuracy > d2h.accuracy else 'd→h'}{'' if ok else '(!)'}")
+    n = int(sum(pr.result.n_arcs[pr.result.relations.index(r)] for r in relations))
+    return Measurement(float(agree), n=n, n_unit="arcs", unit=f"of {len(relations)} relations",
+                       detail=" ".join(lines))
+
+
+@metric("count_relations_over")
+def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
+    """How many of ``relations`` have a head above ``threshold`` % (Clark abstract: four relations > 75%)."""
+    _require_arcs(pr.result, relations)
+    scores = {r: pr.result.best_head(r) for r in relations}
+    count = sum(s.accuracy > threshold for s in scores.values())
+    n = sum(s.n for s in scores.values())
+    return Measurement(float(count), n=n, n_unit="arcs", unit=f"of {len(relations)}",
+                       detail=" ".join(f"{r}={s.name}:{s.accuracy:.1f}" for r, s in scores.items()))
+
+
+@metric("max_relations_per_head")
+def max_relations_per_head(pr, margin: float, relations: tuple = TABLE1[1:]) -> Measurement:
+    """The most relations any one head beats the offset baseline on by ``margin`` points (Clark §1, §4.2)."""
+    res = pr.result
+    _require_arcs(res, relations)
+    acc = res.accuracy().amax(dim=1)  # best direction, (L, R, H)
+    idx = [res.relations.index(r) for r in relations]
+    base = torch.tensor([res.baselines[r].accuracy for r in relations]).view(1, -1, 1)
+    wins = (acc[:, idx, :] >= base + margin).sum(1)  # (L, H)
+    flat = int(torch.argmax(wins))
+    layer, head = divmod(flat, wins.shape[1])
+    rels = [r for j, r in enumerate(relations) if acc[layer, idx[j], head] >= res.baselines[r].accuracy + margin]
+    return Measurement(float(wins.max()), n=int(res.n_arcs[idx].sum()), n_unit="arcs", head=head_name(layer, head),
+                       unit=f"of {len(relations)} relations", detail=f"{head_name(layer, head)}: {', '.join(rels)}")
+
+
+@metric("wordpiece_split_rate")
+def wordpiece_split_rate(pr) -> Measurement:
+    """Percent of words split into more than one word piece (Clark §4.1: ~8%)."""
+    res = pr.result
+    return Measurement(100.0 * res.n_split_words / max(res.n_words, 1), n=res.n_words, n_unit="words", unit="%",
+                       detail=f"{res.n_split_words} of {res.n_words} words")
+
+
+@metric("right_branching_accuracy")
+def right_branching_accuracy(pr, relation: str = "All") -> Measurement:
+    """The right-branching baseline: every word's head is the next word (Clark §4.2: 26.3 UAS; §5 Table 3: 26)."""
+    base = pr.result.baselines[relation]
+    return Measurement(base.right_branching, n=base.n, n_unit="arcs", unit="%",
+                       standard_error=binomial_se_points(base.right_branching, base.n),
+                       detail=f"best fixed offset {base.offset:+d}: {base.accuracy:.1f}%")
+
+
+@metric("ignore_special_tokens")
+def ignore_special_tokens(pr, max_change: float) -> Measurement:
+    """Share of heads whose All accuracy changes by <= ``max_change`` points when [CLS]/[SEP] may be predicted
+    (Clark §4.1 fn. 2: ignoring them "does not significantly change the accuracies for most heads")."""
+    res = pr.result
+    r = res.relations.index("All")
+    n = int(res.n_arcs[r])
+    without = 100.0 * res.correct[:, 0, r, :] / max(n, 1)
+    with_special = 100.0 * res.all_correct_with_special / max(n, 1)
+    change = (with_special - without).abs()
+    small = int((change <= max_change).sum())
+    worst = int(torch.argmax(change))
+    layer, head = divmod(worst, change.shape[1])
+    return Measurement(small / change.numel(), n=n, n_unit="arcs", detail=(
+        f"{small} of {change.numel()} heads within {max_change} points; largest change {head_name(layer, head)}: "
+        f"{without[layer, head]:.1f}% → {with_special[layer, head]:.1f}%"))
+
+
+@metric("noop_sink_by_nominality")
+def noop_sink_by_nominality(pr, relation: str = "dobj") -> Measurement:
+    """In the best head for ``relation`` (Clark: 8-10 for dobj), non-nominal words' attention to [CLS]+[SEP]
+    minus nominal words' (Clark §3.2, Fig. 5: words outside the head's function attend to the no-op)."""
+    res = pr.result
+    best = res.best_head(relation)
+    other, nominal = res.sink_share[best.layer, best.head].tolist()
+    se = None
+    if res.sink_sq_mean is not None:  # the two means' SEs combined, words taken as independent (they share
+        sq = res.sink_sq_mean[best.layer, best.head].tolist()  # sentences, so this errs narrow)
+        se = sum(max(q - m * m, 0.0) / max(n, 1) for q, m, n in zip(sq, (other, nominal), res.n_nominal)) ** 0.5
+    return Measurement(other - nominal, n=sum(res.n_nominal), n_unit="words", head=best.name, unit="share",
+                       standard_error=se, detail=(
+        f"best {relation} head {best.describe()}: non-nominal → [CLS]+[SEP] {other:.3f} "
+        f"(n={res.n_nominal[0]}), nominal → {nominal:.3f} (n={res.n_nominal[1]})"))
+
+
+@metric("word_map_row_sum_error")
+def word_map_row_sum_error(pr) -> Measurement:
+    """Largest |row sum - 1| of the word-level maps with [CLS]/[SEP] kept (Clark §4.1: sums stay 1)."""
+    return Measurement(pr.result.max_row_sum_error, n=pr.result.n_words, n_unit="words",
+                       detail="sum over word columns + [CLS] + [SEP], per word, every head and layer")
+
+
+# ---- the pass ---------------------------------------------------------------------------------------------------
+
+@family("dependency", corpora=("ewt_dev", "ewt_test", "gum_dev", "gum_test"), default_corpus="ewt_dev")
+def prepare_dependency(loaded: LoadedModel, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None,
+                       batch_size: int = 32, max_tokens: int | None = None) -> PreparedPass:
+    """Clark §4.2: one sentence per example; sentences longer than the model's positions are skipped, counted."""
+    from ..data.ud import CORPORA, load_corpus
+
+    sentences = load_corpus(data_dir, corpus, limit)
+    encoded_all = [encode_words(loaded.tokenizer, i, s.words) for i, s in enumerate(sentences)]
+    encoded, skipped = drop_too_long(encoded_all, min(max_tokens or loaded.info.max_positions, loaded.info.max_positions))
+    arcs = [sd_arcs(s) for s in sentences]
+    kept_arcs = [arcs[e.index] for e in encoded]
+    nominal = [np.array([u in NOMINAL_UPOS for u in s.upos], dtype=bool) for s in sentences]
+    info = loaded.info
+
+    def finish(result):
+        result.baselines = offset_baselines(kept_arcs)
+        return result
+
+    return PreparedPass("dependency", corpus, f"{CORPORA[corpus]} (UD trees mapped to SD, Clark Table 1 relations)",
+                        loaded, encoded, skipped,
+                        lambda: DependencyReducer(arcs, info.n_layers, info.n_heads, info.device, nominal_per_example=nominal),
+                        finish=finish, with_words=True, batch_size=batch_size, data_paths=[data_dir / CORPORA[corpus]])

@@ -1,0 +1,176 @@
+"""The Markdown job summary of a run (issue 37), for a CI job page (GitHub Actions' ``$GITHUB_STEP_SUMMARY``) or any
+log: verdict counts per model, then the lost claims and failed checks (what broke the build), then the table.
+
+Library: :func:`job_summary` (records of ``claims.json`` or :class:`ClaimOutcome` objects -> Markdown),
+:func:`lost_claims`, :func:`failed_checks`, :func:`write_job_summary` (appends to ``$GITHUB_STEP_SUMMARY`` when set).
+Command: ``python -m bertattn_bench.report.summary REPORT_DIR [--out FILE] [--fail]`` prints the summary of a claims report,
+appends it to ``--out`` or ``$GITHUB_STEP_SUMMARY``, and with ``--fail`` exits 1 when a claim was lost or a check
+failed (naming them), 4 when the report cannot be read.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..base.settings import SUMMARY_ENV, env
+
+VERDICTS = ("holds", "does not hold", "inconclusive", "skipped")
+
+
+def _records(items) -> list[dict]:
+    out = []
+    for x in items:
+        if isinstance(x, dict):
+            out.append(x)
+        else:  # a ClaimOutcome
+            out.append(x.record() | {"verdict": x.verdict})
+    return out
+
+
+def _verdict(r: dict) -> str:
+    if r.get("skipped"):
+        return "skipped"
+    if r.get("inconclusive"):
+        return "inconclusive"
+    return "holds" if r.get("holds") else "does not hold"
+
+
+def _model(r: dict) -> str:
+    from .claims_report import short_model
+
+    return short_model(r["model"]) + (" (negative control)" if r.get("negative_control") else "")
+
+
+def lost_claims(records) -> list[dict]:
+    """Claims that held on the baseline's model (``compare``: model A, or the model's own recorded run) and do not
+    hold here (an inconclusive side counts, as in the compare check); the negative control apart."""
+    return [r for r in _records(records) if not r.get("negative_control") and not r.get("skipped")
+            and r.get("baseline_holds") is True and r.get("holds") is False]
+
+
+def _failed(r: dict) -> bool:
+    """What fails the build: a check that failed; for the negative control (the random twin, one test per family)
+    a learned-structure claim that holds there (benchmarks/test_negative_control.py), an inconclusive side apart."""
+    if r.get("negative_control"):
+        return not r.get("skipped") and r.get("holds") is True
+    return r.get("passed") is False
+
+
+def failed_checks(records) -> list[dict]:
+    """Every record whose check fails the build (:func:`_failed`), lost claims included."""
+    return [r for r in _records(records) if _failed(r)]
+
+
+def _num(v) -> str:
+    return "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _why(r: dict) -> str:
+    if r.get("check_failure"):
+        return r["check_failure"]
+    if r.get("negative_control"):
+        return "holds on random weights (a learned-structure claim must not)"
+    if r.get("baseline_holds") is True and r.get("holds") is False:
+        who = r.get("baseline_model") or "the baseline"
+        return f"held on {who} ({_num(r.get('baseline'))}), does not hold here ({_num(r.get('measured'))})"
+    return "does not hold" if r.get("baseline") is None else "check failed"
+
+
+def job_summary(items, title: str = "bertattn-bench: claims vs measured", missing: list[str] | None = None) -> str:
+    """The Markdown summary: counts per model, lost claims and failed checks first, then every record."""
+    records = _records(items)
+    lines = [f"## {title}", ""]
+    if missing:
+        lines += [f"> **Incomplete run**: {len(missing)} selected claim(s)/test(s) did not run: "
+                  + ", ".join(missing[:20]) + (" …" if len(missing) > 20 else ""), ""]
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(_model(r), []).append(r)
+    lines += ["| model | " + " | ".join(VERDICTS) + " | checks passed | checks failed |",
+              "|---|" + "---|" * (len(VERDICTS) + 2)]
+    for model, group in sorted(groups.items()):
+        counts = {v: sum(1 for r in group if _verdict(r) == v) for v in VERDICTS}
+        failed = sum(1 for r in group if _failed(r))
+        passed = sum(1 for r in group if not r.get("skipped") and not _failed(r))
+        lines.append(f"| {_cell(model)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + f" | {passed} | {failed} |")
+    lost, failed = lost_claims(records), failed_checks(records)
+    lost_keys = {(r["claim_id"], r["model"], r["corpus"]) for r in lost}
+    other = [r for r in failed if (r["claim_id"], r["model"], r["corpus"]) not in lost_keys]
+    lines.append("")
+    if lost:
+        lines += [f"### Lost claims ({len(lost)})", ""]
+        lines += [f"- **{r['claim_id']}** on {r['corpus']} ({_cell(_model(r))}): {_cell(_why(r))}" for r in lost]
+        lines.append("")
+    if other:
+        lines += [f"### Failed checks ({len(other)})", ""]
+        lines += [f"- **{r['claim_id']}** on {r['corpus']} ({_cell(_model(r))}): {_cell(_why(r))}" for r in other]
+        lines.append("")
+    if not lost and not failed:
+        lines += ["No claim lost, every check passed.", ""]
+    lines += ["### All claims", "", "| claim | model | data | measured | n | verdict | check |",
+              "|---|---|---|---|---|---|---|"]
+    order = sorted(records, key=lambda r: (not _failed(r), r.get("paper", ""), r.get("section", ""),
+                                           r["claim_id"], r["model"], r["corpus"]))
+    for r in order:
+        check = "skip" if r.get("skipped") else ("FAIL" if _failed(r) else "pass")
+        lines.append(f"| {_cell(r['claim_id'])} | {_cell(_model(r))} | {_cell(r['corpus'])} | {_num(r.get('measured'))}"
+                     f" | {_num(r.get('n'))} | {_cell(_verdict(r))} | {check} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_job_summary(text: str, path: str | Path | None = None) -> Path | None:
+    """Append ``text`` to ``path`` or, when not given, to ``$GITHUB_STEP_SUMMARY`` where set (else nothing: None)."""
+    target = path or env(SUMMARY_ENV)
+    if not target:
+        return None
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "a", encoding="utf-8") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..base.errors import BenchError
+    from .matrix import read_records
+    from .claims_report import read_json
+
+    parser = argparse.ArgumentParser(prog="python -m bertattn_bench.report.summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("report", help="a claims report folder (--claims-report DIR) or its claims.json")
+    parser.add_argument("--out", default=None, help=f"append the summary here (default ${SUMMARY_ENV} where set)")
+    parser.add_argument("--title", default="bertattn-bench: claims vs measured")
+    parser.add_argument("--fail", action="store_true", help="exit 1 when a claim was lost or a check failed")
+    args = parser.parse_args(argv)
+    try:
+        records = read_records(Path(args.report))
+        path = Path(args.report)
+        doc = read_json(path / "claims.json" if path.is_dir() else path, "")
+        missing = doc.get("missing") if isinstance(doc, dict) else None
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 4
+    text = job_summary(records, args.title, missing)
+    print(text)
+    write_job_summary(text, args.out)
+    lost, failed = lost_claims(records), failed_checks(records)
+    if args.fail and (lost or failed or missing):
+        if lost:
+            print("LOST CLAIMS: " + ", ".join(f"{r['claim_id']}@{r['corpus']}" for r in lost), file=sys.stderr)
+        rest = [r for r in failed if r not in lost]
+        if rest:
+            print("FAILED CHECKS: " + ", ".join(f"{r['claim_id']}@{r['corpus']} ({_model(r)})" for r in rest),
+                  file=sys.stderr)
+        if missing:
+            print(f"INCOMPLETE: {len(missing)} claim(s)/test(s) not run", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

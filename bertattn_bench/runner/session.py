@@ -1,0 +1,403 @@
+"""The run, as a library: models and selections resolved, passes prepared, made and cached, claims evaluated,
+baselines compared and recorded, the report written from the results. No face here.
+
+Three faces call it and re-implement no step: the pytest plugin (``pytest_plugin`` / ``pytest_bench``: one test per
+claim, pytest-benchmark's timings), the Python API (:func:`bertattn_bench.faces.api.run`: a model object in, results as
+data out) and the command line (``bertattn-bench``). ``scripts/architectures.py`` runs its tiny models through
+:func:`evaluate_family`.
+
+Everything here raises :class:`BenchError` with a message naming what to fix; a face decides how to show it (a
+pytest usage error, a failed test, a non-zero exit status).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..claims import tiers
+from ..base.errors import BenchError
+
+from ..base.settings import TIER_ENV, env
+EVERY_FAMILY = "*"
+COMPARE_POLICIES = ("lost", "flips", "never")  # a benchmark module's FAMILY that stands for every registered family
+
+
+@dataclass(frozen=True)
+class Target:
+    """One pass: a model, a corpus, a family."""
+
+    model: str
+    corpus: str
+    family: str
+
+    @property
+    def id(self) -> str:
+        return f"{model_id(self.model)}-{self.corpus}"
+
+
+def model_id(name: str) -> str:
+    """A model as a word of test ids: ``minilm`` for the embedded model, a folder's name, a hub name's last part;
+    a random-init twin is ``random<seed>`` (``random0``), a word that holds no other model's id, so ``-k minilm``
+    selects the model and not its twin, and ``-k random`` the twins."""
+    from ..engine.model import EMBEDDED, RANDOM_PREFIX
+
+    if name in (EMBEDDED, "", None):
+        return "minilm"
+    if name.startswith(RANDOM_PREFIX):
+        seed = name[len(RANDOM_PREFIX):].partition("@")[2].strip() or "0"
+        return f"random{seed}"
+    return Path(name).name or name
+
+
+def paper_key(paper: str | None) -> str:
+    """A claim's paper as a word for test ids and selections: "Kovaleva et al. 2019" -> "kovaleva"."""
+    return (paper or "other").split()[0].lower()
+
+
+def resolve_tier(tier: str | None) -> str:
+    """The tier asked for (option, else ``$BERTATTN_TIER``, else the default), checked."""
+    if tier:
+        return tiers.check(tier, "--tier")
+    value = env(TIER_ENV)
+    return tiers.check(value, f"{TIER_ENV}=") if value else tiers.DEFAULT
+
+
+@dataclass
+class RunOptions:
+    """What a run is asked for: plain values (a face fills them from its options; :func:`api.run` from its
+    arguments). Environment variables are read by the callers through :mod:`settings`."""
+
+    models: list[str] = field(default_factory=lambda: ["embedded"])
+    data_dir: str | Path | None = None
+    device: str | None = None
+    corpus_options: list[str] = field(default_factory=list)  # ["family=a,b", ...] as --corpus gives them
+    limit: int | None = None
+    batch_size: int = 32
+    tier: str | None = None
+    cache_dir: Path | None = None  # None: no cache
+    time_cores: bool = False
+    record_baseline: Path | None = None
+    compare_to: str | None = None
+    compare_fail_on: str = "lost"  # what fails a --compare-to run: lost (held on A, not here), flips, never
+    claims_report: Path | None = None
+    check_baseline: bool = True  # False: values reported, never checked against the model's recorded baseline
+    command: str = ""
+    progress: bool = False
+
+    def __post_init__(self):
+        self.tier = resolve_tier(self.tier)
+
+    def check(self) -> None:
+        """Every option that can be judged without a model or data: a BenchError naming the option."""
+        from ..engine.model import RANDOM_PREFIX, choose_device
+        from ..base.settings import output_dir, parse_random_model, positive_int
+
+        positive_int("--batch-size", self.batch_size)
+        positive_int("--limit", self.limit)
+        choose_device(self.device)
+        for name in self.models:
+            if isinstance(name, str):
+                parse_random_model(name, RANDOM_PREFIX)
+        self.chosen_corpora()
+        output_dir("--claims-report", None if self.claims_report is None else str(self.claims_report))
+        output_dir("--record-baseline", None if self.record_baseline is None else str(self.record_baseline))
+        if self.compare_fail_on not in COMPARE_POLICIES:
+            raise BenchError(f"--compare-fail-on {self.compare_fail_on}: expected one of {', '.join(COMPARE_POLICIES)}")
+        if self.compare_to is not None:
+            load_baseline_file(compare_to_path(self.compare_to))
+        from .cache import check_cache_dir
+
+        check_cache_dir(self.cache_dir)  # a folder that cannot be used at all: named now (read-only: used read-only)
+
+    def chosen_corpora(self) -> dict[str, list[str]]:
+        from ..claims.registry import families
+        from ..base.settings import parse_corpus_options
+
+        return parse_corpus_options(self.corpus_options, {f.name: tuple(f.corpora) for f in families().values()})
+
+    def corpora(self, family: str) -> list[str]:
+        from ..claims.registry import families
+
+        return self.chosen_corpora().get(family) or families()[family].default_corpora(self.tier)
+
+    def family_limit(self, family: str) -> tuple[int | None, str | None]:
+        """(example limit, tier that set it) of a family's pass: --limit, else the quick tier's cap, else none."""
+        from ..claims.registry import families
+
+        return families()[family].tier_limit(self.tier, self.limit)
+
+
+def compare_to_path(name: str) -> Path:
+    """The baseline file --compare-to names (a JSON path, a model slug or name); a BenchError when there is none."""
+    from ..claims.catalog import baseline_path
+
+    candidates = [Path(name), baseline_path(name), baseline_path(Path(name).name)]
+    if name in ("embedded", ""):
+        from ..engine.model import EMBEDDED_NAME
+
+        candidates.insert(0, baseline_path(EMBEDDED_NAME))
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        known = ", ".join(sorted(p.stem for p in baseline_path("x").parent.glob("*.json"))) or "none"
+        raise BenchError(f"--compare-to {name}: no recorded baseline by that name or path (recorded: {known}; "
+                         f"record one with --record-baseline)")
+    return path
+
+
+def load_baseline_file(path: Path) -> dict:
+    """The baseline --compare-to names (the one parser: :func:`documents.baseline_document`)."""
+    from ..base.documents import baseline_document, read_baseline_text
+
+    return baseline_document(read_baseline_text(path), str(path))
+
+
+def family_order() -> list[str]:
+    """Every registered family, ordered by paper (the first claim's) and name: the order of tests and tables."""
+    from ..claims.catalog import load_claims
+    from ..claims.registry import families
+
+    catalog = load_claims()
+
+    def order(name: str):
+        claims = [c for c in catalog if c.family == name]
+        return (paper_key(claims[0].paper) if claims else "~", name)
+
+    return sorted(families(), key=order)
+
+
+class Runner:
+    """Everything computed in one run, shared by every claim: models, passes, outcomes.
+
+    ``loaded``: models the caller already holds (``{name: LoadedModel}``), used instead of loading ``name``.
+    ``on_pass`` / ``on_outcome``: where a pass summary and an outcome go (default: this runner's ``passes`` and
+    ``outcomes``; the pytest face sends them through the test reports, so pytest-xdist workers reach the table).
+    ``make``: how a prepared pass is computed (default: its artifacts, then its run; the pytest face times the run).
+    """
+
+    def __init__(self, options: RunOptions, loaded: dict | None = None):
+        from .cache import PassCache
+
+        self.options = options
+        self.models: dict[str, object] = dict(loaded or {})
+        self.results: dict[Target, object] = {}
+        self.outcomes: list = []
+        self.passes: list[dict] = []
+        self._data_dir = None
+        self._compare = None
+        self.cache = PassCache(options.cache_dir)
+
+    # ---- hooks a face may replace --------------------------------------------------------------------------------
+    def on_pass(self, summary: dict) -> None:
+        self.passes.append(summary)
+
+    def on_outcome(self, outcome) -> None:
+        self.outcomes.append(outcome)
+
+    def make(self, prepared, run: Callable | None = None):
+        """A pass computed: its artifacts made (fine-tunes; not part of the run's time), then the run."""
+        return make_pass(prepared, self.options.progress, run)
+
+    # ---- inputs ----------------------------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        if self._data_dir is None:
+            from ..base.settings import resolve_data_dir
+
+            self._data_dir = resolve_data_dir(None if self.options.data_dir is None else str(self.options.data_dir))
+        return self._data_dir
+
+    def model(self, name: str):
+        """Load once per run; a load error is kept (and raised again, naming the model) without retrying."""
+        from ..base.errors import ModelLoadError
+        from ..engine.model import load_model
+
+        if name not in self.models:
+            try:
+                self.models[name] = load_model(name, device=self.options.device)
+            except BenchError as exc:
+                self.models[name] = exc
+        loaded = self.models[name]
+        if isinstance(loaded, BenchError):
+            raise ModelLoadError(str(loaded) if str(loaded).startswith("--model") else f"--model {name}: {loaded}")
+        return loaded
+
+    def prepare(self, target: Target):
+        from ..claims.registry import families
+
+        loaded = self.model(target.model)
+        fam = families()[target.family]
+        kwargs = {}
+        if fam.trains:  # families that train: tier, checkpoint cache (none from a read-only cache: trained in memory)
+            kwargs["options"] = {"tier": self.options.tier,
+                                 "cache_dir": None if self.cache.read_only else self.cache.directory,
+                                 "progress": self.options.progress}
+        try:
+            return fam.prepare(loaded, self.data_dir, target.corpus, limit=self.options.family_limit(target.family)[0],
+                               batch_size=self.options.batch_size, **kwargs)
+        except BenchError as exc:  # the same kind of error (a DataError stays one), naming the pass
+            raise type(exc)(f"{target.family} / {target.corpus}: {exc}") from exc
+
+    # ---- passes ----------------------------------------------------------------------------------------------
+    def cached(self, target: Target, compute, prepared, force: bool = False):
+        """The pass from the disk cache, else ``compute()`` (and cached); its summary published."""
+        from ..claims.baselines import describe_data
+
+        info = prepared.loaded.info
+        limit, tier = self.options.family_limit(target.family)
+        key = self.cache.key(target.family, target.corpus, info, prepared, {"limit": limit, "data": prepared.data})
+        path = self.cache.path(info.slug, target.family, target.corpus, key) if self.cache.directory else None
+        result, hit = self.cache.get_or_compute(path, compute, force=force)
+        result.tier = tier  # a capped quick-tier sample: in the corpus label, so it is never judged as the whole corpus
+        self.results[target] = result
+        data_files = describe_data(list(getattr(prepared, "data_paths", [])), self.data_dir, self.cache.digests)
+        self.on_pass(pass_summary(result, cached=hit, path=path, data_files=data_files, limit=self.options.limit))
+        return result
+
+    def result(self, target: Target):
+        """The pass for ``target``: from memory, else from the disk cache, else computed (and cached)."""
+        if target not in self.results:
+            prepared = self.prepare(target)
+            self.cached(target, lambda: self.make(prepared), prepared)
+        return self.results[target]
+
+    def pass_results(self) -> list:
+        """The pass results of this run: in memory, or (computed by other processes, e.g. pytest-xdist workers)
+        loaded from the cache files they wrote; an entry that is not readable is left out with a warning."""
+        from .cache import CacheEntryError, CacheWarning, load_result
+
+        out = {(r.model.slug, r.family, r.corpus): r for r in self.results.values()}
+        for p in self.passes:
+            key = (p["slug"], p["family"], p["corpus"])
+            if key not in out and p.get("cache_path") and Path(p["cache_path"]).is_file():
+                try:
+                    out[key] = load_result(Path(p["cache_path"]))
+                except CacheEntryError as exc:
+                    warnings.warn(f"{exc}: its figures are left out", CacheWarning)
+        return list(out.values())
+
+    # ---- claims ----------------------------------------------------------------------------------------------
+    def compare_baseline(self) -> dict:
+        """The other model's baseline named by --compare-to (a JSON path, a model slug or name)."""
+        if self._compare is None:
+            self._compare = load_baseline_file(compare_to_path(self.options.compare_to))
+        return self._compare
+
+    def other_passes(self, claim, target: Target, negative_control: bool = False) -> list:
+        """The further passes a claim names (``inputs``), resolved against this run; NotApplicable says why not."""
+        from ..claims.registry import NotApplicable
+
+        out = []
+        for spec in claim.inputs:
+            fam = spec.get("family", target.family)
+            corpus = spec.get("corpus", target.corpus)
+            if spec.get("model") == "other":
+                models = [m for m in self.options.models if m != target.model and not negative_control]
+                if not models:
+                    raise NotApplicable("compares two models: run with a second --model")
+            else:
+                models = [spec.get("model", target.model)]
+            if corpus not in self.options.corpora(fam):
+                raise NotApplicable(f"needs the {fam} pass on {corpus}, which this run does not include "
+                                    f"(add --corpus {fam}=...,{corpus} or --tier full)")
+            for m in models:
+                out.append(self.result(Target(m, corpus, fam)))
+        return out
+
+    def outcome(self, claim, target: Target, negative_control: bool = False):
+        """One claim judged on ``target``'s pass: against the paper, and against the recorded baseline (this
+        model's, or --compare-to's); a negative control passes when a learned claim does not hold."""
+        from ..claims.catalog import evaluate, load_baseline
+
+        pr = self.result(target)
+        others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
+        recording = self.options.record_baseline is not None
+        comparing = self.options.compare_to is not None and not negative_control
+        if comparing:
+            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit,
+                           compare_fail_on=self.options.compare_fail_on)
+        else:
+            own = not (recording or negative_control or not self.options.check_baseline)
+            out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,
+                           limit=self.options.limit)
+        out.negative_control = negative_control
+        if negative_control and out.skipped is None:
+            # a learned-structure claim must fail on random weights, clearly (an inconclusive "does not hold" fails)
+            out.passed = out.holds is False and not out.inconclusive
+            out.comparison = f"NOT {out.comparison} (negative control)"
+        elif recording and out.skipped is None and not comparing:
+            out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
+        self.on_outcome(out)
+        return out
+
+    # ---- outputs ---------------------------------------------------------------------------------------------
+    def provenance(self) -> dict:
+        from ..report.claims_report import run_provenance
+
+        return run_provenance(self.passes, limit=self.options.limit, tier=self.options.tier,
+                              command=self.options.command)
+
+    def write_report(self, directory: Path | str, missing: list[str] | None = None) -> list[Path]:
+        """claims.md/.csv/.json, run.json, the matrix and each family's figures, from this run's results;
+        ``missing``: what was selected and not run (the report is marked incomplete and names them)."""
+        return write_report_files(self.outcomes, self.pass_results(), Path(directory), self.provenance(), missing)
+
+    def record_baselines(self, directory: Path | str, date: str | None = None) -> list[Path]:
+        from ..claims.baselines import record_baselines
+
+        return record_baselines(self.outcomes, self.passes, Path(directory), command=self.options.command,
+                                limit=self.options.limit, date=date)
+
+
+def make_pass(prepared, progress: bool, run: Callable | None = None):
+    """The one way a prepared pass is computed: its artifacts (fine-tunes: never timed), then ``run(measure)`` (a
+    timer around the measurement, or nothing: the measurement itself)."""
+    prepared.artifacts(progress=progress)
+    measure = lambda: prepared.run(progress=progress)  # noqa: E731
+    return measure() if run is None else run(measure)
+
+
+def pass_summary(r, cached: bool, path: Path | None = None, data_files: str = "", limit: int | None = None) -> dict:
+    """What a pass reports beside its claims (the table's footer, run.json's data, the baseline's provenance)."""
+    return {"family": r.family, "corpus": r.corpus, "data": r.data, "model": r.model.name, "slug": r.model.slug,
+            "source": r.model.source, "device": r.model.device, "attn_implementation": r.model.attn_implementation,
+            "n_examples": r.n_examples, "seconds": r.seconds, "skipped": r.skipped.describe(), "cached": cached,
+            "limit": limit, "cache_path": str(path) if path else None, "data_files": data_files,
+            "learning": [c.record() for c in getattr(r, "learning", ()) or ()]}
+
+
+def write_report_files(outcomes: list, results: list, directory: Path, provenance: dict,
+                       missing: list[str] | None = None) -> list[Path]:
+    """The claims report of ``outcomes`` with the figures of each family's pass ``results``."""
+    from ..claims.registry import FIGURES
+    from ..report.claims_report import write_report
+
+    by_family: dict[str, list] = {}
+    for r in results:
+        by_family.setdefault(r.family, []).append(r)
+    figures = []
+    for fam, rs in sorted(by_family.items()):
+        if fam in FIGURES:
+            figures += FIGURES[fam](rs, directory / "figures")
+    return write_report(outcomes, directory, figures, provenance, missing=missing) + figures
+
+
+def pass_lines(passes: list[dict]) -> list[str]:
+    """One line per pass of the run: computed (examples per second) or loaded from the cache."""
+    lines, seen = [], set()
+    for p in passes:
+        key = (p["slug"], p["family"], p["corpus"], p["cached"])
+        if key in seen or not p["n_examples"]:
+            continue
+        seen.add(key)
+        rate = p["n_examples"] / p["seconds"] if p["seconds"] else float("nan")
+        what = "loaded from cache (computed earlier: " if p["cached"] else "attention core: "
+        lines.append(f"{what}{p['model']} / {p['family']}:{p['corpus']}: {p['n_examples']} examples in "
+                     f"{p['seconds']:.2f}s = {rate:.1f}/s on {p['device']}{')' if p['cached'] else ''}"
+                     + (f"; {p['skipped']}" if p["skipped"] else ""))
+    from ..report.claims_report import trained_models
+
+    return lines + [f"learned-model guard: {t['subject']}: {'learned' if t['learned'] else 'DID NOT LEARN'}: "
+                    f"{t['test']}" for t in trained_models(passes)]
+

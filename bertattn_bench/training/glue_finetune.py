@@ -1,0 +1,451 @@
+"""Fine-tuning any encoder the suite loads on a GLUE task, with an on-disk checkpoint cache, and evaluation
+(plain, under interventions, and as a batched sweep of configurations).
+
+* :class:`TaskModel`: the loaded encoder (a deep copy; the session's model is never changed) + a classification or
+  regression head on the first token's final hidden state (dropout → dense → tanh → dropout → linear, BERT's
+  pooler + classifier, built here so that it is seeded and needs no pooler weights in the checkpoint).
+* :func:`finetune`: the paper's recipe (Kovaleva §3 after Devlin et al.: batch 32, 3 epochs, at most 128 pieces;
+  see :class:`Recipe` for the choices the paper leaves open). Seeded: head init, data order and dropout are
+  drawn from generators seeded per (seed, epoch), so a run resumed from its last finished epoch continues
+  exactly as an uninterrupted one.
+* :func:`finetuned`: fine-tune once per (base weights, task, recipe, seed, data, trainer code) and keep it under
+  ``<cache>/finetune/``; a file lock makes two workers share one training; an interrupted run resumes.
+* :func:`predict`: evaluation (the sweep of head configurations is :mod:`bertattn_bench.training.sweeps`, kept out of this
+  module so that changing it does not change the checkpoints' key).
+* :func:`with_precision`: bf16 autocast or float32 training (``$BERTATTN_FT_PRECISION``; "auto" takes bf16 only
+  where it is faster), recorded in the recipe (the key) and the checkpoint's meta.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from contextlib import closing
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..engine import attention
+from . import checkpoints
+from ..engine.batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs
+from ..data import glue
+from ..base.errors import DataError
+from ..base.settings import PRECISION_ENV, env
+
+TRAINER_VERSION = "1"  # bump when a change to training changes the weights it produces
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Fine-tuning hyper-parameters. Batch 32 and 3 epochs are the paper's (Kovaleva §3: "batch size of 32 and 3
+    epochs"). The paper states nothing else; we take the defaults of the authors' ``run_classifier.py``: at most 128
+    word pieces per input (its ``--max_seq_length`` default), learning rate 5e-5, linear warm-up over the first 10%
+    of steps then linear decay, weight decay 0.01 off biases and LayerNorm. The optimiser is not BertAdam: we use
+    torch's AdamW (bias-corrected, eps 1e-8) and clip the gradient's global norm at 1.0, where BertAdam clips each
+    parameter's gradient at norm 1.0, has no bias correction and eps 1e-6 (a deviation, docs/kovaleva.md)."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 5e-5
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    max_tokens: int = 128
+    max_train: int | None = None  # subsample the training set (seeded) to this many examples (SST-2 on CPU)
+    # mixed precision: forward/backward matmuls in bfloat16 under autocast, weights, optimiser and loss in float32
+    # (standard fine-tuning practice; 1.56x faster than fp32 on an AVX512-BF16 CPU, ~1.9x with AMX). Evaluation is
+    # always float32. The recorded baselines were trained with it. :func:`with_precision` turns it off where the
+    # hardware has no bf16 units ("auto", the default) or as ``BERTATTN_FT_PRECISION`` says.
+    bf16_autocast: bool = True
+
+    def key(self) -> dict:
+        return asdict(self)
+
+
+PRECISIONS = ("auto", "recipe", "bf16", "fp32")
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products in hardware: AMX tiles, AVX512-BF16
+
+
+def bf16_pays(device: torch.device) -> tuple[bool, str]:
+    """Whether bf16 autocast trains faster than float32 on ``device``, and why. On a CPU with bf16 dot products in
+    hardware (AMX tiles or AVX512-BF16; :data:`BF16_CPU_FLAGS`): on this project's 2-core AMD EPYC (AVX512-BF16, no
+    AMX) an MRPC fine-tune took 212 s with bf16 autocast against 330 s in fp32 (3 epochs, same run, docs/speed.md);
+    without them autocast emulates bf16 and is slower. On CUDA where the GPU supports bf16."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        ok = torch.cuda.is_bf16_supported()
+        return ok, f"CUDA {'with' if ok else 'without'} bf16 support"
+    if device.type == "cpu":
+        have = [f for f in BF16_CPU_FLAGS if f in _cpu_flags()]
+        return (True, f"CPU with {' and '.join(have)}") if have else (
+            False, "CPU without AMX or AVX512-BF16 (bf16 autocast would be emulated, slower than fp32)")
+    return False, f"{device.type}: bf16 autocast not known to pay"
+
+
+def with_precision(recipe: Recipe, device, choice: str | None = None) -> tuple[Recipe, str]:
+    """The recipe with the training precision of ``choice`` (default: ``$BERTATTN_FT_PRECISION``, else "auto"):
+    "auto" takes bf16 autocast only where :func:`bf16_pays`, else fp32; "recipe" keeps ``recipe.bf16_autocast``;
+    "bf16" / "fp32" force one. Returns (recipe, why); the precision is in the recipe, so in the checkpoint's key and
+    its meta."""
+    choice = (choice if choice is not None else env(PRECISION_ENV)).strip().lower() or "auto"
+    if choice not in PRECISIONS:
+        raise DataError(f"{PRECISION_ENV}={choice!r}: expected one of {', '.join(PRECISIONS)}")
+    if choice == "recipe":
+        return recipe, f"the recipe's ({'bf16 autocast' if recipe.bf16_autocast else 'fp32'})"
+    if choice in ("bf16", "fp32"):
+        return replace(recipe, bf16_autocast=choice == "bf16"), f"{PRECISION_ENV}={choice}"
+    ok, why = bf16_pays(device)
+    return replace(recipe, bf16_autocast=ok), f"auto: {why}"
+
+
+# ---- the model -----------------------------------------------------------------------------------------------
+
+class TaskModel(torch.nn.Module):
+    """Encoder + head; ``forward`` returns logits ``(B, C)`` (``(B,)`` for regression)."""
+
+    def __init__(self, encoder: torch.nn.Module, num_labels: int, seed: int):
+        super().__init__()
+        self.encoder = encoder
+        self.config = encoder.config  # attention.attention_modules checks the attention implementation here
+        hidden = int(encoder.config.hidden_size)
+        p = float(getattr(encoder.config, "hidden_dropout_prob", 0.1))
+        gen = torch.Generator().manual_seed(seed)
+        dense, out = torch.nn.Linear(hidden, hidden), torch.nn.Linear(hidden, num_labels)
+        std = float(getattr(encoder.config, "initializer_range", 0.02))
+        with torch.no_grad():
+            for lin in (dense, out):  # BERT's init: normal(0, initializer_range), zero bias
+                lin.weight.copy_(torch.randn(lin.weight.shape, generator=gen) * std)
+                lin.bias.zero_()
+        self.head = torch.nn.Sequential(torch.nn.Dropout(p), dense, torch.nn.Tanh(), torch.nn.Dropout(p), out)
+        self.num_labels = num_labels
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        hidden = self.encoder(**model_inputs(self.encoder, input_ids, attention_mask, token_type_ids)).last_hidden_state[:, 0]
+        logits = self.head(hidden)
+        return logits[:, 0] if self.num_labels == 1 else logits
+
+
+def task_model(loaded, t: glue.Task, seed: int) -> TaskModel:
+    """A fresh task model on the loaded encoder (deep-copied), head seeded by ``seed``."""
+    encoder = copy.deepcopy(loaded.model)
+    model = TaskModel(encoder, t.num_labels, seed).to(loaded.info.device)
+    model.eval()
+    return model
+
+
+def loss_per_example(t: glue.Task, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    if t.is_regression:
+        return (logits - labels) ** 2
+    return torch.nn.functional.cross_entropy(logits, labels.long(), reduction="none")
+
+
+# ---- data ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Encoded_:
+    """A task split tokenised: the examples (``Encoded``), labels in the same order, and how many were cut."""
+
+    examples: list[Encoded]
+    labels: np.ndarray
+    n_truncated: int
+    max_tokens: int
+    sources: list[str] = field(default_factory=list)
+
+
+def encode_split(tokenizer, rows: Sequence[glue.Example], max_tokens: int) -> Encoded_:
+    """``[CLS] a [SEP] (b [SEP])`` truncated to ``max_tokens`` pieces (longest first, as run_classifier.py)."""
+    if not rows:
+        raise DataError("no examples to encode")
+    a = [r.text_a for r in rows]
+    b = [r.text_b for r in rows] if rows[0].text_b is not None else None
+    full = tokenizer(a, b, truncation=False)["input_ids"]
+    enc = tokenizer(a, b, truncation="longest_first", max_length=max_tokens)
+    examples = []
+    for i, ids in enumerate(enc["input_ids"]):
+        types = enc["token_type_ids"][i] if "token_type_ids" in enc else [0] * len(ids)
+        examples.append(Encoded(i, list(ids), list(types), [-1] * len(ids), 0))
+    n_trunc = sum(len(f) > max_tokens for f in full)
+    return Encoded_(examples, np.array([r.label for r in rows], dtype=np.float32), n_trunc, max_tokens,
+                    [r.source for r in rows])
+
+
+# ---- training ------------------------------------------------------------------------------------------------
+
+def _optimizer(model: TaskModel, recipe: Recipe, total_steps: int):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if (name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name) else decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr)
+    warm = max(1, int(recipe.warmup * total_steps))
+
+    def schedule(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    return 1_000_003 * (seed + 1) + 7919 * epoch
+
+
+def epoch_batches(examples: Sequence[Encoded], batch_size: int, seed: int, pool: int = 50) -> list[list[int]]:
+    """One epoch's batches: a seeded random order, cut into pools of ``pool`` batches, each pool sorted by length
+    and cut into batches, then the batches shuffled. Every example once per epoch, random batches as the
+    paper's recipe, but with little padding (the CPU time of a fine-tune roughly halves on MRPC)."""
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(examples), generator=gen).tolist()
+    batches = []
+    for p0 in range(0, len(order), pool * batch_size):
+        pool_ids = order[p0:p0 + pool * batch_size]
+        chunk = [pool_ids[k] for k in length_order([len(examples[i].input_ids) for i in pool_ids])]
+        batches += [chunk[b0:b0 + batch_size] for b0 in range(0, len(chunk), batch_size)]
+    perm = torch.randperm(len(batches), generator=gen).tolist()
+    return [batches[i] for i in perm]
+
+
+def _resume_state(state_path: Path, model: TaskModel, device) -> dict | None:
+    """The resume state at ``state_path`` (written by :func:`train` after an epoch), read with ``weights_only=True``
+    (tensors and plain containers only: nothing in the file can run code), or None with a warning when it is
+    missing parts, holds anything else, or was saved from another model's parameters (names or shapes)."""
+    import pickle
+    import warnings
+
+    if not state_path.is_file():
+        return None
+    try:
+        state = torch.load(state_path, map_location=device, weights_only=True)
+        ok = isinstance(state, dict) and {"epoch", "model", "optimizer", "scheduler", "log"} <= set(state)
+        ours = model.state_dict()
+        ok = ok and isinstance(state["epoch"], int) and isinstance(state["log"], dict) and set(state["model"]) == set(
+            ours) and all(getattr(state["model"][k], "shape", None) == v.shape for k, v in ours.items())
+        why = "not this model's training state (keys or shapes differ)"
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, OSError, AttributeError) as exc:
+        ok, why = False, f"not a plain-tensor state ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+    if not ok:
+        warnings.warn(f"{state_path}: {why}; training from the first epoch", UserWarning, stacklevel=3)
+        state_path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Recipe, seed: int,
+          state_path: Path | None = None, progress: bool = False, desc: str = "fine-tune",
+          stop_after_epoch: int | None = None) -> dict:
+    """Fine-tune ``model`` in place; after every epoch the full state goes to ``state_path`` (resume).
+    ``stop_after_epoch``: return after that many epochs of the full schedule (tests of resuming)."""
+    device = next(model.parameters()).device
+    n = len(data.examples)
+    steps_per_epoch = len(epoch_batches(data.examples, recipe.batch_size, 0))
+    total = steps_per_epoch * recipe.epochs
+    opt, sched = _optimizer(model, recipe, total)
+    log = {"loss_per_epoch": [], "seconds_per_epoch": [], "resumed_from_epoch": 0, "steps": total}
+    start_epoch = 0
+    state = _resume_state(state_path, model, device) if state_path is not None else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        start_epoch, log = state["epoch"], state["log"]
+        log["resumed_from_epoch"] = start_epoch
+    labels = torch.from_numpy(data.labels)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, initial=start_epoch * steps_per_epoch, desc=desc, unit="step", leave=False,
+                   disable=None)
+    for epoch in range(start_epoch, recipe.epochs):
+        model.train()
+        batches = epoch_batches(data.examples, recipe.batch_size, _epoch_seed(seed, epoch))
+        torch.manual_seed(_epoch_seed(seed, epoch) + 1)  # dropout of this epoch
+        t0, total_loss, seen = time.perf_counter(), 0.0, 0
+        for idx in batches:
+            batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
+            y = labels[idx].to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
+                logits = model(**batch.model_inputs())
+            loss = loss_per_example(t, logits.float(), y).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            total_loss += float(loss.detach()) * len(idx)
+            seen += len(idx)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{total_loss / seen:.4f}",
+                                ex_per_s=f"{seen / (time.perf_counter() - t0):.0f}")
+        log["loss_per_epoch"].append(total_loss / seen)
+        log["seconds_per_epoch"].append(time.perf_counter() - t0)
+        if state_path is not None:
+            tmp = state_path.with_suffix(f".tmp{os.getpid()}")
+            torch.save({"epoch": epoch + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "scheduler": sched.state_dict(), "log": log}, tmp)
+            os.replace(tmp, state_path)
+        if stop_after_epoch is not None and epoch + 1 >= stop_after_epoch:
+            break
+    if bar is not None:
+        bar.close()
+    model.eval()
+    return log
+
+
+# ---- evaluation ----------------------------------------------------------------------------------------------
+
+def predict(model: TaskModel, data: Encoded_, tokenizer, batch_size: int = 64,
+            interventions: Sequence[attention.Intervention] = ()) -> np.ndarray:
+    """Logits for every example, in data order (batches sorted by length; padding never changes a logit)."""
+    device = next(model.parameters()).device
+    positions, rows = [], []
+    with closing(attention.forward(model, iter_batches(data.examples, tokenizer, device, batch_size),
+                                   interventions=interventions)) as outputs:
+        for batch, logits in outputs:
+            positions.append(batch.positions)
+            rows.append(logits.float().cpu().numpy())
+    return in_data_order(positions, rows)
+
+
+def to_predictions(t: glue.Task, logits: np.ndarray) -> np.ndarray:
+    return logits if t.is_regression else logits.argmax(-1)
+
+
+# ---- the checkpoint cache ------------------------------------------------------------------------------------
+
+# imported by the modules above but not read by training: scoring (stats: STS-B's Spearman in the GLUE reader),
+# messages (errors) and the environment table (settings: the precision it selects is in the recipe key). A change
+# there leaves the trained weights, and so the checkpoints, as they are.
+NOT_TRAINING_MODULES = tuple(f"{__package__.split('.')[0]}.{m}" for m in ("claims.stats", "base.errors", "base.settings"))
+
+
+def _sources_version() -> str:
+    """What the trained weights depend on in our code: this module and every package module it imports (the GLUE
+    reader, batching, the attention core, ...) except :data:`NOT_TRAINING_MODULES`, plus ``TRAINER_VERSION``."""
+    from ..base.hashing import KEY_ONLY_MODULES, module_version
+
+    return f"{TRAINER_VERSION}-{module_version(__name__, exclude=KEY_ONLY_MODULES + NOT_TRAINING_MODULES)}"
+
+
+@dataclass
+class FineTuned:
+    model: TaskModel
+    meta: dict  # recipe, seed, train size, loss per epoch, seconds, dev scores, cache path
+    cached: bool
+
+
+def checkpoint_dir(cache_dir: Path, loaded, task_name: str, recipe: Recipe, seed: int, data_dir: Path) -> Path:
+    from ..base.hashing import data_fingerprint, model_fingerprint
+
+    t = glue.task(task_name)
+    files = [glue.split_path(data_dir, t, "train"), glue.split_path(data_dir, t, "dev")]
+    doc = {"model": model_fingerprint(loaded.info), "task": task_name, "recipe": recipe.key(), "seed": seed,
+           "data": data_fingerprint(files), "code": _sources_version()}
+    return checkpoints.checkpoint_dir(cache_dir, "finetune", loaded.info.slug, f"{task_name}-seed{seed}", doc)
+
+
+def training_rows(data_dir: Path, task_name: str, recipe: Recipe, seed: int) -> list[glue.Example]:
+    t = glue.task(task_name)
+    if not glue.has_split(data_dir, t, "train"):
+        raise DataError(f"GLUE {t.folder} has no train.tsv under {Path(data_dir) / glue.GLUE_DIR / t.folder}: "
+                        f"it cannot be fine-tuned here (dev-only task)")
+    rows = glue.load_split(data_dir, task_name, "train")
+    if recipe.max_train and len(rows) > recipe.max_train:
+        keep = np.random.default_rng(seed).choice(len(rows), recipe.max_train, replace=False)
+        rows = [rows[i] for i in sorted(keep)]
+    return rows
+
+
+def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path | None,
+              recipe: Recipe = Recipe(), force: bool = False, progress: bool = False) -> FineTuned:
+    """The model fine-tuned on ``task_name`` with ``seed``: from the cache, else trained (resuming) and cached."""
+    t = glue.task(task_name)
+    recipe, why = with_precision(recipe, loaded.info.device)
+    model = task_model(loaded, t, seed)
+    if recipe.bf16_autocast:
+        failure = _bf16_failure_of(loaded, model)
+        if failure:
+            recipe, why = replace(recipe, bf16_autocast=False), f"{why}; bf16 autocast fails in this model's code " \
+                                                                   f"({failure}): fp32"
+    if cache_dir is None:
+        rows = training_rows(data_dir, task_name, recipe, seed)
+        data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
+        t0 = time.perf_counter()
+        log = train(model, t, data, loaded.tokenizer, recipe, seed, None, progress, f"fine-tune {task_name}/{seed}")
+        return FineTuned(model, _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, None, why), False)
+    directory = checkpoint_dir(cache_dir, loaded, task_name, recipe, seed, data_dir)
+    with checkpoints.locked(directory):
+        meta = None if force else checkpoints.complete_meta(directory)
+        if meta is not None:
+            checkpoints.load_weights(directory, model, loaded.info.device)
+            model.eval()
+            return FineTuned(model, meta, True)
+        state = directory / "partial-state.pt"
+        checkpoints.start(directory, force, (state.name,))
+        rows = training_rows(data_dir, task_name, recipe, seed)
+        data = encode_split(loaded.tokenizer, rows, min(recipe.max_tokens, loaded.info.max_positions))
+        t0 = time.perf_counter()
+        log = train(model, t, data, loaded.tokenizer, recipe, seed, state, progress, f"fine-tune {task_name}/{seed}")
+        meta = _meta(loaded, t, recipe, seed, data, log, time.perf_counter() - t0, directory, why)
+        checkpoints.save(directory, model, meta, (state.name,))
+        return FineTuned(model, meta, False)
+
+
+_BF16_FAILURES: dict[tuple, str | None] = {}
+
+
+def _bf16_failure_of(loaded, model: TaskModel) -> str | None:
+    """:func:`bf16_failure`, tried once per encoder class, config and device in a process (every seed's and task's
+    fine-tune, cached or not, needs the answer for its checkpoint key)."""
+    config = (getattr(loaded.info, "extra", None) or {}).get("config_sha256")
+    if config is None:
+        return bf16_failure(model, loaded.tokenizer)
+    key = (type(loaded.model).__name__, config, str(loaded.info.device))
+    if key not in _BF16_FAILURES:
+        _BF16_FAILURES[key] = bf16_failure(model, loaded.tokenizer)
+    return _BF16_FAILURES[key]
+
+
+def bf16_failure(model: TaskModel, tokenizer) -> str | None:
+    """Why a forward pass of ``model`` fails under bf16 autocast (e.g. transformers' DeBERTa v1 fills masked scores
+    with float32's minimum, which overflows bfloat16), or None where it runs: one two-pair padded batch, no grad."""
+    device = next(model.parameters()).device
+    pairs = [glue.Example("A short sentence.", "And a second one.", 0, "bf16 check"),
+             glue.Example("Another, somewhat longer sentence to pad against.", "Yes.", 0, "bf16 check")]
+    batch = make_batch(encode_split(tokenizer, pairs, 32).examples, tokenizer, device, False)
+    was_training = model.training
+    try:
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16):
+            model.eval()
+            model(**batch.model_inputs())
+    except RuntimeError as exc:
+        if "bfloat16" not in str(exc).lower():
+            raise
+        return str(exc).splitlines()[0]
+    finally:
+        model.train(was_training)
+    return None
+
+
+def _meta(loaded, t, recipe, seed, data, log, seconds, directory, precision_why: str = "") -> dict:
+    return {"model": loaded.info.name, "task": t.name, "seed": seed, "recipe": recipe.key(),
+            "precision": "bf16 autocast" if recipe.bf16_autocast else "fp32", "precision_why": precision_why,
+            "n_train": len(data.examples), "n_train_truncated": data.n_truncated, "log": log,
+            "train_seconds": seconds, "device": str(loaded.info.device), "threads": torch.get_num_threads(),
+            "path": str(directory) if directory else None}

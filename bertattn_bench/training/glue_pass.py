@@ -1,0 +1,234 @@
+"""The shared GLUE pass (Kovaleva §4, Michel §3-4): what every family that reads a GLUE fine-tune builds on.
+
+The tiers' fine-tuning budgets (:data:`TIERS`: tasks, seeds, recipe, dev examples), the recipe per task and tier
+(:func:`recipe_for`), the dev set and seeds of a pass (:func:`prepare_glue`), the learned-model guard's test of each
+checkpoint (:func:`learning_check`, on :func:`guard_dev`), and :class:`GluePass`, the base of the ``finetune``,
+``patterns``, ``disable``, ``prune`` and ``speedup`` families' passes (the checkpoints it makes before the timer).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import glue_finetune as finetune
+from ..claims import learned, tiers
+from ..engine.batching import Skipped
+from ..data import glue
+from ..engine.passes import NothingToMeasure, PassResult
+from ..claims.registry import NotApplicable
+from ..base.settings import training_seed
+
+
+GLUE_TASKS = ("mrpc", "rte", "sts-b", "sst-2", "qnli")
+
+
+TIERS = {
+    # the smoke run (README command 1, CI): one MRPC seed, one epoch over all 3,668 train pairs in batches of 16 at
+    # learning rate 1e-4 (the paper's 3 epochs at 5e-5, batch 32, cost 3x; one epoch of that recipe stays near the
+    # majority class: docs/families/finetune-disable.md "The quick tier's recipe"); the learned-model guard reads all
+    # 408 dev pairs; the sweeps (disabling, pruning) and the claims read the first 64
+    "quick": {"corpora": ("mrpc",), "seeds": {}, "default_seeds": (0,), "twin": False, "epochs": 1,
+              "batch_size": 16, "lr": 1e-4, "max_dev": 64},
+    # the recorded tier: the headline task, one seed, no random-init twin (the seed spread and the twin come from
+    # the full tier)
+    "regression": {"corpora": ("mrpc",), "seeds": {}, "default_seeds": (0,), "twin": False},
+    # the documented full run: every task with a train file; 3 seeds on MRPC and RTE
+    "full": {"corpora": ("mrpc", "rte", "sts-b", "sst-2"), "seeds": {"mrpc": (0, 1, 2), "rte": (0, 1, 2)},
+             "default_seeds": (0,), "twin": True},
+}
+
+
+TWIN_SEEDS = (0,)  # the random-init twin: fine-tuned with seed 0 (Table 1's random column; the negative control)
+
+
+COSINE_MAX_EXAMPLES = 1000  # Kovaleva §4.3: at most 1000 dev examples per task
+
+
+SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sample of 8,000 fits the CPU budget
+
+
+def tier_seeds(tier: str, task: str) -> tuple[int, ...]:
+    """The fine-tuning seeds of ``task`` at ``tier``; a task trained with one seed takes ``$BERTATTN_SEED`` (default:
+    the tier's), which is how scripts/spread.py measures the seed spread behind the tolerances."""
+    t = TIERS[tier]
+    if task in t["seeds"]:
+        return tuple(t["seeds"][task])
+    seeds = tuple(t["default_seeds"])
+    return (training_seed(seeds[0]),) if len(seeds) == 1 else seeds
+
+
+def recipe_for(task: str, tier: str = tiers.RECORDED) -> finetune.Recipe:
+    """The fine-tuning recipe of ``task`` at ``tier``: the paper's (3 epochs), SST-2's train sample; the quick
+    tier's one epoch in smaller batches at a higher rate (its checkpoint is cached apart: the recipe is in the key)."""
+    t = TIERS[tier]
+    caps = [c for c in (SUBSAMPLE.get(task), t.get("max_train")) if c is not None]
+    base = finetune.Recipe()
+    return finetune.Recipe(max_train=min(caps) if caps else None, epochs=t.get("epochs", base.epochs),
+                           batch_size=t.get("batch_size", base.batch_size), lr=t.get("lr", base.lr))
+
+
+def dev_limit(tier: str, limit: int | None) -> int | None:
+    """Dev examples a tier reads: ``--limit``, capped by the tier's ``max_dev``."""
+    cap = TIERS[tier].get("max_dev")
+    return cap if limit is None else (limit if cap is None else min(limit, cap))
+
+
+def options_of(options: dict | None, table: dict = TIERS) -> tuple[str, Path | None, bool]:
+    """(tier, cache directory, progress) from a pass's options; a tier ``table`` (the family's TIERS) does not know
+    is an error naming ``--tier``."""
+    options = options or {}
+    return tiers.of_options(options, table), options.get("cache_dir"), bool(options.get("progress"))
+
+
+@dataclass
+class TaskScores:
+    """Primary score (points) and all metrics of one model on the dev set."""
+
+    primary: float
+    metrics: dict
+    seed: int | None = None
+    predictions: np.ndarray | None = None  # per dev example: the class index (the value for regression)
+
+
+def _scores(t: glue.Task, logits: np.ndarray, labels: np.ndarray, seed=None) -> TaskScores:
+    predictions = finetune.to_predictions(t, logits)
+    m = glue.scores(t, predictions, labels)
+    return TaskScores(m[t.metric], m, seed, np.asarray(predictions))
+
+
+_LEARNING: dict = {}  # (checkpoint path, task, dev size) -> learned.Check: each fine-tune tested once per process
+
+
+_GUARD_DEV: dict = {}
+
+
+def guard_dev(loaded, data_dir: Path, task_name: str) -> finetune.Encoded_:
+    """The examples the learned-model guard tests a fine-tune on: the task's whole dev split, at every tier (MRPC:
+    408 pairs). The quick tier's sweeps read the first 64 of them, too few for the test to tell a model that learned
+    (~75%) from the majority class (68%): at n = 64 a one-sided binomial needs 53 right (82.8%) for p < 0.01, at
+    n = 408 about 74%. One plain pass (~4 s on 2 CPU cores), once per process and fine-tune."""
+    key = (id(loaded.tokenizer), str(data_dir), task_name)
+    if key not in _GUARD_DEV:
+        rows = glue.load_split(data_dir, task_name, "dev")
+        _GUARD_DEV[key] = finetune.encode_split(loaded.tokenizer, rows,
+                                                min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+    return _GUARD_DEV[key]
+
+
+def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.Encoded_, seed: int,
+                   batch_size: int = 64) -> learned.Check:
+    """The learned-model guard's test of one GLUE fine-tune on the dev examples its claims read (see
+    :mod:`bertattn_bench.claims.learned`): the same for every family's pass reading the checkpoint, computed once."""
+    labels = hashlib.sha256(np.ascontiguousarray(np.asarray(dev.labels, np.float64)).tobytes()).hexdigest()
+    key = (ft.meta.get("path"), t.name, len(dev.examples), labels)  # the checkpoint and the exact dev labels
+    if key[0] is None or key not in _LEARNING:
+        logits = finetune.predict(ft.model, dev, loaded.tokenizer, batch_size)
+        _LEARNING[key] = learned.glue(f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})", t, logits,
+                                      dev.labels)
+    return _LEARNING[key]
+
+
+@dataclass
+class GluePass:
+    """A pass of a fine-tuning family on one GLUE task (a ``passes.Pass``): the checkpoints it reads are made
+    by :meth:`artifacts`, before the timed :meth:`run`; subclasses implement :meth:`measure`."""
+
+    family: str
+    corpus: str
+    data: str
+    loaded: object
+    task: glue.Task
+    dev: finetune.Encoded_ | None
+    seeds: tuple[int, ...]
+    tier: str
+    data_dir: Path
+    cache_dir: Path | None
+    data_paths: list
+    reason: str | None = None
+
+    @property
+    def encoded(self):
+        return self.dev.examples if self.dev else []
+
+    def nothing_to_measure(self) -> str | None:
+        return self.reason
+
+    def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
+        return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
+                                  recipe_for(self.task.name, self.tier), progress=progress)
+
+    def checkpoints(self) -> list[tuple[object, int]]:
+        """The (model, seed) fine-tunes :meth:`measure` reads."""
+        return [(self.loaded, seed) for seed in self.seeds]
+
+    def artifacts(self, progress: bool = False) -> None:
+        """Fine-tune (or find in the checkpoint cache) every checkpoint :meth:`measure` reads, before it is timed.
+        Without a checkpoint cache nothing can be kept between the two calls: the fine-tunes then run inside
+        ``run`` (and its time)."""
+        if self.reason or self.cache_dir is None:
+            return
+        for loaded, seed in self.checkpoints():
+            self.finetuned(loaded, seed, progress)  # kept in the cache; the weights in memory are let go
+
+    def run(self, progress: bool = False) -> PassResult:
+        info = self.loaded.info
+        if self.reason:
+            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.reason), 0, Skipped())
+        start = time.perf_counter()
+        result, extra = self.measure(progress)
+        seconds = time.perf_counter() - start
+        return PassResult(self.family, self.corpus, self.data, info, result, len(self.dev.examples), Skipped(),
+                          seconds, extra=extra, learning=self.learning(progress))
+
+    def learning(self, progress: bool = False) -> tuple:
+        """The learned-model guard: every seed's fine-tune of the model under test, on the whole dev split
+        (the random-init twin's fine-tune, Table 1's random column, is a subject of its claims, not guarded)."""
+        dev = guard_dev(self.loaded, self.data_dir, self.task.name)
+        return tuple(learning_check(self.loaded, self.task, self.finetuned(self.loaded, seed, progress), dev, seed)
+                     for seed in self.seeds)
+
+    def measure(self, progress: bool):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None, options: dict | None):
+    """Shared by the ``finetune`` and ``disable`` families: the task, its dev set, seeds, and why it cannot run."""
+    tier, cache_dir, _ = options_of(options)
+    t = glue.task(corpus)
+    # the random-init twin (negative control) trains TWIN_SEEDS only: its learned claims must fail, and its seed 0 is
+    # the checkpoint the model's own pass already trained for Table 1's random column (no second set of seeds)
+    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus)
+    limit = dev_limit(tier, limit)
+    dev_rows = glue.load_split(data_dir, corpus, "dev", limit)
+    dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+    paths = [glue.split_path(data_dir, t, "dev")]
+    reason = None
+    if glue.has_split(data_dir, t, "train"):
+        paths.insert(0, glue.split_path(data_dir, t, "train"))
+        if loaded.info.random_init_seed is not None and not TIERS[tier]["twin"]:
+            reason = (f"the {tier} tier fine-tunes no random-init model (the negative control of the fine-tuning "
+                      f"families runs with --tier full)")
+    else:
+        reason = (f"GLUE {t.folder} has no train.tsv in {Path(data_dir) / glue.GLUE_DIR / t.folder} (dev only): "
+                  f"nothing can be fine-tuned on it here")
+    recipe = recipe_for(corpus, tier)
+    sub = f", train subsampled to {recipe.max_train}" if recipe.max_train else ""
+    sub += f", {recipe.epochs} epoch{'s' if recipe.epochs != 1 else ''}" if recipe.epochs != finetune.Recipe.epochs else ""
+    desc = (f"GLUE {t.folder} dev ({len(dev.examples)} examples{', first %d' % limit if limit else ''}; "
+            f"{dev.n_truncated} cut to 128 pieces); fine-tuned seeds {list(seeds)}{sub} ({tier} tier)")
+    return t, dev, seeds, tier, cache_dir, paths, reason, desc
+
+
+def result_of(pr, tasks=None):
+    """The pass's result, or NotApplicable with the reason (nothing measured, or a claim about other tasks)."""
+    r = pr.result
+    if isinstance(r, NothingToMeasure):
+        raise NotApplicable(r.reason)
+    if tasks and r.task not in tasks:
+        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
+    return r
+
