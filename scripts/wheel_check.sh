@@ -42,7 +42,8 @@ import bertattn_bench as bb
 from bertattn_bench.claims.catalog import catalog_claims, load_claims
 
 records = json.loads(Path("out/claims.json").read_text())["records"]
-command = {(r["claim_id"], r["corpus"]): r["measured"] for r in records if r.get("measured") is not None}
+command = {(r["claim_id"], r["corpus"]): r["measured"] for r in records
+           if r.get("measured") is not None and not r["negative_control"]}  # the twin: the command's negative control
 dependency = [c for c in load_claims() if c.family == "dependency"]
 assert {r["claim_id"] for r in records} >= {c.id for c in dependency}, "the report lacks dependency claims"
 from transformers import AutoModel, AutoTokenizer

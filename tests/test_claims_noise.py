@@ -147,3 +147,27 @@ def test_corpus_label_carries_the_tier_of_the_passes_a_claim_reads():
     assert corpus_label(full, [full]) == "mrpc+full"
     assert corpus_label(recorded) == "mrpc"
     assert corpus_label(capped) == "wikitext2+quick"
+
+
+BOUNDS_METRIC = "test_bounds_metric_xyz"
+
+
+def _with_bounds(pr, lo: float = 0.0) -> Measurement:
+    """``result`` is the value (the upper bound), ``lo`` the lower: two tests bracketing it (no standard error)."""
+    return Measurement(pr.result, n=pr.n_examples, n_unit="heads", unit="%", bounds=(lo, pr.result))
+
+
+if BOUNDS_METRIC not in registry.METRICS:
+    registry.metric(BOUNDS_METRIC)(_with_bounds)
+
+
+def test_explicit_bounds_make_the_interval():
+    """A metric's ``bounds`` (e.g. the share of heads shown unchanged .. not shown changed) are the interval: the
+    threshold between them is inconclusive; above the lower bound the claim holds; below the upper it does not."""
+    c = claim(">=", 80.0, metric=BOUNDS_METRIC, params={"lo": 10.0})
+    out = evaluate(c, FakePass(100.0))
+    assert out.interval == [10.0, 100.0] and out.inconclusive and "bounds 10 .. 100" in out.detail
+    out = evaluate(claim(">=", 80.0, metric=BOUNDS_METRIC, params={"lo": 85.0}), FakePass(100.0))
+    assert out.interval == [85.0, 100.0] and not out.inconclusive and out.verdict == "holds"
+    out = evaluate(claim(">=", 80.0, metric=BOUNDS_METRIC, params={"lo": 10.0}), FakePass(60.0))
+    assert not out.inconclusive and out.verdict == "does not hold"

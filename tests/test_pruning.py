@@ -382,3 +382,30 @@ def test_figure_labels_which_seeds_each_curve_averages(tmp_path, monkeypatch):
     assert "importance I_h (once), seed 0" in labels
     assert "I_h recomputed each step, seed 0" in labels and "single-head Δ order, seed 0" in labels
     assert "random orders (range of 1), seed 0" in labels
+
+
+def test_single_head_ablation_needs_an_equivalence_test_to_hold():
+    """michel.single_head_ablation is an absence ("no significant change"): on 64 dev examples every head's McNemar p
+    is large, which the old share read as "holds" (100% not significant); the bounds (heads shown within ±1 point
+    by TOST .. heads not shown changed) make it inconclusive. On 4,000 examples with one flip each way the heads are
+    shown unchanged and it holds; with half the heads significant it does not hold."""
+    from bertattn_bench.claims.catalog import load_claims
+
+    claim = next(c for c in load_claims(family="prune") if c.id == "michel.single_head_ablation")
+    L, H = 2, 4
+    few = _result(n_dev=64, step=100 / 64, head_flips=np.tile([2, 1], (1, L, H, 1)), head_p=np.ones((1, L, H)),
+                  head_delta=np.full((1, L, H), -100 / 64))
+    m = pruning.michel_not_significant_share(_PR(few))
+    assert m.value == 100.0 and m.bounds == (0.0, 100.0)
+    assert claim.compare(m.value)  # the old reading: holds
+    assert claim.side(m.value, m.standard_error, m.bounds) == "inconclusive"
+    many = _result(n_dev=4000, step=0.025, head_flips=np.tile([1, 1], (1, L, H, 1)), head_p=np.ones((1, L, H)))
+    m = pruning.michel_not_significant_share(_PR(many))
+    assert m.bounds == (100.0, 100.0) and claim.side(m.value, m.standard_error, m.bounds) == "holds"
+    p = np.ones((1, L, H))
+    p[0, 0, :] = 1e-4  # layer 1's four heads: significant changes
+    flips = np.tile([1, 1], (1, L, H, 1))
+    flips[0, 0, :] = [200, 0]
+    changed = _result(n_dev=4000, step=0.025, head_flips=flips, head_p=p, head_delta=np.where(p < 0.01, -5.0, 0.0))
+    m = pruning.michel_not_significant_share(_PR(changed))
+    assert m.value == 50.0 and claim.side(m.value, m.standard_error, m.bounds) == "does not hold"

@@ -113,14 +113,18 @@ class Claim:
         bounds = self.threshold if self.comparison == "between" else [self.threshold]
         return not any(lo <= b <= hi for b in bounds)
 
-    def interval(self, value: float, standard_error: float | None) -> tuple[list[float] | None, float | None]:
-        """([lo, hi], margin to the nearest threshold) when the value has a standard error and the comparison a
-        numeric threshold; the claim is inconclusive when a threshold lies in [lo, hi]."""
-        if standard_error is None or self.comparison == "in_band" or math.isnan(value):
+    def interval(self, value: float, standard_error: float | None,
+                 bounds: tuple[float, float] | None = None) -> tuple[list[float] | None, float | None]:
+        """([lo, hi], margin to the nearest threshold) when the value has a standard error (value ± z SE) or explicit
+        ``bounds`` (:attr:`Measurement.bounds`) and the comparison a numeric threshold; the claim is inconclusive
+        when a threshold lies in [lo, hi]."""
+        if (standard_error is None and bounds is None) or self.comparison == "in_band" or math.isnan(value):
             return None, None
+        thresholds = self.threshold if self.comparison == "between" else [self.threshold]
+        margin = min((value - b for b in thresholds), key=abs)
+        if bounds is not None:
+            return [float(bounds[0]), float(bounds[1])], margin
         half = self.interval_z * standard_error
-        bounds = self.threshold if self.comparison == "between" else [self.threshold]
-        margin = min((value - b for b in bounds), key=abs)
         return [value - half, value + half], margin
 
     def threshold_inside(self, interval: list[float]) -> bool:
@@ -130,10 +134,10 @@ class Claim:
         bounds = self.threshold if self.comparison == "between" else [self.threshold]
         return hi > lo and any(lo <= b <= hi for b in bounds)
 
-    def side(self, value: float, standard_error: float | None = None) -> str:
+    def side(self, value: float, standard_error: float | None = None, bounds: tuple[float, float] | None = None) -> str:
         """The verdict :func:`evaluate` gives a measured value, before any baseline or learned-model guard: "holds",
         "does not hold" or "inconclusive"."""
-        interval, _ = self.interval(value, standard_error)
+        interval, _ = self.interval(value, standard_error, bounds)
         if interval is not None and self.threshold_inside(interval):
             return "inconclusive"
         return "holds" if self.compare(value) else "does not hold"
@@ -344,7 +348,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                                                   for p in resolved)
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
                        head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""), values=dict(m.values))
-    out.interval, out.margin = claim.interval(m.value, m.standard_error)
+    out.interval, out.margin = claim.interval(m.value, m.standard_error, m.bounds)
     keys = claim.reads_trained if isinstance(claim.reads_trained, list) else None
     untrained = learned.not_learned(pass_result, *resolved, keys=keys) \
         if claim.reads_trained and not claim.reads_degenerate else None
@@ -354,8 +358,10 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     if out.interval is not None:
         lo, hi = out.interval
         out.inconclusive = claim.threshold_inside(out.interval)
-        out.detail += (f" [{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})"
-                       + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive else "]"))
+        what = (f"bounds {lo:.4g} .. {hi:.4g}" if m.bounds is not None else
+                f"{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})")
+        out.detail += f" [{what}" + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive
+                                     else "]")
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, label))
     if recorded is None:
         out.passed = True if mode == "compare" else (out.holds or out.inconclusive or bool(out.not_judged))

@@ -41,6 +41,10 @@ class Measurement:
     # the value's standard error (its units), where the metric can say how far sampling moves it (a binomial SE for
     # an accuracy over n anaphors/arcs); a claim on it is "inconclusive" when its threshold lies in the interval
     standard_error: float | None = None
+    # explicit bounds [lo, hi] of the value where two tests bracket it rather than a standard error (e.g. the share of
+    # heads shown unchanged by an equivalence test, and the share not shown changed): the claim is inconclusive when
+    # its threshold lies between them; used instead of value ± z SE
+    bounds: tuple[float, float] | None = None
     # named values a script reads (e.g. the structural probe's chosen layer), so nothing parses ``detail``'s wording;
     # they reach the report's claims.json as the outcome's ``values``
     values: dict = field(default_factory=dict)

@@ -36,11 +36,27 @@ def _curve_txt(r: PruneResult, curve: np.ndarray) -> str:
 
 
 @metric("michel_not_significant_share")
-def michel_not_significant_share(pr, alpha: float = 0.01) -> Measurement:
-    """§3.2: the share (%) of heads whose masking alone changes the dev predictions not significantly (exact
-    McNemar p >= alpha), mean over seeds."""
+def michel_not_significant_share(pr, alpha: float = 0.01, margin: float = 1.0, equivalence_alpha: float = 0.05
+                                 ) -> Measurement:
+    """§3.2: the share (%) of heads whose masking alone changes the dev score not significantly.
+
+    Value: the paper's reading, the share whose exact McNemar p >= ``alpha`` (mean over seeds). A failure to reject
+    is no evidence of absence (few dev examples reject nothing), so the value carries **bounds**: the lower, the
+    share of heads shown unchanged, their paired Δ (mean over seeds, SE the mean of the seeds' paired SEs from the
+    discordant counts) inside ± ``margin`` points by an equivalence test (TOST at ``equivalence_alpha``,
+    :func:`stats.tost`); the upper, the value. The claim (threshold: a share) holds when the shown-unchanged share
+    reaches it, does not hold when even the not-rejected share misses it, and is inconclusive in between."""
+    from ...claims.stats import paired_counts_se, tost
+
     r = _res(pr)
     _classification(r, "single heads")
+    deltas = 100.0 * (r.head_flips[..., 1] - r.head_flips[..., 0]) / r.n_dev  # (S, L, H) gained - lost
+    ses = np.vectorize(lambda lost, gained: paired_counts_se(int(lost), int(gained), r.n_dev))(
+        r.head_flips[..., 0], r.head_flips[..., 1])
+    equivalent = np.array([[tost(float(deltas[:, l, h].mean()), float(ses[:, l, h].mean()), margin,
+                                 equivalence_alpha)["p"] < equivalence_alpha for h in range(r.n_heads)]
+                           for l in range(r.n_layers)])
+    shown = 100.0 * float(equivalent.mean())
     shares, parts = [], []
     for s, seed in enumerate(r.seeds):
         sig = r.head_p[s] < alpha
@@ -52,9 +68,13 @@ def michel_not_significant_share(pr, alpha: float = 0.01) -> Measurement:
                      f"{head_name(*worst)} {r.head_delta[s][worst]:+.2f} (p {r.head_p[s][worst]:.2g}), best "
                      f"{head_name(*best)} {r.head_delta[s][best]:+.2f} (p {r.head_p[s][best]:.2g}); "
                      f"{int((r.head_delta[s] > 0).sum())} heads above base")
-    return Measurement(float(np.mean(shares)), r.n_dev, "dev examples", unit="% of heads",
+    value = float(np.mean(shares))
+    return Measurement(value, r.n_dev, "dev examples", unit="% of heads", bounds=(min(shown, value), value),
+                       values={"shown_unchanged_share": shown},
                        detail=f"{r.task} base {np.mean(r.base):.2f}, one example = {r.step:.2f} points; "
-                              + "; ".join(parts))
+                              f"{int(equivalent.sum())} of {equivalent.size} heads shown unchanged (Δ within "
+                              f"±{margin:g} points, TOST α {equivalence_alpha:g}; a one-example SE is "
+                              f"{paired_counts_se(1, 0, r.n_dev):.2f}); " + "; ".join(parts))
 
 
 @metric("michel_all_but_one_share")
