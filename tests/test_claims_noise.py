@@ -171,3 +171,12 @@ def test_explicit_bounds_make_the_interval():
     assert out.interval == [85.0, 100.0] and not out.inconclusive and out.verdict == "holds"
     out = evaluate(claim(">=", 80.0, metric=BOUNDS_METRIC, params={"lo": 10.0}), FakePass(60.0))
     assert not out.inconclusive and out.verdict == "does not hold"
+
+
+def test_bounds_are_shown_as_bounds_not_as_plus_minus():
+    out = evaluate(claim(">=", 80.0, metric=BOUNDS_METRIC, params={"lo": 31.94}), FakePass(97.22))
+    assert not out.symmetric and out.interval_text == "[31.9..97.2]"
+    assert out.verdict == "holds (inconclusive: the threshold lies within the bounds [31.9..97.2])"
+    assert "97.22 [31.9..97.2]" in terminal_table([out])
+    se = evaluate(se_claim(se=4.0), FakePass(-0.93))
+    assert se.symmetric and se.interval_text == "±7.8"

@@ -210,12 +210,29 @@ class ClaimOutcome:
             return f"not judged: {self.not_judged}"
         side = "holds" if self.holds else "does not hold"
         if self.inconclusive:
+            if not self.symmetric:  # explicit bounds (Measurement.bounds), not value ± z SE
+                return f"{side} (inconclusive: the threshold lies within the bounds {self.interval_text})"
             return f"{side} (inconclusive: margin {self.margin:+.3g} ± {self.half_width:.2g}, 95% CI)"
         return side
 
     @property
     def half_width(self) -> float | None:
         return None if self.interval is None else (self.interval[1] - self.interval[0]) / 2
+
+    @property
+    def symmetric(self) -> bool:
+        """The interval is the measured value ± a half-width (a standard error's), not explicit bounds."""
+        if self.interval is None or self.measured is None:
+            return True
+        lo, hi = self.interval
+        return math.isclose((lo + hi) / 2, self.measured, rel_tol=1e-9, abs_tol=1e-12)
+
+    @property
+    def interval_text(self) -> str:
+        """How tables show the interval: ``±h`` around the value, or ``[lo..hi]`` for explicit bounds."""
+        if self.interval is None:
+            return ""
+        return f"±{self.half_width:.2g}" if self.symmetric else f"[{self.interval[0]:.3g}..{self.interval[1]:.3g}]"
 
     def record(self) -> dict:
         return asdict(self)

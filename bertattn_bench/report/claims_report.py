@@ -15,7 +15,7 @@ def _measured(o: ClaimOutcome) -> str:
     if o.measured is None:
         return "—"
     head = f" [{o.head}]" if o.head else ""
-    noise = f" ±{o.half_width:.2g}" if o.interval is not None else ""
+    noise = f" {o.interval_text}" if o.interval is not None else ""
     return f"{o.measured:.4g}{noise} {o.unit}".strip() + head
 
 
