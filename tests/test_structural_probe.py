@@ -147,3 +147,38 @@ def test_choose_layer_one_standard_error_rule():
     assert S.choose_layer([20.0, 30.0, 55.0], 2000)[0] == 2
     with pytest.raises(ValueError, match="edges"):
         S.choose_layer([50.0], 0)
+
+
+def test_the_structural_probe_is_guarded_against_itself_untrained():
+    """The learned-model guard of the structural probe: trained, it recovers the planted trees above its own
+    initialisation on the same edges (learned); with 0 epochs it is its initialisation (gained = lost = 0: not
+    learned), and clark.probe_vs_structural, which reads it, is then not judged."""
+    from bertattn_bench.claims.catalog import evaluate, load_claims
+    from bertattn_bench.families.syntax import HeadScore
+    from types import SimpleNamespace
+
+    train_states, train_trees = planted(80, seed=0)
+    eval_states, eval_trees = planted(30, seed=1)
+    trained = S.structural_probe(train_states, train_trees, eval_states, eval_trees,
+                                 S.StructuralSettings(rank=16, epochs=40, lr=0.01), CPU)
+    # a random projection of the tree layer already keeps most tree distances (91.5 UUAS here): the guard asks that
+    # training moved the probe beyond its initialisation, not that it beat a weak baseline
+    assert trained.untrained_uuas < trained.uuas and trained.gained >= 10 and trained.lost < trained.gained / 5
+    frozen = S.structural_probe(train_states, train_trees, eval_states, eval_trees,
+                                S.StructuralSettings(rank=16, epochs=0, lr=0.01), CPU)
+    assert frozen.uuas == frozen.untrained_uuas and frozen.gained == frozen.lost == 0
+    claim = next(c for c in load_claims(family="probes") if c.id == "clark.probe_vs_structural")
+    for score, judged in ((trained, True), (frozen, False)):
+        res = P.ProbeResult(probes={"attn_words": P.ProbeScore(72.0, 100, untrained_uas=40.0, gained=40, lost=8)},
+                            right_branching=30.0, best_head=HeadScore(2, 1, 0, 45.0, 100), n_eval_sentences=10,
+                            n_eval_arcs=100, n_train_sentences=20, n_train_arcs=200, n_train_documents=2,
+                            random_init="test", structural=score)
+        checks = P.probe_learning("m", res)
+        assert [c.key for c in checks] == ["attn_words", "structural"]
+        pr = SimpleNamespace(result=res, learning=checks, family="probes", corpus="ewt_dev", data="d", tier=None,
+                             model=SimpleNamespace(name="m", slug="m", attn_implementation="eager"),
+                             skipped=SimpleNamespace(describe=lambda: ""), n_examples=10)
+        out = evaluate(claim, pr)
+        assert (out.not_judged is None) == judged, out.not_judged
+        if not judged:
+            assert "structural probe" in out.not_judged

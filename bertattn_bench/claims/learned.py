@@ -82,7 +82,7 @@ def glue(subject: str, task, logits, labels) -> Check:
     return classifier(subject, logits.argmax(-1), labels)
 
 
-def probe(subject: str, key: str, score, what: str = "eval arcs") -> Check:
+def probe(subject: str, key: str, score, what: str = "eval arcs", measure: str = "UAS") -> Check:
     """A probe (Clark §5) against itself untrained (same architecture and initialisation, no training step), paired
     per scored arc: exact one-sided McNemar on the arcs only one of them gets right, learned when p < ALPHA.
     ``score``: the probe's ``ProbeScore`` (``uas``, ``untrained_uas``, ``gained``, ``lost``, ``n_arcs``).
@@ -92,7 +92,7 @@ def probe(subject: str, key: str, score, what: str = "eval arcs") -> Check:
     that moved nothing (a learning rate of 0, a loss that never reached the parameters, a diverged run)."""
     gained, lost = int(score.gained), int(score.lost)
     p = stats.binomial_above_p(gained, gained + lost, 0.5)
-    return Check(subject, p < ALPHA, f"UAS {score.uas:.2f} vs {score.untrained_uas:.2f} untrained on the same "
+    return Check(subject, p < ALPHA, f"{measure} {score.uas:.2f} vs {score.untrained_uas:.2f} untrained on the same "
                                      f"{score.n_arcs} {what} ({gained} gained, {lost} lost), one-sided exact McNemar "
                                      f"p={p:.2g}", p, float(score.uas), float(score.untrained_uas), int(score.n_arcs),
                  key)

@@ -5,6 +5,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -147,9 +148,16 @@ class ProbePass(PreparedPass):
 def probe_learning(model_name: str, result: ProbeResult) -> tuple:
     """The learned-model guard of every trained probe (``learned.probe``), keyed by the probe's name: a claim's
     ``reads_trained`` lists the probes it compares."""
-    return tuple(learned.probe(f"{model_name}'s {PROBE_NAMES[k]} probe ({result.n_train_sentences} training "
-                               f"sentences)", k, score)
-                 for k, score in result.probes.items() if score.untrained_uas is not None)
+    checks = tuple(learned.probe(f"{model_name}'s {PROBE_NAMES[k]} probe ({result.n_train_sentences} training "
+                                 f"sentences)", k, score)
+                   for k, score in result.probes.items() if score.untrained_uas is not None)
+    st = getattr(result, "structural", None)
+    if st is not None and st.untrained_uuas is not None:
+        checks += (learned.probe(f"{model_name}'s structural probe (layer {st.layer}, {st.n_train} training "
+                                 f"sentences)", "structural",
+                                 SimpleNamespace(uas=st.uuas, untrained_uas=st.untrained_uuas, gained=st.gained,
+                                                 lost=st.lost, n_arcs=st.n_edges), what="eval edges", measure="UUAS"),)
+    return checks
 
 
 def right_branching(heads: list[np.ndarray]) -> tuple[int, float]:

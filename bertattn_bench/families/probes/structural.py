@@ -171,13 +171,18 @@ def _loss(probe: DistanceProbe, bk: _Bucket) -> torch.Tensor:
     return per_sentence.mean(0).sum()
 
 
+def initial_probe(n_layers: int, dim: int, s: StructuralSettings, device) -> DistanceProbe:
+    """The probe before training: B initialised under ``s.seed`` (the global RNG untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(s.seed)
+        return DistanceProbe(n_layers, dim, s.rank).to(device)
+
+
 def train_distance_probe(states: list[torch.Tensor], trees: list[Tree], idx: list[int], s: StructuralSettings,
                          device) -> DistanceProbe:
     """Adam over length-sorted buckets in a seeded order, ``s.epochs`` epochs; B initialised under ``s.seed``."""
     n_layers, _, dim = states[idx[0]].shape
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(s.seed)
-        probe = DistanceProbe(n_layers, dim, s.rank).to(device)
+    probe = initial_probe(n_layers, dim, s, device)
     buckets = _buckets(states, trees, idx, s.batch_sentences, device)
     return adam_epochs(probe, buckets, _loss, s.epochs, s.lr, s.seed)
 
@@ -197,6 +202,21 @@ def uuas_by_layer(probe: DistanceProbe, states: list[torch.Tensor], trees: list[
             for k, layer in enumerate(layers):
                 correct[k] += len(gold & spanning_edges(pred[b, layer, :n, :n], trees[i]))
     return 100.0 * correct / max(total, 1), total
+
+
+@torch.no_grad()
+def edge_hits(probe: DistanceProbe, states: list[torch.Tensor], trees: list[Tree], idx: list[int], device,
+              layer: int) -> np.ndarray:
+    """Per gold edge of the sentences ``idx`` (in sentence order, each sentence's edges sorted): whether ``layer``'s
+    probe recovers it; paired across two probes on the same sentences (the learned-model guard's McNemar)."""
+    hits = {}
+    for bk in _buckets(states, trees, idx, 64, device):
+        pred, gold_dist = probe(bk.states).cpu().numpy(), bk.gold.cpu().numpy()
+        for b, i in enumerate(bk.index):
+            n = states[i].shape[1]
+            got = spanning_edges(pred[b, layer, :n, :n], trees[i])
+            hits[i] = [e in got for e in sorted(spanning_edges(gold_dist[b, :n, :n], trees[i]))]
+    return np.array([h for i in idx for h in hits[i]], dtype=bool)
 
 
 def choose_layer(held_out_uuas, n_edges: int) -> tuple[int, float]:
@@ -225,6 +245,10 @@ class StructuralScore:
     n_held_out_edges: int = 0  # gold edges of the held-out sentences (the layer choice's n)
     tie_band: float = 0.0  # one standard error of the best held-out UUAS (points): the layers within it tie
     seed: int = 0
+    # the learned-model guard: the same probe untrained (its initialisation) at the chosen layer, on the same edges
+    untrained_uuas: float | None = None
+    gained: int = 0  # edges the trained probe gets and the untrained one misses
+    lost: int = 0  # the reverse
 
     def describe(self) -> str:
         where = "embeddings" if self.layer == 0 else f"layer {self.layer}"
@@ -243,7 +267,12 @@ def structural_probe(train_states: list[torch.Tensor], train_trees: list[Tree], 
     probe = train_distance_probe(train_states, train_trees, fit, s, device)
     held_uuas, n_held_edges = uuas_by_layer(probe, train_states, train_trees, held, device)
     layer, band = choose_layer(held_uuas, n_held_edges)
-    (eval_uuas,), n_edges = uuas_by_layer(probe, eval_states, eval_trees, list(range(len(eval_states))), device,
-                                          [layer])
+    every = list(range(len(eval_states)))
+    (eval_uuas,), n_edges = uuas_by_layer(probe, eval_states, eval_trees, every, device, [layer])
+    n_layers, _, dim = train_states[fit[0]].shape
+    trained = edge_hits(probe, eval_states, eval_trees, every, device, layer)
+    untrained = edge_hits(initial_probe(n_layers, dim, s, device), eval_states, eval_trees, every, device, layer)
     return StructuralScore(float(eval_uuas), n_edges, layer, [float(u) for u in held_uuas], len(fit),
-                           len(held), s.rank, n_held_edges, band, s.seed)
+                           len(held), s.rank, n_held_edges, band, s.seed,
+                           untrained_uuas=100.0 * float(untrained.mean()) if untrained.size else float("nan"),
+                           gained=int((trained & ~untrained).sum()), lost=int((~trained & untrained).sum()))
