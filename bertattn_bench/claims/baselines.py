@@ -11,8 +11,25 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..base.hashing import DigestIndex, files_digest
-from .catalog import baseline_key
+from .catalog import REFERENCE_DIR, baseline_key
 from ..base.documents import baseline_document, read_baseline_text
+
+BASELINE_DIR = REFERENCE_DIR / "baselines"  # the package's recorded baselines, one JSON per model
+
+
+def baseline_path(model_slug: str, directory: Path = BASELINE_DIR) -> Path:
+    return directory / f"{model_slug}.json"
+
+
+def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
+    """A model's recorded baseline from the package's folder (or ``directory``); {} where none is recorded."""
+    path = baseline_path(model_slug, directory or BASELINE_DIR)
+    return load_baseline_file(path) if path.is_file() else {}
+
+
+def load_baseline_file(path: Path) -> dict:
+    """A baseline JSON file (the one parser: :func:`documents.baseline_document`)."""
+    return baseline_document(read_baseline_text(path), str(path))
 
 
 def git_commit() -> str:

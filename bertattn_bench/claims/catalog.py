@@ -32,7 +32,6 @@ from ..base.settings import ASSUME_SHAPE_ENV, env
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 
 REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
-BASELINE_DIR = REFERENCE_DIR / "baselines"
 # Claims that name a paper model's heads apply to models of that shape (layers, heads, hidden), never by name: a
 # fine-tuned bert-base in any folder qualifies, camembert-base with another shape or a 6-layer model does not.
 SHAPES = {"bert-base": (12, 12, 768), "bert-large": (24, 16, 1024)}
@@ -299,10 +298,6 @@ def catalog_claims(claims: list[Claim] | None = None) -> dict[str, list[Claim]]:
 
 # ---- recorded baselines -------------------------------------------------------------------------------------
 
-def baseline_path(model_slug: str, directory: Path = BASELINE_DIR) -> Path:
-    return directory / f"{model_slug}.json"
-
-
 def corpus_label(pass_result, inputs=()) -> str:
     """The corpus as tables and baselines name it: a tier other than the recorded (regression) one is part of it
     where it changed the pass (``mrpc+full``: three seeds' mean is another measurement than one seed's;
@@ -316,15 +311,6 @@ def corpus_label(pass_result, inputs=()) -> str:
 
 def baseline_key(claim_id: str, corpus: str) -> str:
     return f"{claim_id}@{corpus}"
-
-
-def load_baseline(model_slug: str, directory: Path | None = None) -> dict:
-    path = baseline_path(model_slug, directory or BASELINE_DIR)
-    if not path.is_file():
-        return {}
-    from ..base.documents import baseline_document, read_baseline_text
-
-    return baseline_document(read_baseline_text(path), str(path))
 
 
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",

@@ -30,7 +30,7 @@ def options_from_config(config) -> RunOptions:
         option(config, "cache-dir") or env(CACHE_ENV) or Path(config.rootpath) / ".bertattn_cache")
     record = option(config, "record-baseline")
     if record == "":  # the option without a folder: the package's baselines
-        from ..claims.catalog import BASELINE_DIR
+        from ..claims.baselines import BASELINE_DIR
 
         record = str(BASELINE_DIR)
     report = option(config, "claims-report")

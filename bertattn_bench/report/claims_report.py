@@ -131,7 +131,7 @@ def version_notes(outcomes: list[ClaimOutcome], load=None) -> list[str]:
     import torch
     import transformers
 
-    from ..claims.catalog import load_baseline
+    from ..claims.baselines import load_baseline
 
     load = load or load_baseline
     now = {"torch": torch.__version__, "transformers": transformers.__version__}

@@ -106,6 +106,8 @@ class RunOptions:
         if self.compare_fail_on not in COMPARE_POLICIES:
             raise BenchError(f"--compare-fail-on {self.compare_fail_on}: expected one of {', '.join(COMPARE_POLICIES)}")
         if self.compare_to is not None:
+            from ..claims.baselines import load_baseline_file
+
             load_baseline_file(compare_to_path(self.compare_to))
         from .cache import check_cache_dir
 
@@ -131,7 +133,7 @@ class RunOptions:
 
 def compare_to_path(name: str) -> Path:
     """The baseline file --compare-to names (a JSON path, a model slug or name); a BenchError when there is none."""
-    from ..claims.catalog import baseline_path
+    from ..claims.baselines import baseline_path
 
     candidates = [Path(name), baseline_path(name), baseline_path(Path(name).name)]
     if name in ("embedded", ""):
@@ -144,13 +146,6 @@ def compare_to_path(name: str) -> Path:
         raise BenchError(f"--compare-to {name}: no recorded baseline by that name or path (recorded: {known}; "
                          f"record one with --record-baseline)")
     return path
-
-
-def load_baseline_file(path: Path) -> dict:
-    """The baseline --compare-to names (the one parser: :func:`documents.baseline_document`)."""
-    from ..base.documents import baseline_document, read_baseline_text
-
-    return baseline_document(read_baseline_text(path), str(path))
 
 
 def family_order() -> list[str]:
@@ -281,6 +276,8 @@ class Runner:
     def compare_baseline(self) -> dict:
         """The other model's baseline named by --compare-to (a JSON path, a model slug or name)."""
         if self._compare is None:
+            from ..claims.baselines import load_baseline_file
+
             self._compare = load_baseline_file(compare_to_path(self.options.compare_to))
         return self._compare
 
@@ -308,7 +305,8 @@ class Runner:
     def outcome(self, claim, target: Target, negative_control: bool = False):
         """One claim judged on ``target``'s pass: against the paper, and against the recorded baseline (this
         model's, or --compare-to's); a negative control passes when a learned claim does not hold."""
-        from ..claims.catalog import evaluate, load_baseline
+        from ..claims.baselines import load_baseline
+        from ..claims.catalog import evaluate
 
         pr = self.result(target)
         others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
