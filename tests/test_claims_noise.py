@@ -180,3 +180,16 @@ def test_bounds_are_shown_as_bounds_not_as_plus_minus():
     assert "97.22 [31.9..97.2]" in terminal_table([out])
     se = evaluate(se_claim(se=4.0), FakePass(-0.93))
     assert se.symmetric and se.interval_text == "±7.8"
+
+
+def test_baseline_diff_shows_the_interval_of_either_kind():
+    """`bertattn-bench diff`'s interval column reads the detail evaluate writes: value ± z SE, or explicit bounds."""
+    from bertattn_bench.claims.baselines import baseline_diff
+
+    se = evaluate(se_claim(se=4.0), FakePass(-0.93))
+    bounds = evaluate(claim(">=", 80.0, metric=BOUNDS_METRIC, params={"lo": 31.94}), FakePass(97.22))
+    old = {"results": {"a@c": {"measured": 0.0, "n": 1, "holds": True}, "b@c": {"measured": 0.0, "n": 1, "holds": True}}}
+    new = {"results": {"a@c": {"measured": se.measured, "n": 1, "holds": se.holds, "detail": se.detail},
+                       "b@c": {"measured": bounds.measured, "n": 1, "holds": bounds.holds, "detail": bounds.detail}}}
+    rows = {r["key"]: r["interval_after"] for r in baseline_diff(old, new)}
+    assert rows == {"a@c": "-8.77 .. 6.91", "b@c": "31.94 .. 97.22"}

@@ -189,8 +189,9 @@ def verdict_of(entry: dict | None) -> str:
 def _interval(entry: dict | None) -> str:
     import re
 
-    m = re.search(r"\[([\d.]+) SE interval (\S+) \.\. (\S+) \(SE ([^)]+)\)", (entry or {}).get("detail") or "")
-    return f"{m.group(2)} .. {m.group(3)}" if m else ""
+    # the detail's interval as claims.evaluate writes it: value ± z SE, or a metric's explicit bounds
+    m = re.search(r"\[(?:[\d.]+ SE interval|bounds) (\S+) \.\. ([^\s:\]]+)", (entry or {}).get("detail") or "")
+    return f"{m.group(1)} .. {m.group(2)}" if m else ""
 
 
 def baseline_diff(old: dict, new: dict, prefix: str = "", rel_tol: float = 1e-9) -> list[dict]:

@@ -74,7 +74,7 @@ class Claim:
     @property
     def catalog_id(self) -> str | None:
         """The catalog claim this entry tests (None: an addition with no catalog row)."""
-        return self.id if self.catalog is None or self.catalog is True else (self.catalog or None)
+        return self.id if self.catalog is None else (self.catalog or None)
 
     def describe_comparison(self) -> str:
         if self.comparison == "between":

@@ -52,7 +52,7 @@ class BenchSession(Runner):
         super().__init__(options_from_config(config))
         self.config = config
         self.current_item = None
-        self.timing_claims: dict[tuple, dict] = {}  # (model, family, corpus) -> the timing row's claims (extra_info)
+        self.timing_claims: dict[Target, dict] = {}  # a pass -> its timing row's claims (extra_info)
 
     # Through the test reports as JSON text: pytest-xdist carries them to the controller, and a JUnit XML report
     # (--junitxml) shows them as readable properties (name bertattn_outcome / bertattn_pass, value a JSON object).
@@ -65,7 +65,7 @@ class BenchSession(Runner):
             self.current_item.user_properties.append(("bertattn_outcome", _json(outcome.record())))
             target = getattr(getattr(self.current_item, "callspec", None), "params", {}).get("target")
             if target is not None:
-                self.timing_claims.setdefault((target.model, target.family, target.corpus), {})[outcome.claim_id] = {
+                self.timing_claims.setdefault(target, {})[outcome.claim_id] = {
                     "measured": outcome.measured, "n": outcome.n, "holds": outcome.holds, "head": outcome.head,
                     "skipped": outcome.skipped}
 
@@ -294,7 +294,7 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
     benchmark.extra_info.update({
         # the claims of this pass as its claim tests judge them (filled by BenchSession.on_outcome as they run: each
         # claim is evaluated once per session, by the runner)
-        "claims": bench.timing_claims.setdefault((target.model, target.family, target.corpus), {}),
+        "claims": bench.timing_claims.setdefault(target, {}),
         "model": result.model.name, "corpus": target.corpus, "data": result.data, "n_examples": result.n_examples,
         "examples_per_second": round(result.examples_per_second, 2), "device": result.model.device,
         "attn_implementation": result.model.attn_implementation, "skipped": result.skipped.describe(),

@@ -24,7 +24,8 @@ from ..engine.batching import iter_batches
 from ..data import glue
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..training.glue_pass import (GLUE_TASKS, TIERS, TWIN_SEEDS, COSINE_MAX_EXAMPLES, TaskScores, _scores, GluePass, prepare_glue, result_of)  # noqa: F401 (re-exported)
+from ..training.glue_pass import (GLUE_TASKS, TIERS, TWIN_SEEDS, COSINE_MAX_EXAMPLES, TaskScores, _scores, GluePass,
+                                   prepare_glue, result_of)
 
 
 @dataclass

@@ -268,9 +268,9 @@ def structural_probe(train_states: list[torch.Tensor], train_trees: list[Tree], 
     held_uuas, n_held_edges = uuas_by_layer(probe, train_states, train_trees, held, device)
     layer, band = choose_layer(held_uuas, n_held_edges)
     every = list(range(len(eval_states)))
-    (eval_uuas,), n_edges = uuas_by_layer(probe, eval_states, eval_trees, every, device, [layer])
+    trained = edge_hits(probe, eval_states, eval_trees, every, device, layer)  # the eval UUAS, edge by edge
+    eval_uuas, n_edges = 100.0 * float(trained.sum()) / max(trained.size, 1), int(trained.size)
     n_layers, _, dim = train_states[fit[0]].shape
-    trained = edge_hits(probe, eval_states, eval_trees, every, device, layer)
     untrained = edge_hits(initial_probe(n_layers, dim, s, device), eval_states, eval_trees, every, device, layer)
     return StructuralScore(float(eval_uuas), n_edges, layer, [float(u) for u in held_uuas], len(fit),
                            len(held), s.rank, n_held_edges, band, s.seed,
