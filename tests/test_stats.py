@@ -88,3 +88,44 @@ def test_sign_test_and_mean_se_by_hand():
     assert stats.sign_test_p(0, 0) == 1.0
     assert stats.mean_se([1.0, 3.0]) == pytest.approx(math.sqrt(2) / math.sqrt(2))  # sd 1.414, n 2
     assert math.isnan(stats.mean_se([1.0]))
+
+
+def test_fisher_bounds_by_hand():
+    lo, hi = stats.fisher_bounds(0.5, 28, 0.025)      # z = 1.96 / sqrt(25) = 0.392 around atanh(.5) = 0.5493
+    assert float(lo) == pytest.approx(math.tanh(0.5493061 - 0.3919928), abs=1e-6)   # 0.1560
+    assert float(hi) == pytest.approx(math.tanh(0.5493061 + 0.3919928), abs=1e-6)   # 0.7357
+
+
+def _trivariate(r_yb, r_ya, r_ab, n, sims, seed=0):
+    """``sims`` samples of n items of (y, b, a) with the given population correlations: the sample r's."""
+    cov = np.array([[1, r_yb, r_ya], [r_yb, 1, r_ab], [r_ya, r_ab, 1]])
+    x = np.random.default_rng(seed).multivariate_normal(np.zeros(3), cov, size=(sims, n))
+    x = (x - x.mean(1, keepdims=True)) / x.std(1, keepdims=True)
+    r = lambda i, j: (x[..., i] * x[..., j]).mean(1)  # noqa: E731
+    return r(0, 1), r(0, 2), r(1, 2)
+
+
+def test_overlapping_correlation_bounds_cover_at_their_level():
+    # population r(y, b) = .8, r(y, a) = .7, r(a, b) = .9: Δ = .1. Each one-sided 97.5% bound misses about 2.5% of
+    # the time; with c = 0 (the correlations treated as independent) the bounds are ~3x too wide and miss ~0.1%.
+    yb, ya, ab = _trivariate(0.8, 0.7, 0.9, n=200, sims=4000)
+    lo, hi = stats.overlapping_correlation_bounds(yb, ya, ab, 200, 0.025, 0.025)
+    assert 0.012 < float(np.mean(lo > 0.1)) < 0.045
+    assert 0.012 < float(np.mean(hi < 0.1)) < 0.045
+    # the estimates' correlation that the bounds use (Zou's c) is the one seen over samples
+    b, a, r_ab = 0.8, 0.7, 0.9
+    c = ((r_ab - b * a / 2) * (1 - b * b - a * a - r_ab * r_ab) + r_ab ** 3) / ((1 - b * b) * (1 - a * a))
+    assert float(np.corrcoef(yb, ya)[0, 1]) == pytest.approx(c, abs=0.04)
+
+
+def test_overlapping_correlation_bounds_tighten_with_the_pairing():
+    # identical predictions: nothing changed, the bounds close on 0; unrelated ones: as wide as two Fisher bounds
+    lo, hi = stats.overlapping_correlation_bounds(0.8, 0.8, 1.0, 1500, 0.025, 0.025)
+    assert abs(float(lo)) < 2e-3 and abs(float(hi)) < 2e-3  # (Fisher-z asymmetry only)
+    lo0, hi0 = stats.overlapping_correlation_bounds(0.8, 0.8, 0.95, 1500, 0.025, 0.025)
+    lo1, hi1 = stats.overlapping_correlation_bounds(0.8, 0.8, 0.5, 1500, 0.025, 0.025)
+    assert float(lo1) < float(lo0) < 0 < float(hi0) < float(hi1)
+    # a gain of .05 on 1500 items with r(a, b) = .5 is significant; the same on 100 items is not, unless more alike
+    assert float(stats.overlapping_correlation_bounds(0.85, 0.8, 0.5, 1500, 0.025, 0.025)[0]) > 0
+    assert float(stats.overlapping_correlation_bounds(0.85, 0.8, 0.95, 100, 0.025, 0.025)[0]) > 0
+    assert float(stats.overlapping_correlation_bounds(0.85, 0.8, 0.5, 100, 0.025, 0.025)[0]) < 0
