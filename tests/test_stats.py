@@ -90,11 +90,13 @@ def test_sign_test_and_mean_se_by_hand():
     assert math.isnan(stats.mean_se([1.0]))
 
 
-def test_fisher_bounds_by_hand():
-    lo, hi = stats.fisher_bounds(0.5, 28, 0.025)      # z = 1.96 / sqrt(25) = 0.392 around atanh(.5) = 0.5493
-    assert float(lo) == pytest.approx(math.tanh(0.5493061 - 0.3919928), abs=1e-6)   # 0.1560
-    assert float(hi) == pytest.approx(math.tanh(0.5493061 + 0.3919928), abs=1e-6)   # 0.7357
 
+def test_overlapping_correlation_bounds_by_hand():
+    # r(y,b) = .8, r(y,a) = .7, r(a,b) = .9, n = 100: psi = .9 (1 - .64 - .49) - .28 (1 - .64 - .49 - .81) = .1462,
+    # var = (.36^2 + .51^2 - 2 x .1462) / 100 = .0009730, sd = .031193; z_.025 = 1.959964
+    lo, hi = stats.overlapping_correlation_bounds(0.8, 0.7, 0.9, 100, 0.025, 0.025)
+    assert float(lo) == pytest.approx(0.1 - 1.959964 * 0.031193, abs=1e-5)
+    assert float(hi) == pytest.approx(0.1 + 1.959964 * 0.031193, abs=1e-5)
 
 def _trivariate(r_yb, r_ya, r_ab, n, sims, seed=0):
     """``sims`` samples of n items of (y, b, a) with the given population correlations: the sample r's."""
@@ -107,12 +109,12 @@ def _trivariate(r_yb, r_ya, r_ab, n, sims, seed=0):
 
 def test_overlapping_correlation_bounds_cover_at_their_level():
     # population r(y, b) = .8, r(y, a) = .7, r(a, b) = .9: Δ = .1. Each one-sided 97.5% bound misses about 2.5% of
-    # the time; with c = 0 (the correlations treated as independent) the bounds are ~3x too wide and miss ~0.1%.
+    # the time; with psi = 0 (the correlations treated as independent) the bounds are ~3x too wide and miss ~0.1%.
     yb, ya, ab = _trivariate(0.8, 0.7, 0.9, n=200, sims=4000)
     lo, hi = stats.overlapping_correlation_bounds(yb, ya, ab, 200, 0.025, 0.025)
     assert 0.012 < float(np.mean(lo > 0.1)) < 0.045
     assert 0.012 < float(np.mean(hi < 0.1)) < 0.045
-    # the estimates' correlation that the bounds use (Zou's c) is the one seen over samples
+    # the estimates' correlation that the bounds use (psi / ((1 - r_yb^2)(1 - r_ya^2))) is the one seen over samples
     b, a, r_ab = 0.8, 0.7, 0.9
     c = ((r_ab - b * a / 2) * (1 - b * b - a * a - r_ab * r_ab) + r_ab ** 3) / ((1 - b * b) * (1 - a * a))
     assert float(np.corrcoef(yb, ya)[0, 1]) == pytest.approx(c, abs=0.04)
@@ -121,7 +123,7 @@ def test_overlapping_correlation_bounds_cover_at_their_level():
 def test_overlapping_correlation_bounds_tighten_with_the_pairing():
     # identical predictions: nothing changed, the bounds close on 0; unrelated ones: as wide as two Fisher bounds
     lo, hi = stats.overlapping_correlation_bounds(0.8, 0.8, 1.0, 1500, 0.025, 0.025)
-    assert abs(float(lo)) < 2e-3 and abs(float(hi)) < 2e-3  # (Fisher-z asymmetry only)
+    assert float(lo) == 0.0 and float(hi) == 0.0
     lo0, hi0 = stats.overlapping_correlation_bounds(0.8, 0.8, 0.95, 1500, 0.025, 0.025)
     lo1, hi1 = stats.overlapping_correlation_bounds(0.8, 0.8, 0.5, 1500, 0.025, 0.025)
     assert float(lo1) < float(lo0) < 0 < float(hi0) < float(hi1)
