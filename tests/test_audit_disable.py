@@ -151,11 +151,63 @@ def test_layer_gain_uses_the_paired_test_over_layers():
     assert _verdict("kov.disable_layer_gain", _sweep(z, z, np.zeros(L), np.full(L, 40))) == "does not hold"
 
 
-def test_regression_task_is_skipped_with_the_reason():
+def test_a_regression_sweep_stored_without_its_pairing_is_not_judged():
     r = _sweep(np.zeros((L, H), int), np.zeros((L, H), int), task="sts-b")
     for fn in (disable_best_head_margin, disable_best_gain):
-        with pytest.raises(NotApplicable, match="no per-example flips"):
+        with pytest.raises(NotApplicable, match="predates the correlation with the undisabled"):
             fn(SimpleNamespace(result=r))
+
+
+def _sts_sweep(head_noise: dict, n: int = 1500, layer_noise: dict | None = None, seed: int = 0) -> DisableResult:
+    """A planted STS-B sweep built the way ``DisablePass.measure`` builds it (``score_configs`` and ``with_base`` on
+    per-configuration predictions): gold scores y, the undisabled model's predictions y + e (Pearson ~0.8); a head
+    (layer) named in ``head_noise`` (``layer_noise``) predicts y + k e + 0.1 f instead (k < 1: better; f fresh noise),
+    every other head y + e + 0.005 f (a head that barely matters)."""
+    from bertattn_bench.data import glue
+    from bertattn_bench.families.disabling import configurations, score_configs, with_base
+
+    rng = np.random.default_rng(seed)
+    t = glue.task("sts-b")
+    y = rng.normal(size=n)
+    e = 0.75 * rng.normal(size=n)
+    configs, names = configurations(L, H)
+    preds = []
+    for name in names:
+        k = head_noise.get(name, (layer_noise or {}).get(name))
+        preds.append(y + e if name == "none" else y + k * e + 0.1 * rng.normal(size=n) if k is not None
+                     else y + e + 0.005 * rng.normal(size=n))
+    logits = np.stack(preds)
+    scores, p, flips = score_configs(t, logits, y)
+    paired = with_base(t, logits)
+    d = scores - scores[0]
+    return DisableResult(
+        task="sts-b", metric="pearson", n_dev=n, n_layers=L, n_heads=H, seeds=(0,), tier="full",
+        base=np.array([scores[0]]), head_delta=d[1:1 + L * H].reshape(1, L, H), layer_delta=d[1 + L * H:][None],
+        head_p=p[1:1 + L * H].reshape(1, L, H), layer_p=p[1 + L * H:][None],
+        head_flips=flips[1:1 + L * H].reshape(1, L, H, 2), layer_flips=flips[1 + L * H:][None], step=float("nan"),
+        head_with_base=paired[1:1 + L * H].reshape(1, L, H), layer_with_base=paired[1 + L * H:][None])
+
+
+def test_sts_b_gains_are_judged_on_the_same_examples():
+    """STS-B (Pearson) was 'not judged' (no flips); now the gain in r is bounded on the same dev examples: a head whose
+    disabling cuts the prediction noise by a fifth holds, a sweep of heads that barely matter rules out any gain of
+    0.1 points (does not hold), a smaller real gain on fewer examples cannot be told (inconclusive)."""
+    r = _sts_sweep({"3-4": 0.8})
+    assert r.head_delta[0, 2, 3] == r.head_delta.max() > 1.0  # about +1.8 points of Pearson
+    assert _verdict("kov.disable_head_gain_every_task", r) == "holds"
+    quiet = _sts_sweep({})
+    assert np.abs(quiet.head_delta).max() < 0.1
+    assert _verdict("kov.disable_head_gain_every_task", quiet) == "does not hold"
+    small = _sts_sweep({"3-4": 0.97}, n=150)
+    assert 0 < small.head_delta[0, 2, 3]
+    assert _side("kov.disable_head_gain_every_task", small) == "inconclusive"
+    # the layer claim reads the layer configurations the same way
+    assert _verdict("kov.disable_layer_gain", _sts_sweep({}, layer_noise={"L2": 0.8})) == "holds"
+    # the pairing is what decides: the same Δ with the pairing ignored (r with the base 0) is not significant
+    unpaired = _sts_sweep({"3-4": 0.97})
+    assert _verdict("kov.disable_head_gain_every_task", unpaired) == "holds"
+    unpaired.head_with_base = np.zeros_like(unpaired.head_with_base)
+    assert _side("kov.disable_head_gain_every_task", unpaired) == "inconclusive"
 
 
 def test_paired_gain_bounds_match_the_exact_sign_test():

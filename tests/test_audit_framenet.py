@@ -160,14 +160,30 @@ def test_the_seeds_of_a_task_are_averaged():
     assert measure([_sweep({HEADS[0]: (4, 0), HEADS[1]: (0, 0)})])[0] == "inconclusive"
 
 
-def test_a_regression_sweep_is_named_not_judged():
+def test_a_regression_sweep_stored_without_its_pairing_is_named_not_judged():
     stsb = dataclasses.replace(_sweep({}), task="sts-b", metric="pearson", head_p=np.full((1, L, H), np.nan),
                                step=float("nan"))
     stsb.head_delta[0][HEADS[0]] = -3.0
     v, m = measure([_sweep({}), stsb], CLAIM_IDS[1])
-    assert v == "holds" and m.values["tests"] == 2 and "sts-b not judged" in m.detail and "-3.00" in m.detail
-    with pytest.raises(NotApplicable, match="sts-b not judged"):
+    assert v == "holds" and m.values["tests"] == 2 and "sts-b (pearson): this stored sweep predates" in m.detail
+    with pytest.raises(NotApplicable, match="predates the correlation"):
         measure([stsb], CLAIM_IDS[1])
+
+
+def test_sts_b_drops_are_judged_on_the_same_examples():
+    """STS-B (Pearson) used to be named and left out; now its frame heads' drops are tested like the others, their
+    SE the one that reproduces the overlapping-correlation bound (same 1500 dev examples): heads that barely move
+    the predictions are shown within 1 point (holds), a frame head that adds a third more noise (about -3 points)
+    is a drop beyond it (does not hold)."""
+    from test_audit_disable import _sts_sweep
+
+    quiet = _sts_sweep({})
+    v, m = measure([quiet], CLAIM_IDS[1])
+    assert v == "holds" and m.values["tests"] == 2 and "r with the undisabled" in m.detail
+    worse = _sts_sweep({"3-4": 1.3})
+    assert worse.head_delta[0][HEADS[0]] < -2
+    v, m = measure([_sweep({}), worse], CLAIM_IDS[1])
+    assert v == "does not hold" and m.head == "3-4" and m.values["tests"] == 4
 
 
 def test_no_frame_head_skips():

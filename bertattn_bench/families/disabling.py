@@ -11,7 +11,9 @@ heads), for every seed of the tier.
 A configuration is scored on the same dev examples as the undisabled model, so its gain is judged within the model:
 exact paired (McNemar) bounds on its flipped examples (:func:`stats.paired_gain_bounds`), Bonferroni over the
 configurations where a best one is tested (issue 36; before, against max(one example's step, the seed-to-seed sd of
-the dev score), a between-model bar).
+the dev score), a between-model bar). A regression task (STS-B) has no flips: there the pass keeps each
+configuration's Pearson r with the undisabled model's dev predictions, and a gain in r on the same examples is
+bounded by the normal bounds for two overlapping correlations (Steiger 1980) (:func:`stats.overlapping_correlation_bounds`).
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from ..data import glue
 from ..engine.passes import NothingToMeasure, timed
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import binomial_above_p, mcnemar_exact, noise_bar, paired_gain_bounds, sign_test_p
+from ..claims.stats import (binomial_above_p, mcnemar_exact, noise_bar, one_sided_z, overlapping_correlation_bounds,
+                            paired_counts_se, paired_gain_bounds, rank_correlation, sign_test_p)
 from ..training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
 
 
@@ -40,6 +43,17 @@ def score_configs(t: glue.Task, logits: np.ndarray, labels: np.ndarray):
     correct = preds == labels.astype(int)[None, :]
     tests = [mcnemar_exact(correct[0], correct[c]) for c in range(len(preds))]
     return scores, np.array([x[0] for x in tests]), np.array([[x[1], x[2]] for x in tests])
+
+
+def with_base(t: glue.Task, logits: np.ndarray) -> np.ndarray:
+    """Regression: per configuration (axis 0 of ``logits``), the Pearson r of its dev predictions with
+    configuration 0's, what pairs the two correlations with the labels (1 for identical predictions, 0 where one is
+    constant); nan for classification (its pairing is in the flips)."""
+    if not t.is_regression:
+        return np.full(len(logits), np.nan)
+    preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
+    return np.array([1.0 if np.array_equal(p, preds[0]) else 0.0 if np.ptp(p) == 0 or np.ptp(preds[0]) == 0
+                     else rank_correlation(p, preds[0], "pearson")[0] for p in preds])
 
 
 def configurations(n_layers: int, n_heads: int) -> tuple[list[list[tuple[int, int]]], list[str]]:
@@ -72,6 +86,8 @@ class DisableResult:
     head_flips: np.ndarray  # (S, L, H, 2) examples lost / gained
     layer_flips: np.ndarray  # (S, L, 2)
     step: float  # one example's step on this dev set, points (nan for regression)
+    head_with_base: np.ndarray | None = None  # (S, L, H) regression: Pearson r of the predictions with the base's
+    layer_with_base: np.ndarray | None = None  # (S, L)
     sweep_seconds: list[float] = field(default_factory=list)
     plain_seconds: list[float] = field(default_factory=list)
     n_configs: int = 0
@@ -99,7 +115,7 @@ class DisablePass(GluePass):
         t, dev, tok = self.task, self.dev, self.loaded.tokenizer
         L, H = info.n_layers, info.n_heads
         configs, names = configurations(L, H)
-        base, hd, ld, hp, lp, hf, lf, sweep_s, plain_s, metas = [], [], [], [], [], [], [], [], [], {}
+        base, hd, ld, hp, lp, hf, lf, hw, lw, sweep_s, plain_s, metas = [], [], [], [], [], [], [], [], [], [], [], {}
         for seed in self.seeds:
             ft = self.finetuned(self.loaded, seed, progress)
             metas[seed] = {**ft.meta, "cached": ft.cached}
@@ -113,6 +129,7 @@ class DisablePass(GluePass):
                 raise RuntimeError(f"{t.name}: the sweep's undisabled rows disagree with the plain evaluation "
                                    f"(max |Δ logit| {np.abs(logits[0] - plain).max():.3g})")
             scores, p, flips = score_configs(t, logits, dev.labels)
+            paired = with_base(t, logits)
             delta = scores - scores[0]
             base.append(scores[0])
             hd.append(delta[1:1 + L * H].reshape(L, H))
@@ -121,11 +138,14 @@ class DisablePass(GluePass):
             lp.append(p[1 + L * H:])
             hf.append(flips[1:1 + L * H].reshape(L, H, 2))
             lf.append(flips[1 + L * H:])
+            hw.append(paired[1:1 + L * H].reshape(L, H))
+            lw.append(paired[1 + L * H:])
         result = DisableResult(
             task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
             tier=self.tier, base=np.array(base), head_delta=np.stack(hd), layer_delta=np.stack(ld),
             head_p=np.stack(hp), layer_p=np.stack(lp), head_flips=np.stack(hf), layer_flips=np.stack(lf),
-            step=glue.one_example_step(t, len(dev.examples)), sweep_seconds=sweep_s, plain_seconds=plain_s,
+            step=glue.one_example_step(t, len(dev.examples)), head_with_base=np.stack(hw), layer_with_base=np.stack(lw),
+            sweep_seconds=sweep_s, plain_seconds=plain_s,
             n_configs=len(configs), train_meta=metas)
         return result, {"sweep_over_plain": result.sweep_over_plain}
 
@@ -162,7 +182,8 @@ def _as_interval(lo: float, hi: float, undecided: bool) -> tuple[float, float]:
 
 
 def _sweep_of(r: DisableResult, what: str):
-    """(Δ, flips as (gained, lost), names) of the head or layer configurations, per seed: (S, K) each."""
+    """(Δ, gained, lost, names) of the head or layer configurations, per seed: (S, K) each (the flips are 0 for a
+    regression task)."""
     if what not in ("head", "layer"):
         raise ValueError(f"what = {what!r}: 'head' or 'layer'")
     S = len(r.seeds)
@@ -173,13 +194,52 @@ def _sweep_of(r: DisableResult, what: str):
     return delta, flips[..., 1], flips[..., 0], names
 
 
-def _paired_only(r: DisableResult, what: str) -> None:
-    if glue.task(r.task).is_regression:
+def _regression(r: DisableResult, what: str) -> bool:
+    """Whether ``r`` is a regression task's sweep (paired by the correlation with the base, not by flips); one
+    stored before the pass kept that correlation is not judged."""
+    if not glue.task(r.task).is_regression:
+        return False
+    if r.head_with_base is None or r.layer_with_base is None:
         raise NotApplicable(
-            f"{r.task} ({r.metric}): no per-example flips, so no paired test of a {what}'s gain; the sweep stores "
-            f"only each configuration's Δ {r.metric} (a paired bootstrap of the correlation needs the per-example "
-            f"predictions, not kept): not judged (before issue 36 it was judged against seed noise only with a "
-            f"recorded seed sd, which {r.task} never had)")
+            f"{r.task} ({r.metric}): this stored sweep predates the correlation with the undisabled model's "
+            f"predictions that pairs a {what}'s gain (run the pass again): not judged")
+    return True
+
+
+def _paired_bounds(r: DisableResult, s: int, what: str, delta, gained, lost, alpha_lower: float,
+                   alpha_upper: float):
+    """Seed ``s``'s one-sided bounds (points) on each configuration's gain over the undisabled model on the same dev
+    examples: exact (Clopper-Pearson on the flips, :func:`stats.paired_gain_bounds`) for a classification task,
+    the normal bounds for two overlapping correlations (Steiger 1980) (:func:`stats.overlapping_correlation_bounds`) for a regression task."""
+    if not _regression(r, what):
+        return paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha_lower, alpha_upper)
+    paired = (r.head_with_base if what == "head" else r.layer_with_base).reshape(len(r.seeds), -1)[s]
+    base = r.base[s] / 100.0
+    low, up = overlapping_correlation_bounds(base + delta[s] / 100.0, base, paired, r.n_dev, alpha_lower, alpha_upper)
+    return 100.0 * low, 100.0 * up
+
+
+def head_gain_se(r: DisableResult, s: int, layer: int, head: int, alpha: float) -> float:
+    """The standard error of seed ``s``'s Δ when head (``layer``, ``head``) is disabled, as a one-sided test at
+    ``alpha`` uses it (points): the paired SE from the discordant counts, floored at one pair's
+    (:func:`stats.paired_counts_se`), for a classification task; for a regression task the SE whose z_alpha
+    multiple is the distance from Δ to the overlapping-correlation lower bound (:func:`stats.overlapping_correlation_bounds`), so that
+    Δ − z·SE is that bound."""
+    if not _regression(r, "head"):
+        lost, gained = (int(x) for x in r.head_flips[s, layer, head])
+        return paired_counts_se(lost, gained, r.n_dev)
+    base, delta = r.base[s] / 100.0, float(r.head_delta[s, layer, head])
+    low, _ = overlapping_correlation_bounds(base + delta / 100.0, base, r.head_with_base[s, layer, head], r.n_dev,
+                                            alpha, alpha)
+    return max((delta - 100.0 * float(low)) / one_sided_z(alpha), 1e-9)
+
+
+def _pairing(r: DisableResult, what: str, s: int, i: int, gained, lost) -> str:
+    """How configuration ``i``'s change was paired, for a detail: its flips, or its predictions' r with the base."""
+    if _regression(r, what):
+        paired = (r.head_with_base if what == "head" else r.layer_with_base).reshape(len(r.seeds), -1)[s, i]
+        return f"r with the undisabled predictions {paired:.4f}"
+    return f"-{lost[s, i]}/+{gained[s, i]}"
 
 
 @metric("disable_best_head_margin")
@@ -207,10 +267,13 @@ def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", 
         los.append(float(low[j]))
         his.append(float(up.max()) - margin)
         best.append(float(delta[s, i]))
-        p = float(binomial_above_p(int(gained[s, i]), int(gained[s, i] + lost[s, i]), 0.5))
-        parts.append(f"seed {seed}: best {names[i]} {delta[s, i]:+.2f} (-{lost[s, i]}/+{gained[s, i]}, one-sided "
-                     f"exact p {p:.3g}, x{K} {min(1.0, p * K):.3g}); best lower bound {names[j]} {low[j]:+.2f}; "
-                     f"best upper bound {up.max():+.2f} ({names[int(np.argmax(up))]})")
+        if _regression(r, what):
+            test = _pairing(r, what, s, i, gained, lost)
+        else:
+            p = float(binomial_above_p(int(gained[s, i]), int(gained[s, i] + lost[s, i]), 0.5))
+            test = f"{_pairing(r, what, s, i, gained, lost)}, one-sided exact p {p:.3g}, x{K} {min(1.0, p * K):.3g}"
+        parts.append(f"seed {seed}: best {names[i]} {delta[s, i]:+.2f} ({test}); best lower bound {names[j]} "
+                     f"{low[j]:+.2f}; best upper bound {up.max():+.2f} ({names[int(np.argmax(up))]})")
     lo, hi = min(los), max(his)
     decided = lo > 0 or hi < 0
     hi = max(hi, lo)
@@ -220,22 +283,27 @@ def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", 
     return Measurement(value, r.n_dev, "dev examples", unit="points (centre of [lo, hi])", standard_error=se,
                        values={"lower": lo, "upper_minus_margin": hi, "best_gain": float(np.mean(best)),
                                "best_gain_per_seed": best, "margin": margin, "configurations": K},
-                       detail=f"{r.task} base {np.mean(r.base):.2f}; {what}s, {K} configurations, one example = "
-                              f"{r.step:.2f} points; {'; '.join(parts)}; [lo, hi] = [{lo:+.2f}, {hi:+.2f}] (lo: best "
+                       detail=f"{r.task} base {np.mean(r.base):.2f}; {what}s, {K} configurations, {_bounds_kind(r)}; "
+                              f"{'; '.join(parts)}; [lo, hi] = [{lo:+.2f}, {hi:+.2f}] (lo: best "
                               f"{what}'s one-sided {1 - alpha:.3g} lower bound, Bonferroni x{K}; hi: best one-sided "
                               f"upper bound - margin {margin:g}): {verdict}")
+
+
+def _bounds_kind(r: DisableResult) -> str:
+    if glue.task(r.task).is_regression:
+        return f"paired bounds on Δ {r.metric} for two overlapping correlations (Steiger 1980) on {r.n_dev} examples"
+    return f"one example = {r.step:.2f} points, exact paired bounds on the flips"
 
 
 def _seed_bounds(r: DisableResult, what: str, alpha: float):
     """The sweep of ``what`` (head/layer) and, per seed, its configurations' exact paired gain bounds: (delta,
     gained, lost, names, K, [(seed index, seed, lower bounds one-sided at alpha / K, upper bounds at alpha, the
-    best configuration's index)])."""
-    _paired_only(r, what)
+    best configuration's index)]); a regression task's bounds by :func:`_paired_bounds`."""
     delta, gained, lost, names = _sweep_of(r, what)
     K = delta.shape[1]
     seeds = []
     for s, seed in enumerate(r.seeds):
-        low, up = paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha / K, alpha)
+        low, up = _paired_bounds(r, s, what, delta, gained, lost, alpha / K, alpha)
         seeds.append((s, seed, low, up, int(np.argmax(delta[s]))))
     return delta, gained, lost, names, K, seeds
 
@@ -257,16 +325,16 @@ def disable_best_gain(pr, tasks: list | None = None, what: str = "head", alpha: 
         los.append(float(low.max()))
         his.append(float(up.max()))
         best.append(float(delta[s, i]))
-        parts.append(f"seed {seed}: {names[i]} {delta[s, i]:+.2f} (-{lost[s, i]}/+{gained[s, i]}), best gain in "
-                     f"[{low.max():+.2f}, {up.max():+.2f}]")
+        parts.append(f"seed {seed}: {names[i]} {delta[s, i]:+.2f} ({_pairing(r, what, s, i, gained, lost)}), best "
+                     f"gain in [{low.max():+.2f}, {up.max():+.2f}]")
     lo, hi = min(los), max(his)
     value, se = _as_interval(lo, hi, undecided=False)
     return Measurement(value, r.n_dev, "dev examples", unit="points (centre of [lo, hi])", standard_error=se,
                        values={"lower": lo, "upper": hi, "best_gain": float(np.mean(best)),
                                "best_gain_per_seed": best, "configurations": K},
-                       detail=f"{r.task}: best single-{what} gain per seed: {'; '.join(parts)} (one example = "
-                              f"{r.step:.2f} points; exact paired bounds, one-sided {1 - alpha:.3g}, the lower ones "
-                              f"Bonferroni x{K}); [lo, hi] = [{lo:+.2f}, {hi:+.2f}]")
+                       detail=f"{r.task}: best single-{what} gain per seed: {'; '.join(parts)} ({_bounds_kind(r)}, "
+                              f"one-sided {1 - alpha:.3g}, the lower ones Bonferroni x{K}); [lo, hi] = "
+                              f"[{lo:+.2f}, {hi:+.2f}]")
 
 
 @metric("disable_mean_head_delta")

@@ -416,7 +416,7 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
                                        alpha: float = EQUIVALENCE_ALPHA, direction: str | None = None) -> Measurement:
     """Kovaleva §5: disabling a frame-semantic head does not lower the score, judged as an *absence* must be: by
     an equivalence test, not by a failure to reject. For every task sweep in ``passes`` (the ``disable`` family)
-    and every frame-semantic head: the paired accuracy difference Δ (disabled − intact, same dev examples), mean over the
+    and every frame-semantic head: the paired difference Δ (disabled − intact, same dev examples), mean over the
     sweep's seeds, and its SE (each seed's paired SE from its discordant counts, :func:`stats.paired_counts_se`;
     their mean bounds the mean's SE whatever the seeds' correlation), tested one-sided against −``margin`` points
     (the lower half of :func:`stats.tost`: a gain is no drop), Bonferroni over the m (task, head) tests at
@@ -426,10 +426,12 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
     standard error is that SE x z_(1−alpha/m) / 1.96, so the claim's interval value ± 1.96 SE (threshold 0) is the
     Bonferroni one-sided bound: *holds* when every head's drop is shown to be within the margin (Δ − z·SE >
     −margin for all), *does not hold* when some head's drop is significantly beyond it (Δ + z·SE < −margin),
-    otherwise *inconclusive*. Regression sweeps (STS-B: Pearson, the sweep keeps no per-example predictions, so
-    no paired SE) are left out and named in the detail with their Δ."""
-    from ..claims.stats import paired_counts_se, tost
+    otherwise *inconclusive*. A regression sweep (STS-B, Pearson) is paired by each head's predictions' r with the
+    undisabled model's: its SE is the one that reproduces the bound for two overlapping correlations at the test's
+    level (:func:`disabling.head_gain_se`); a sweep stored before it kept that r is left out and named."""
+    from ..claims.stats import tost
     from ..training.glue_pass import result_of
+    from .disabling import _regression, head_gain_se
 
     r = _result(pr)
     heads, _, _ = frame_heads(r, direction)
@@ -441,32 +443,36 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
         if (dr.n_layers, dr.n_heads) != r.shape:
             raise NotApplicable(f"the {dr.task} sweep has {dr.n_layers}x{dr.n_heads} heads, the FrameNet pass "
                                 f"{r.shape[0]}x{r.shape[1]}")
-        if bool(np.isnan(dr.head_p).all()):  # a regression task: no paired accuracy difference
-            deltas = ", ".join(f"seed {seed} {head_name(l, h)} {float(dr.head_delta[s, l, h]):+.2f}"
-                               for l, h, *_ in heads for s, seed in enumerate(dr.seeds))
-            unjudged.append(f"{dr.task} not judged (its {dr.metric} difference has no paired SE here: the sweep "
-                            f"keeps no per-example predictions; Δ {deltas})")
-        else:
-            sweeps.append(dr)
+        try:
+            _regression(dr, "head")
+        except NotApplicable as e:
+            unjudged.append(str(e))
+            continue
+        sweeps.append(dr)
     if not sweeps:
         raise NotApplicable("; ".join(unjudged))
     m = len(sweeps) * len(heads)
+    level = alpha / m  # the one-sided level each test runs at (tost's z)
     tests, parts = [], []
     for dr in sweeps:
+        regression = _regression(dr, "head")
         for l, h, *_ in heads:
-            flips = [tuple(int(x) for x in dr.head_flips[s, l, h]) for s in range(len(dr.seeds))]
-            deltas = [100.0 * (gained - lost) / dr.n_dev for lost, gained in flips]
-            ses = [paired_counts_se(lost, gained, dr.n_dev) for lost, gained in flips]
+            S = range(len(dr.seeds))
+            deltas = ([float(dr.head_delta[s, l, h]) for s in S] if regression else
+                      [100.0 * (int(dr.head_flips[s, l, h, 1]) - int(dr.head_flips[s, l, h, 0])) / dr.n_dev for s in S])
+            ses = [head_gain_se(dr, s, l, h, level) for s in S]
             # the mean over seeds (fine-tunes of the same task on the same dev examples): its SE is at most the
             # mean of the seeds' SEs (Cauchy-Schwarz, whatever their correlation), used as it stands
             t = tost(float(np.mean(deltas)), float(np.mean(ses)), margin, alpha, m)
             ratio = (t["delta"] + margin) / t["se"]
             tests.append((ratio, t, dr.task, (l, h), dr.n_dev))
-            seeds = "" if len(flips) == 1 else " = mean of " + ", ".join(
+            seeds = "" if len(deltas) == 1 else " = mean of " + ", ".join(
                 f"seed {seed} {d:+.2f}" for seed, d in zip(dr.seeds, deltas))
-            parts.append(f"{dr.task} {head_name(l, h)} {t['delta']:+.2f} ± {t['se']:.2f}{seeds} ("
-                         + ", ".join(f"-{lost}/+{gained}" for lost, gained in flips) + f" of {dr.n_dev}; bound "
-                         f"{t['delta'] - t['z'] * t['se']:+.2f}: {t['lower']})")
+            pairing = (", ".join(f"r with the undisabled {float(dr.head_with_base[s, l, h]):.4f}" for s in S)
+                       if regression else ", ".join(f"-{int(dr.head_flips[s, l, h, 0])}/+{int(dr.head_flips[s, l, h, 1])}"
+                                                    for s in S))
+            parts.append(f"{dr.task} {head_name(l, h)} {t['delta']:+.2f} ± {t['se']:.2f}{seeds} ({pairing} of "
+                         f"{dr.n_dev}; bound {t['delta'] - t['z'] * t['se']:+.2f}: {t['lower']})")
     ratio, t, task, (l, h), n_dev = min(tests, key=lambda x: x[0])
     z = t["z"]
     n_within = sum(1 for x in tests if x[1]["lower"] == "within")
@@ -481,7 +487,8 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
                                "worst_delta": t["delta"], "worst_se": t["se"]},
                        detail=f"Δ when disabled (mean over seeds) vs -{margin:g} points, one-sided at {alpha:g}/{m} "
                               f"(Bonferroni over {m} heads x tasks, z {z:.2f}; paired SE from the discordant counts, "
-                              f"floored at one pair's, mean over seeds): {summary}; least clear {task} "
+                              f"floored at one pair's, or for Pearson from the overlapping-correlation bound; mean "
+                              f"over seeds): {summary}; least clear {task} "
                               f"{head_name(l, h)}: "
                               + "; ".join(parts + unjudged))
 
