@@ -48,3 +48,37 @@ def test_disabling_sweep_layer_passes_by_hand():
     assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6, share_prefix=False) == 474
     assert sweeps.sweep_layer_passes(configurations(12, 12)[0], 12) == 12 + 13 * 78
     assert sweeps.sweep_layer_passes(configurations(12, 12)[0], 12, share_prefix=False) == 157 * 12
+
+
+def test_the_disable_pass_pairs_a_regression_task_by_its_predictions(tiny, tmp_path, monkeypatch):
+    """The real ``disable`` pass on a tiny STS-B fine-tune: for a regression task it keeps each configuration's
+    Pearson r with the undisabled model's dev predictions (what pairs the gain), shaped as the deltas, each in
+    [-1, 1], and the gain claims read it (judged, not skipped); the score it pairs is the sweep's own."""
+    from dataclasses import replace
+
+    from test_pruning import STSB_HEADER, _pairs
+
+    from bertattn_bench.claims.registry import families
+    from bertattn_bench.families.disabling import DisableResult, disable_best_gain
+    from bertattn_bench.training import glue_pass
+
+    d = tmp_path / "glue" / "STS-B"
+    d.mkdir(parents=True)
+    for split, n, seed in (("train", 48, 0), ("dev", 24, 1)):
+        rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(_pairs(n, seed))]
+        (d / f"{split}.tsv").write_text(STSB_HEADER + "".join(rows), encoding="utf-8")
+    real = glue_pass.recipe_for
+    monkeypatch.setattr(glue_pass, "recipe_for",
+                        lambda task, tier="regression": replace(real(task, tier), epochs=2, batch_size=8, lr=1e-3))
+    pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))
+    p = families()["disable"].prepare(pretrained, tmp_path, "sts-b", None, 32,
+                                      {"tier": "quick", "cache_dir": tmp_path / "cache"})
+    p.artifacts()
+    r = p.run().result
+    assert isinstance(r, DisableResult) and r.task == "sts-b"
+    L, H = r.n_layers, r.n_heads
+    assert r.head_with_base.shape == (1, L, H) and r.layer_with_base.shape == (1, L)
+    assert np.all(np.abs(r.head_with_base) <= 1 + 1e-9) and np.all(np.abs(r.layer_with_base) <= 1 + 1e-9)
+    assert np.isnan(r.head_p).all() and not np.isnan(r.head_with_base).any()
+    m = disable_best_gain(SimpleNamespace(result=r))
+    assert "overlapping correlations" in m.detail and m.values["configurations"] == L * H
