@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from bertattn_bench.families.finetune import FinetuneResult, TaskScores, ft_margin_over_majority
-from bertattn_bench.claims.registry import NotApplicable
 
 
 # the best-gain claims (issue 36 items 2, 6, 7a): tests/test_audit_disable.py (the seed-spread bar is gone)
