@@ -184,6 +184,12 @@ def test_sts_b_drops_are_judged_on_the_same_examples():
     assert worse.head_delta[0][HEADS[0]] < -2
     v, m = measure([_sweep({}), worse], CLAIM_IDS[1])
     assert v == "does not hold" and m.head == "3-4" and m.values["tests"] == 4
+    # the bound the test uses is that head's own overlapping-correlation bound at the Bonferroni level 0.05 / 4
+    from bertattn_bench.claims.stats import overlapping_correlation_bounds
+
+    base, d = worse.base[0] / 100, worse.head_delta[0][HEADS[0]] / 100
+    low, _ = overlapping_correlation_bounds(base + d, base, worse.head_with_base[0][HEADS[0]], 1500, 0.05 / 4, 0.05 / 4)
+    assert m.values["worst_delta"] - m.values["z"] * m.values["worst_se"] == pytest.approx(100 * float(low), abs=1e-9)
 
 
 def test_no_frame_head_skips():

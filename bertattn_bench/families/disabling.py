@@ -194,9 +194,10 @@ def _sweep_of(r: DisableResult, what: str):
     return delta, flips[..., 1], flips[..., 0], names
 
 
-def _regression(r: DisableResult, what: str) -> bool:
-    """Whether ``r`` is a regression task's sweep (paired by the correlation with the base, not by flips); one
-    stored before the pass kept that correlation is not judged."""
+def paired_by_correlation(r: DisableResult, what: str = "head") -> bool:
+    """Whether ``r`` is a regression task's sweep, whose gains are paired by each configuration's correlation with
+    the undisabled predictions, not by flips; a regression sweep stored before the pass kept that correlation
+    raises NotApplicable (not judged)."""
     if not glue.task(r.task).is_regression:
         return False
     if r.head_with_base is None or r.layer_with_base is None:
@@ -206,39 +207,49 @@ def _regression(r: DisableResult, what: str) -> bool:
     return True
 
 
-def _paired_bounds(r: DisableResult, s: int, what: str, delta, gained, lost, alpha_lower: float,
-                   alpha_upper: float):
+def _with_base_of(r: DisableResult, what: str) -> np.ndarray:
+    """The head or layer configurations' r with the undisabled predictions, per seed: (S, K)."""
+    return (r.head_with_base if what == "head" else r.layer_with_base).reshape(len(r.seeds), -1)
+
+
+def _correlation_bounds(r: DisableResult, s: int, what: str, alpha_lower: float, alpha_upper: float):
+    """A regression sweep's seed ``s``: one-sided bounds (points) on every head's (layer's) gain in r over the
+    undisabled model on the same dev examples (:func:`stats.overlapping_correlation_bounds`)."""
+    base = r.base[s] / 100.0
+    delta = (r.head_delta if what == "head" else r.layer_delta).reshape(len(r.seeds), -1)[s] / 100.0
+    low, up = overlapping_correlation_bounds(base + delta, base, _with_base_of(r, what)[s], r.n_dev, alpha_lower,
+                                             alpha_upper)
+    return 100.0 * low, 100.0 * up
+
+
+def _paired_bounds(r: DisableResult, s: int, what: str, gained, lost, alpha_lower: float, alpha_upper: float):
     """Seed ``s``'s one-sided bounds (points) on each configuration's gain over the undisabled model on the same dev
     examples: exact (Clopper-Pearson on the flips, :func:`stats.paired_gain_bounds`) for a classification task,
-    the normal bounds for two overlapping correlations (Steiger 1980) (:func:`stats.overlapping_correlation_bounds`) for a regression task."""
-    if not _regression(r, what):
-        return paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha_lower, alpha_upper)
-    paired = (r.head_with_base if what == "head" else r.layer_with_base).reshape(len(r.seeds), -1)[s]
-    base = r.base[s] / 100.0
-    low, up = overlapping_correlation_bounds(base + delta[s] / 100.0, base, paired, r.n_dev, alpha_lower, alpha_upper)
-    return 100.0 * low, 100.0 * up
+    the normal bounds for two overlapping correlations (:func:`_correlation_bounds`) for a regression task."""
+    if paired_by_correlation(r, what):
+        return _correlation_bounds(r, s, what, alpha_lower, alpha_upper)
+    return paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha_lower, alpha_upper)
 
 
 def head_gain_se(r: DisableResult, s: int, layer: int, head: int, alpha: float) -> float:
     """The standard error of seed ``s``'s Δ when head (``layer``, ``head``) is disabled, as a one-sided test at
     ``alpha`` uses it (points): the paired SE from the discordant counts, floored at one pair's
     (:func:`stats.paired_counts_se`), for a classification task; for a regression task the SE whose z_alpha
-    multiple is the distance from Δ to the overlapping-correlation lower bound (:func:`stats.overlapping_correlation_bounds`), so that
-    Δ − z·SE is that bound."""
-    if not _regression(r, "head"):
+    multiple is the distance from Δ to the overlapping-correlation lower bound (:func:`_correlation_bounds`), so
+    that Δ − z·SE is that bound."""
+    if not paired_by_correlation(r, "head"):
         lost, gained = (int(x) for x in r.head_flips[s, layer, head])
         return paired_counts_se(lost, gained, r.n_dev)
-    base, delta = r.base[s] / 100.0, float(r.head_delta[s, layer, head])
-    low, _ = overlapping_correlation_bounds(base + delta / 100.0, base, r.head_with_base[s, layer, head], r.n_dev,
-                                            alpha, alpha)
-    return max((delta - 100.0 * float(low)) / one_sided_z(alpha), 1e-9)
+    low = float(_correlation_bounds(r, s, "head", alpha, alpha)[0][layer * r.n_heads + head])
+    return max((float(r.head_delta[s, layer, head]) - low) / one_sided_z(alpha), 1e-9)
 
 
-def _pairing(r: DisableResult, what: str, s: int, i: int, gained, lost) -> str:
-    """How configuration ``i``'s change was paired, for a detail: its flips, or its predictions' r with the base."""
-    if _regression(r, what):
-        paired = (r.head_with_base if what == "head" else r.layer_with_base).reshape(len(r.seeds), -1)[s, i]
-        return f"r with the undisabled predictions {paired:.4f}"
+def pairing_text(r: DisableResult, what: str, s: int, i: int) -> str:
+    """How seed ``s``'s configuration ``i`` (flat head or layer index) was paired, for a detail: its flips
+    (-lost/+gained), or its predictions' r with the undisabled ones."""
+    if paired_by_correlation(r, what):
+        return f"r with the undisabled predictions {_with_base_of(r, what)[s, i]:.4f}"
+    _, gained, lost, _ = _sweep_of(r, what)
     return f"-{lost[s, i]}/+{gained[s, i]}"
 
 
@@ -267,11 +278,10 @@ def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", 
         los.append(float(low[j]))
         his.append(float(up.max()) - margin)
         best.append(float(delta[s, i]))
-        if _regression(r, what):
-            test = _pairing(r, what, s, i, gained, lost)
-        else:
+        test = pairing_text(r, what, s, i)
+        if not paired_by_correlation(r, what):
             p = float(binomial_above_p(int(gained[s, i]), int(gained[s, i] + lost[s, i]), 0.5))
-            test = f"{_pairing(r, what, s, i, gained, lost)}, one-sided exact p {p:.3g}, x{K} {min(1.0, p * K):.3g}"
+            test += f", one-sided exact p {p:.3g}, x{K} {min(1.0, p * K):.3g}"
         parts.append(f"seed {seed}: best {names[i]} {delta[s, i]:+.2f} ({test}); best lower bound {names[j]} "
                      f"{low[j]:+.2f}; best upper bound {up.max():+.2f} ({names[int(np.argmax(up))]})")
     lo, hi = min(los), max(his)
@@ -303,7 +313,7 @@ def _seed_bounds(r: DisableResult, what: str, alpha: float):
     K = delta.shape[1]
     seeds = []
     for s, seed in enumerate(r.seeds):
-        low, up = _paired_bounds(r, s, what, delta, gained, lost, alpha / K, alpha)
+        low, up = _paired_bounds(r, s, what, gained, lost, alpha / K, alpha)
         seeds.append((s, seed, low, up, int(np.argmax(delta[s]))))
     return delta, gained, lost, names, K, seeds
 
@@ -325,7 +335,7 @@ def disable_best_gain(pr, tasks: list | None = None, what: str = "head", alpha: 
         los.append(float(low.max()))
         his.append(float(up.max()))
         best.append(float(delta[s, i]))
-        parts.append(f"seed {seed}: {names[i]} {delta[s, i]:+.2f} ({_pairing(r, what, s, i, gained, lost)}), best "
+        parts.append(f"seed {seed}: {names[i]} {delta[s, i]:+.2f} ({pairing_text(r, what, s, i)}), best "
                      f"gain in [{low.max():+.2f}, {up.max():+.2f}]")
     lo, hi = min(los), max(his)
     value, se = _as_interval(lo, hi, undecided=False)

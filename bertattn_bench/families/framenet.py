@@ -431,7 +431,7 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
     level (:func:`disabling.head_gain_se`); a sweep stored before it kept that r is left out and named."""
     from ..claims.stats import tost
     from ..training.glue_pass import result_of
-    from .disabling import _regression, head_gain_se
+    from .disabling import head_gain_se, paired_by_correlation, pairing_text
 
     r = _result(pr)
     heads, _, _ = frame_heads(r, direction)
@@ -444,7 +444,7 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
             raise NotApplicable(f"the {dr.task} sweep has {dr.n_layers}x{dr.n_heads} heads, the FrameNet pass "
                                 f"{r.shape[0]}x{r.shape[1]}")
         try:
-            _regression(dr, "head")
+            paired_by_correlation(dr)
         except NotApplicable as e:
             unjudged.append(str(e))
             continue
@@ -455,11 +455,9 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
     level = alpha / m  # the one-sided level each test runs at (tost's z)
     tests, parts = [], []
     for dr in sweeps:
-        regression = _regression(dr, "head")
+        S = range(len(dr.seeds))
         for l, h, *_ in heads:
-            S = range(len(dr.seeds))
-            deltas = ([float(dr.head_delta[s, l, h]) for s in S] if regression else
-                      [100.0 * (int(dr.head_flips[s, l, h, 1]) - int(dr.head_flips[s, l, h, 0])) / dr.n_dev for s in S])
+            deltas = [float(dr.head_delta[s, l, h]) for s in S]
             ses = [head_gain_se(dr, s, l, h, level) for s in S]
             # the mean over seeds (fine-tunes of the same task on the same dev examples): its SE is at most the
             # mean of the seeds' SEs (Cauchy-Schwarz, whatever their correlation), used as it stands
@@ -468,9 +466,7 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
             tests.append((ratio, t, dr.task, (l, h), dr.n_dev))
             seeds = "" if len(deltas) == 1 else " = mean of " + ", ".join(
                 f"seed {seed} {d:+.2f}" for seed, d in zip(dr.seeds, deltas))
-            pairing = (", ".join(f"r with the undisabled {float(dr.head_with_base[s, l, h]):.4f}" for s in S)
-                       if regression else ", ".join(f"-{int(dr.head_flips[s, l, h, 0])}/+{int(dr.head_flips[s, l, h, 1])}"
-                                                    for s in S))
+            pairing = ", ".join(pairing_text(dr, "head", s, l * dr.n_heads + h) for s in S)
             parts.append(f"{dr.task} {head_name(l, h)} {t['delta']:+.2f} ± {t['se']:.2f}{seeds} ({pairing} of "
                          f"{dr.n_dev}; bound {t['delta'] - t['z'] * t['se']:+.2f}: {t['lower']})")
     ratio, t, task, (l, h), n_dev = min(tests, key=lambda x: x[0])
