@@ -23,17 +23,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bertattn_bench.data.manifest import MANIFEST_PATH, family_needs, rebuild, sha256_file  # noqa: E402
+from bertattn_bench.data.manifest import (MANIFEST_PATH, archive_rule, family_needs, members_digest,  # noqa: E402
+                                          rebuild, sha256_file)
 
 # corpus -> (repo, commit, [(local prefix, source prefix)] first match wins, {local file: override})
 SPECS = {
     "ud_english_ewt": dict(
+        notice="share alike: adaptations carry the same licence (CC BY-SA 4.0); attribution required",
         title="UD English EWT (English Web Treebank), dev and test",
         repo="UniversalDependencies/UD_English-EWT", commit="15d613d8447b3478787d4c278730a1e48a945efb",
         rules=[("", "")],
         licence="CC BY-SA 4.0", restricted=None,
         citation="Silveira et al. 2014, A Gold Standard Dependency Corpus for English (LREC); Universal Dependencies"),
     "ud_english_gum": dict(
+        notice="attribution required; the texts keep their per-genre licences (LICENSE.txt)",
         title="UD English GUM, dev and test",
         repo="UniversalDependencies/UD_English-GUM", commit="afb41ee9bca57991125814fa04d96a0e61470c8b",
         rules=[("", "")],
@@ -41,6 +44,7 @@ SPECS = {
         restricted="GUM is CC BY-NC-SA 4.0: non-commercial use only, share alike",
         citation="Zeldes 2017, The GUM Corpus: Creating Multilayer Resources in the Classroom (LRE 51(3))"),
     "gum": dict(
+        notice="attribution required; the texts keep their per-genre licences (LICENSE.txt)",
         title="GUM per-document CoNLL-U files (all splits, with coreference)",
         repo="UniversalDependencies/UD_English-GUM", commit="afb41ee9bca57991125814fa04d96a0e61470c8b",
         rules=[("documents/", "not-to-release/sources/"), ("files.", "not-to-release/file-lists/files."),
@@ -49,11 +53,13 @@ SPECS = {
         restricted="GUM is CC BY-NC-SA 4.0: non-commercial use only, share alike",
         citation="Zeldes 2017, The GUM Corpus: Creating Multilayer Resources in the Classroom (LRE 51(3))"),
     "gap_coreference": dict(
+        notice="",
         title="GAP coreference (Mind the GAP)",
         repo="google-research-datasets/gap-coreference", commit="83135f26025cdd705c04f77e940d0c9201116b80",
         rules=[("", "")], licence="Apache-2.0", restricted=None,
         citation="Webster et al. 2018, Mind the GAP: A Balanced Corpus of Gendered Ambiguous Pronouns (TACL)"),
     "glue": dict(
+        notice="the host is a personal repository holding GLUE's download; a second public copy is tried when it fails",
         title="GLUE tasks MRPC, STS-B, SST-2, RTE, QNLI (original GLUE TSV files)",
         repo="F0restL1n/BERT", commit="0d0288be08079531c7b3a85af3d532f9adb0f13a",
         rules=[("SST-2/SST_original_README.txt", "glue_data/SST-2/original/README.txt"), ("", "glue_data/")],
@@ -74,12 +80,14 @@ SPECS = {
                  "Dolan & Brockett 2005 (MRPC); Cer et al. 2017 (STS-B); Socher et al. 2013 (SST); "
                  "Dagan et al. 2006 et seq. (RTE); Rajpurkar et al. 2016 (SQuAD/QNLI)"),
     "litbank_coref": dict(
+        notice="attribution required (CC BY 4.0)",
         title="LitBank coreference (CoNLL-2012 format)",
         repo="dbamman/litbank", commit="3e50db0ffc033d7ccbb94f4d88f6b99210328ed8",
         rules=[("conll/", "coref/conll/"), ("UPSTREAM_README.md", "README.md")],
         licence="CC BY 4.0", restricted=None,
         citation="Bamman, Lewke & Mansoor 2020, An Annotated Dataset of Coreference in English Literature (LREC)"),
     "wikitext2_raw": dict(
+        notice="share alike: CC BY-SA 3.0 and GFDL (Wikipedia text); the host is a personal repository holding the WikiText-2 release",
         title="WikiText-2 (raw) test split",
         repo="Tylogi/TyloQuant", commit="7989d038b13ca737da11a95fb90e77ae059f33c0",
         rules=[("wiki.test.raw", "data/wikitext-2-raw/wiki.test.raw"),
@@ -87,6 +95,7 @@ SPECS = {
         licence="CC BY-SA 3.0 (and GFDL)", restricted=None,
         citation="Merity et al. 2016, Pointer Sentinel Mixture Models"),
     "arct_original": dict(
+        notice="Apache-2.0; NOTICE.txt lists the third-party licences",
         title="ARCT, Argument Reasoning Comprehension Task (SemEval-2018 Task 12)",
         repo="UKPLab/argument-reasoning-comprehension-task", commit="929f5847487e28036e60803f72e26a82c638db43",
         rules=[("LICENSE", "LICENSE"), ("NOTICE.txt", "NOTICE.txt"),
@@ -94,26 +103,43 @@ SPECS = {
         licence="Apache-2.0 (repository; NOTICE.txt lists third-party licences)", restricted=None,
         citation="Habernal et al. 2018, The Argument Reasoning Comprehension Task (NAACL)"),
     "arct_adversarial": dict(
+        notice="no licence stated in the repository (the data is derived from ARCT, Apache-2.0): reuse at your own judgement",
         title="Adversarial ARCT and the authors' per-seed results",
         repo="IKMLab/arct2", commit="2eb4502f5a787665cae7195552cca74b05a0e900",
         rules=[("results_from_paper/", "results_from_paper/"), ("", "adversarial_dataset/")],
         licence="none stated (derived from ARCT, Apache-2.0)", restricted=None,
         citation="Niven & Kao 2019, Probing Neural Network Comprehension of Natural Language Arguments (ACL)"),
     "framenet_v15": dict(
+        notice="FrameNet 1.5 was distributed by ICSI on application (free of charge for non-commercial use); this GitHub copy is an unofficial redistribution of that release; the exemplar file is rebuilt here from its LU files",
         title="FrameNet 1.5: frame definitions, LU exemplars (derived JSONL), sample XML",
         repo="dasmith/FrameNet-python", commit="b89d396c530c1e9a39c7978550472960b3bd9d26",
         rules=[("raw_xml_samples/", "fndata-1.5/"), ("", "fndata-1.5/")],
         overrides={"lu_exemplars_max15tok.jsonl": dict(derived=dict(
-            rule=None, inputs=[],
-            step="read every fndata-1.5/lu/lu*.xml of the source commit (11,829 files, not in the data folder): "
-                 "rank-1 Target and FE layers per annotation set, kept with >= 1 target span and >= 1 overt FE, "
-                 "sentence <= 15 whitespace tokens and >= 1 Core/Core-Unexpressed FE span (framenet_v15/SOURCE.md); "
-                 "no rebuild is implemented: fetched from a mirror or copied"))},
+            rule="framenet_lu_exemplars", inputs=[], archive="lu",
+            step="rebuilt from the per-commit archive of the source repository (streamed, not kept): every "
+                 "fndata-1.5/lu/lu*.xml (11,829 files): per sentence and annotation set the rank-1 Target and FE "
+                 "layers (end made exclusive), kept with >= 1 target span and >= 1 overt FE, sentence <= 15 "
+                 "whitespace tokens and >= 1 Core/Core-Unexpressed FE span (framenet_v15/SOURCE.md); two order "
+                 "choices: the records follow the LU files in file-name order as a directory listing sorts them "
+                 "(lu10 before lu100), and each record's target spans (like its FEs) are sorted by start (the XML "
+                 "lists 19 records' targets out of order); one compact JSON object per line, UTF-8 unescaped "
+                 "(data.framenet.ExemplarBuilder)"))},
+        archives={"lu": "fndata-1.5/lu/lu*.xml"},
         licence="FrameNet 1.5 data: free of charge for non-commercial use (ICSI); the repository's MIT licence "
                 "covers its code only",
         restricted="FrameNet 1.5 may be used for non-commercial purposes only (ICSI's FrameNet 1.5 terms)",
         citation="Baker, Fillmore & Lowe 1998, The Berkeley FrameNet Project (COLING-ACL); "
                  "http://framenet.icsi.berkeley.edu"),
+    "kobayashi_norms": dict(
+        title="Kobayashi et al. 2021: WordPiece frequency ranks of BERT's uncased vocabulary",
+        notice="no licence file at the pinned commit (the repository carried Apache-2.0 in earlier commits); cite "
+               "Kobayashi et al. 2020 and 2021",
+        repo="gorokoba560/norm-analysis-of-transformer", commit="5dc8fb3b541f696288dec46fbd610d97a1a1ade2",
+        rules=[("rank_count_ids.txt", "emnlp2021/data/rank_count_ids.txt")],
+        licence="none stated at the pinned commit (Apache-2.0 in the repository's commits of 2020-10 to 2021-09)",
+        restricted=None,
+        citation="Kobayashi, Kuribayashi, Yokoi & Inui 2020, Attention is Not Only a Weight (EMNLP); 2021, "
+                 "Incorporating Residual and Normalization Layers into Analysis of Masked Language Models (EMNLP)"),
 }
 LEFT_OUT = {"SOURCE.md": "written in this workplace (no public source); docs/data.md carries their content"}
 
@@ -154,11 +180,71 @@ def source_of(spec: dict, rel: str) -> dict:
     raise SystemExit(f"no source rule for {rel}")
 
 
-def build(data_dir: Path, mirrors: Path | None) -> dict:
+def blobs(gdir: Path, ids: list[str]):
+    """(id, bytes) of each git object, in order, through one ``git cat-file --batch``."""
+    proc = subprocess.Popen(["git", "--git-dir", str(gdir), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    for oid in ids:
+        proc.stdin.write(f"{oid}\n".encode())
+        proc.stdin.flush()
+        size = int(proc.stdout.readline().split()[2])
+        data = proc.stdout.read(size)
+        proc.stdout.read(1)
+        yield oid, data
+    proc.stdin.close()
+    proc.wait()
+
+
+def archive_spec(gdir: Path | None, repo: str, commit: str, members: str, derived: list[dict], data_dir: Path,
+                 previous: dict | None) -> dict:
+    """An archive source from the repository's snapshot: its members' count, digest and bytes, the size of the
+    per-commit archive as ``git archive`` builds it; each file derived from it rebuilt from the snapshot's members and
+    checked against the data folder. Without a snapshot, the previous manifest's entry is kept."""
+    import fnmatch
+
+    if gdir is None:
+        if previous is None:
+            raise SystemExit(f"archive {members} of {repo}: no snapshot and no previous manifest entry")
+        return previous
+    tree = ls_tree(gdir, commit)
+    names = sorted(n for n in tree if fnmatch.fnmatchcase(n, members))
+    builders = {d["path"]: archive_rule(d["derived"]["rule"]) for d in derived}
+    digests, total = [], 0
+    for name, (_, data) in zip(names, blobs(gdir, [tree[n] for n in names])):
+        digests.append((name, hashlib.sha256(data).hexdigest()))
+        total += len(data)
+        for b in builders.values():
+            b.add(name, data)
+    for path, b in builders.items():
+        got = hashlib.sha256(b.result()).hexdigest()
+        want = sha256_file(data_dir / path)
+        if got != want:
+            raise SystemExit(f"{path}: the rebuild from {repo}@{commit[:12]} gives {got}, the data folder's file {want}")
+    name = repo.split("/")[1]
+    archived = subprocess.run(f"git --git-dir {gdir} archive --format=tar.gz --prefix={name}-{commit}/ {commit} | wc -c",
+                              shell=True, check=True, capture_output=True, text=True).stdout
+    return {"members": members, "count": len(names), "members_sha256": members_digest(digests), "member_bytes": total,
+            "size_hint": int(archived), "checked": f"members read from a snapshot of {repo} at {commit[:12]}; the "
+                                                   "rebuilt file's sha256 equal to the data folder's"}
+
+
+def previous_manifest(path: Path) -> dict:
+    """The manifest as last written: its checks are kept for files whose bytes and source did not change when no
+    snapshot is at hand this time."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"corpora": {}}
+
+
+def build(data_dir: Path, mirrors: Path | None, fallbacks: dict | None = None, previous: dict | None = None) -> dict:
     corpora, trees = {}, {}
+    previous = previous or {"corpora": {}}
+    before = {f["path"]: f for c in previous["corpora"].values() for f in c["files"]}
+    fallbacks = fallbacks or {}
     for name, spec in SPECS.items():
         folder = data_dir / name
-        files = []
+        files, derived_by_archive = [], {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             rel = f.relative_to(folder).as_posix()
             if f.name in LEFT_OUT:
@@ -167,7 +253,11 @@ def build(data_dir: Path, mirrors: Path | None) -> dict:
             entry = {"path": f"{name}/{rel}", "size": f.stat().st_size, "sha256": sha256_file(f)}
             if "derived" in src:
                 entry["derived"] = src["derived"]
-                if src["derived"]["rule"]:
+                if src["derived"].get("archive"):
+                    derived_by_archive.setdefault(src["derived"]["archive"], []).append(entry)
+                    entry["checked"] = ("rebuilt by the rule from the archive's members (a snapshot of the repository "
+                                        "at the pinned commit): sha256 equal to the data folder's file")
+                elif src["derived"]["rule"]:
                     got = rebuild(src["derived"]["rule"], data_dir, src["derived"]["inputs"])
                     actual = hashlib.sha256(got).hexdigest()
                     if actual != entry["sha256"]:
@@ -184,8 +274,12 @@ def build(data_dir: Path, mirrors: Path | None) -> dict:
             blob = blob_id(f)
             entry["git_blob"] = blob
             gdir = git_dir(mirrors, repo)
+            old = before.get(entry["path"], {})
             if gdir is None:
-                entry["checked"] = "not checked: no snapshot of the repository at hand"
+                same = (old.get("git_blob") == blob and old.get("source_path") == src["path"]
+                        and old.get("commit", spec["commit"]) == commit)
+                entry["checked"] = old["checked"] if same and old.get("checked") else \
+                    "not checked: no snapshot of the repository at hand"
             else:
                 key = (repo, commit)
                 if key not in trees:
@@ -196,8 +290,20 @@ def build(data_dir: Path, mirrors: Path | None) -> dict:
                 if remote != blob:
                     raise SystemExit(f"{entry['path']}: git blob {blob} != {remote} of {repo}@{commit}:{src['path']}")
                 entry["checked"] = f"git blob sha1 matched at commit {commit[:12]}"
+            seconds = [s for s in fallbacks.get(entry["path"], []) if s.get("git_blob") == blob]
+            if seconds:
+                entry["fallbacks"] = [{"repo": s["repo"], "commit": s["commit"], "source_path": s["path"],
+                                       "checked": f"git blob sha1 matched at commit {s['commit'][:12]}"}
+                                      for s in seconds]
             files.append(entry)
         corpora[name] = {k: spec[k] for k in ("title", "repo", "commit", "licence", "restricted", "citation")}
+        corpora[name]["notice"] = spec.get("notice", "")
+        if spec.get("archives"):
+            old_archives = previous["corpora"].get(name, {}).get("archives", {})
+            corpora[name]["archives"] = {
+                a: archive_spec(git_dir(mirrors, spec["repo"]), spec["repo"], spec["commit"], members,
+                                derived_by_archive.get(a, []), data_dir, old_archives.get(a))
+                for a, members in spec["archives"].items()}
         corpora[name]["files"] = files
     return corpora
 
@@ -259,6 +365,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data_dir", type=Path, nargs="?", help="the prepared data folder (not needed with --docs)")
     parser.add_argument("--mirrors", type=Path, default=None, help="folder of git snapshots owner+name/repo")
+    parser.add_argument("--fallbacks", type=Path, default=None,
+                        help="JSON {data path: [{repo, commit, path, git_blob}]}: second public sources, each checked "
+                             "(git blob) against a snapshot; kept only where the blob equals the file's")
     parser.add_argument("--out", type=Path, default=MANIFEST_PATH)
     parser.add_argument("--docs", type=Path, nargs="?", const=ROOT / "docs" / "data.md", default=None,
                         help="only rewrite the corpus table of docs/data.md from the written manifest")
@@ -277,7 +386,13 @@ def main() -> int:
         return 0
     if args.data_dir is None:
         parser.error("name the data folder")
-    corpora = build(args.data_dir, args.mirrors)
+    fallbacks = json.loads(args.fallbacks.read_text(encoding="utf-8")) if args.fallbacks else {}
+    previous = previous_manifest(args.out)
+    if not fallbacks:  # keep the fallbacks already recorded
+        fallbacks = {f["path"]: [{"repo": s["repo"], "commit": s["commit"], "path": s["source_path"],
+                                  "git_blob": f.get("git_blob")} for s in f.get("fallbacks", [])]
+                     for c in previous["corpora"].values() for f in c["files"] if f.get("fallbacks")}
+    corpora = build(args.data_dir, args.mirrors, fallbacks, previous)
     claims = needed_by(corpora)
     manifest = {"format": 1,
                 "about": "Every data file the claim families read: source, sha256, size, licence, citation, and the "

@@ -18,6 +18,9 @@ ASSUME_SHAPE_ENV = "BERTATTN_ASSUME_SHAPE"
 PRUNE_EXACT_ENV = "BERTATTN_PRUNE_EXACT"
 DATA_HOME_ENV = "BERTATTN_DATA_HOME"  # the default data folder (``data fetch``'s destination), when set
 DATA_MIRROR_ENV = "BERTATTN_DATA_MIRROR"
+RAW_HOST_ENV = "BERTATTN_RAW_HOST"  # tests: the base URL serving raw files per commit (owner/name/COMMIT/PATH)
+ARCHIVE_HOST_ENV = "BERTATTN_ARCHIVE_HOST"  # tests: the base URL serving archives per commit (owner/name/tar.gz/COMMIT)
+OFFLINE_ENV = "BERTATTN_OFFLINE"
 VALIDATE_OUTPUTS_ENV = "BERTATTN_VALIDATE_OUTPUTS"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -26,6 +29,9 @@ ENVIRONMENT = {
     DATA_DIR_ENV: "the data folder (--data-dir)",
     DATA_HOME_ENV: "the default data folder (data fetch's destination; default ~/.cache/bertattn-bench/data)",
     DATA_MIRROR_ENV: "a mirror base URL holding the data folder's layout (data fetch --mirror)",
+    RAW_HOST_ENV: "base URL of the host of raw files per commit (default the real one; tests point it at loopback)",
+    ARCHIVE_HOST_ENV: "base URL of the host of per-commit archives (default the real one; tests point it at loopback)",
+    OFFLINE_ENV: "1: never download data; a missing corpus stops a run at start-up (--offline)",
     "XDG_CACHE_HOME": "the user cache folder the default data folder sits in",
     MODEL_ENV: "models to test, comma-separated (--model)",
     DEVICE_ENV: "auto, cpu, cuda, cuda:N (--device)",
@@ -77,26 +83,40 @@ def training_seed(default: int = 0) -> int:
     return seed
 
 
+def explicit_data_dir(option: str | None = None) -> tuple[str, str] | None:
+    """(value, where it came from) of a data folder named by ``--data-dir`` or ``$BERTATTN_DATA_DIR``; None when
+    neither names one (the default data folder is used: the only one a run may fill by fetching)."""
+    if option:
+        return option, "--data-dir"
+    value = env(DATA_DIR_ENV)
+    return (value, DATA_DIR_ENV) if value else None
+
+
 def resolve_data_dir(option: str | None = None) -> Path:
-    """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR``, else the default data folder where it holds
-    files (:func:`default_data_home`, filled by ``python -m bertattn_bench data fetch``); a clear error otherwise."""
-    value = option or env(DATA_DIR_ENV)
-    home = default_data_home()
-    if not value and home.is_dir() and any(home.iterdir()):
-        return home.resolve()
-    if not value:
-        raise DataError(
-            f"no data directory: pass --data-dir DIR or set {DATA_DIR_ENV}=DIR "
-            "(the folder holding ud_english_ewt/, gum/, wikitext2_raw/, ...; CI uses ../shared/data), "
-            f"or fetch the corpora into the default folder {home} with: python -m bertattn_bench data fetch"
-        )
+    """The data directory from ``--data-dir`` or ``$BERTATTN_DATA_DIR`` (it must exist and hold files: it is read as
+    given, never written), else the default data folder (:func:`default_data_home`; a run fetches what it lacks
+    there unless offline)."""
+    named = explicit_data_dir(option)
+    if named is None:
+        return default_data_home().resolve()
+    value, source = named
     path = Path(value).expanduser()
-    source = "--data-dir" if option else DATA_DIR_ENV
     if not path.is_dir():
         raise DataError(f"{source}={value!r}: no such directory")
     if not any(path.iterdir()):
         raise DataError(f"{source}={value!r}: the directory is empty")
     return path.resolve()
+
+
+def offline(option: bool = False) -> bool:
+    """``--offline`` or ``$BERTATTN_OFFLINE`` set (to anything but 0/empty): no data download."""
+    return bool(option) or env(OFFLINE_ENV).strip() not in ("", "0")
+
+
+def data_hosts() -> tuple[str | None, str | None]:
+    """(raw-file host, archive host) base URLs named by ``$BERTATTN_RAW_HOST`` / ``$BERTATTN_ARCHIVE_HOST`` (tests:
+    loopback servers with the real hosts' URL layouts); None for the real one (``manifest.Hosts.of``)."""
+    return env(RAW_HOST_ENV) or None, env(ARCHIVE_HOST_ENV) or None
 
 
 def data_file(data_dir: Path, relative: str) -> Path:

@@ -5,6 +5,7 @@ citation, and which families and claims need it (``manifest.json`` beside this m
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -16,9 +17,76 @@ from urllib.parse import quote
 from ..base.errors import DataError
 
 MANIFEST_PATH = Path(__file__).with_name("manifest.json")
-RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+RAW_HOST = "https://raw.githubusercontent.com"  # one file of a repository at a commit: HOST/owner/name/COMMIT/PATH
+ARCHIVE_HOST = "https://codeload.github.com"  # a repository's tree at a commit: HOST/owner/name/tar.gz/COMMIT
 FETCH_COMMAND = "python -m bertattn_bench data fetch"
 PART_SUFFIX = ".part"  # a download in progress: never a manifest path, so verify never accepts it
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """The base URLs of the two kinds of host the manifest's sources live on (the real ones by default; a test points
+    them at loopback servers that serve the same URL layouts)."""
+
+    raw: str = RAW_HOST
+    archive: str = ARCHIVE_HOST
+
+    @classmethod
+    def of(cls, raw: str | None = None, archive: str | None = None) -> Hosts:
+        """The real hosts, but for those named (``settings.data_hosts()`` gives the pair)."""
+        return cls(raw or RAW_HOST, archive or ARCHIVE_HOST)
+
+    def raw_url(self, repo: str, commit: str, path: str) -> str:
+        return f"{self.raw.rstrip('/')}/{repo}/{commit}/{quote(path)}"
+
+    def archive_url(self, repo: str, commit: str) -> str:
+        return f"{self.archive.rstrip('/')}/{repo}/tar.gz/{commit}"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One public place a file's bytes can be downloaded from: ``path`` of ``repo`` at ``commit``."""
+
+    repo: str
+    commit: str
+    path: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.repo}@{self.commit[:12]}"
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A repository's per-commit archive (tar.gz, one top folder), streamed and never kept: the members matching
+    ``members`` (a glob over paths inside the repository) feed a rebuild rule or are extracted as files. The archive's
+    own bytes are not stable (the host compresses it anew), so what is checked is its content: ``count`` members whose
+    :func:`members_digest` is ``members_sha256``; each extracted file has its own sha256."""
+
+    name: str
+    repo: str
+    commit: str
+    members: str
+    count: int
+    members_sha256: str
+    member_bytes: int  # the members' total size
+    size_hint: int  # bytes of the archive as built from a snapshot (the progress bar's share; the host's may differ)
+    checked: str = ""
+
+    def url(self, hosts: Hosts) -> str:
+        return hosts.archive_url(self.repo, self.commit)
+
+    def matches(self, member: str) -> bool:
+        return fnmatch.fnmatchcase(member, self.members)
+
+
+def members_digest(pairs) -> str:
+    """The digest of a set of archive members: sha256 over ``"<path>\t<sha256 of its bytes>\n"`` lines sorted by path
+    (independent of the order the archive lists them in)."""
+    h = hashlib.sha256()
+    for name, digest in sorted(pairs):
+        h.update(f"{name}\t{digest}\n".encode("utf-8"))
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -30,17 +98,26 @@ class FileEntry:
     repo: str | None = None
     commit: str | None = None
     source_path: str | None = None  # path in ``repo`` at ``commit``; None for a derived file
-    derived: dict | None = None  # {"rule", "inputs", "step"}
+    derived: dict | None = None  # {"rule", "inputs", "archive", "step"}
     checked: str = ""
+    fallbacks: tuple[Source, ...] = ()  # further public copies of the same bytes, tried in order
+    archive: str | None = None  # extracted from this archive of its corpus (``member`` inside it) instead
+    member: str | None = None
 
-    def source_url(self, mirror: str | None = None) -> str | None:
-        """Where to download it: ``MIRROR/<path>`` (a mirror holds the data folder's layout), else the pinned raw
-        file of its repository; None for a derived file without a mirror (it is rebuilt, or cannot be fetched)."""
+    def sources(self, mirror: str | None = None, hosts: Hosts | None = None) -> list[tuple[str, str]]:
+        """Where to download it, in order, as (label, URL): ``MIRROR/<path>`` alone when a mirror is given (a mirror
+        holds the data folder's layout), else the pinned raw file of its repository, then each fallback; [] for a
+        file that is rebuilt or extracted from an archive."""
         if mirror:
-            return mirror.rstrip("/") + "/" + quote(self.path)
-        if self.source_path is None:
-            return None
-        return RAW_URL.format(repo=self.repo, commit=self.commit, path=quote(self.source_path))
+            return [("mirror", mirror.rstrip("/") + "/" + quote(self.path))]
+        hosts = hosts or Hosts()
+        first = [Source(self.repo, self.commit, self.source_path)] if self.source_path is not None else []
+        return [(s.label, hosts.raw_url(s.repo, s.commit, s.path)) for s in [*first, *self.fallbacks]]
+
+    def source_url(self, mirror: str | None = None, hosts: Hosts | None = None) -> str | None:
+        """The first of :meth:`sources` (None when there is none)."""
+        found = self.sources(mirror, hosts)
+        return found[0][1] if found else None
 
 
 @dataclass
@@ -54,10 +131,17 @@ class Corpus:
     commit: str
     files: list[FileEntry] = field(default_factory=list)
     needed_by: dict = field(default_factory=dict)
+    notice: str = ""  # said before the corpus's first download, with its licence
+    archives: dict[str, Archive] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def default(self) -> bool:
+        """Fetched by a plain ``data fetch``: a family reads it (the others only with ``--only`` / ``--all``)."""
+        return bool(self.needed_by)
 
 
 @dataclass
@@ -69,10 +153,11 @@ class Manifest:
     def files(self) -> list[FileEntry]:
         return [f for c in self.corpora.values() for f in c.files]
 
-    def select(self, only: list[str] | None) -> list[Corpus]:
-        """The corpora named in ``only`` (all when empty); an unknown name is a DataError naming the known ones."""
+    def select(self, only: list[str] | None, everything: bool = True) -> list[Corpus]:
+        """The corpora named in ``only``; when it is empty, all of them (``everything``) or those a family reads. An
+        unknown name is a DataError naming the known ones."""
         if not only:
-            return list(self.corpora.values())
+            return [c for c in self.corpora.values() if everything or c.default]
         unknown = [n for n in only if n not in self.corpora]
         if unknown:
             raise DataError(f"unknown corpus {', '.join(unknown)}; known: {', '.join(self.corpora)}")
@@ -82,15 +167,24 @@ class Manifest:
 def parse_manifest(data: dict) -> Manifest:
     corpora = {}
     for name, c in data["corpora"].items():
+        archives = {a: Archive(a, x.get("repo", c["repo"]), x.get("commit", c["commit"]), x["members"], int(x["count"]),
+                               x["members_sha256"], int(x["member_bytes"]), int(x.get("size_hint", 0)),
+                               x.get("checked", ""))
+                    for a, x in c.get("archives", {}).items()}
         corpus = Corpus(name, c["title"], c["licence"], c.get("restricted"), c["citation"], c["repo"], c["commit"],
-                        needed_by=c.get("needed_by", {}))
+                        needed_by=c.get("needed_by", {}), notice=c.get("notice", ""), archives=archives)
         for f in c["files"]:
             derived = f.get("derived")
+            archive = f.get("archive") or (derived or {}).get("archive")
+            if archive is not None and archive not in archives:
+                raise DataError(f"manifest: {f['path']} names the archive {archive!r}, which {name} does not define")
             corpus.files.append(FileEntry(
                 f["path"], int(f["size"]), f["sha256"], name,
                 repo=None if derived else f.get("repo", c["repo"]),
                 commit=None if derived else f.get("commit", c["commit"]),
-                source_path=f.get("source_path"), derived=derived, checked=f.get("checked", "")))
+                source_path=f.get("source_path"), derived=derived, checked=f.get("checked", ""),
+                fallbacks=tuple(Source(s["repo"], s["commit"], s["source_path"]) for s in f.get("fallbacks", [])),
+                archive=f.get("archive"), member=f.get("member")))
         corpora[name] = corpus
     return Manifest(corpora, data.get("left_out", {}))
 
@@ -131,6 +225,17 @@ REBUILD_RULES = {"glue_mrpc_train": _glue_mrpc_train}
 def rebuild(rule: str, data_dir: Path, inputs: list[str]) -> bytes:
     """The bytes of a derived file, from its input files (paths relative to ``data_dir``)."""
     return REBUILD_RULES[rule]([(Path(data_dir) / p).read_bytes() for p in inputs])
+
+
+def archive_rule(rule: str):
+    """A new builder for a derived file made from an archive's members: ``.add(member, data)`` for each member (any
+    order), then ``.result()`` -> the file's bytes."""
+    from . import framenet
+
+    rules = {"framenet_lu_exemplars": framenet.ExemplarBuilder}
+    if rule not in rules:
+        raise DataError(f"manifest: unknown archive rule {rule!r} (known: {', '.join(rules)})")
+    return rules[rule]()
 
 
 # --- verify -------------------------------------------------------------------------------------------------------

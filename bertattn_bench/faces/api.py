@@ -126,7 +126,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
         corpora: dict | None = None, limit: int | None = None, device: str | None = None, batch_size: int = 32,
         cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
         compare_fail_on: str = "lost",
-        baseline: bool = True, name: str | None = None, progress: bool = False) -> Results:
+        baseline: bool = True, name: str | None = None, progress: bool = False, offline: bool = False) -> Results:
     """Run the selected claims on ``model`` and return the results.
 
     ``model``: ``"embedded"``, a folder, a hub name, ``"random:<model>[@seed]"``, a transformers model object (with
@@ -137,7 +137,10 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     ``compare_to``: judge against another model's recorded baseline; ``compare_fail_on``: what fails a check then
     (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
+    ``offline``: never download data (else, without ``data_dir``, the default data folder is filled with what the
+    selection reads).
     """
+    from ..base.settings import data_hosts, offline as offline_setting
     from ..claims.catalog import load_claims
     from ..engine.model import RANDOM_PREFIX
 
@@ -146,13 +149,16 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
                          batch_size=batch_size, tier=tier, cache_dir=None if cache_dir is None else Path(cache_dir),
                          compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,
-                         command=f"bertattn_bench.run(select={select!r})", progress=progress)
+                         command=f"bertattn_bench.run(select={select!r})", progress=progress,
+                         offline=offline_setting(offline), data_hosts=data_hosts())
     options.check()
     runner = Runner(options, loaded=loaded)
     matches = _selector(select)
     catalog = load_claims()
     results = Results(runner=runner)
-    runner.data_dir  # a missing data folder: one BenchError now, not one per pass
+    runner.ensure_data([(f, corpus) for f in family_order() for corpus in options.corpora(f)
+                        if any(matches(f"{paper_key(c.paper)}-{f}-{Target(m, corpus, f).id}-{c.id}")
+                               for c in catalog if c.family == f for m in names)])  # now, not once per pass
     for family in family_order():
         claims = [c for c in catalog if c.family == family]
         for m in names:

@@ -2,16 +2,22 @@
 
   list   [--data-dir DIR]                      corpora, sizes, licences, the families that read them, and whether
                                                each is present under DIR (default: the data folder runs use)
-  fetch  [--dest DIR] [--only CORPUS ...]      download (resumable, checked, retried) into DIR (default: the
-         [--mirror URL] [--retries N]          default data folder); a mirror holds the data folder's layout
+  fetch  [--dest DIR] [--only CORPUS ...]      download (resumable, checked, retried, a few at once) into DIR
+         [--all] [--mirror URL] [--retries N]  (default: the default data folder): the corpora a family reads,
+         [--connections N]                     --only those named, --all every corpus; a mirror holds the data
+                                               folder's layout
   verify DIR [--only CORPUS ...]               every manifest file under DIR: present, right size and sha256
 
 Default data folder: $BERTATTN_DATA_HOME, else ${XDG_CACHE_HOME:-~/.cache}/bertattn-bench/data; runs read it when
 neither --data-dir nor $BERTATTN_DATA_DIR is given. Mirror: --mirror or $BERTATTN_DATA_MIRROR (http(s):// or
 file:// URL of a folder laid out like the data folder).
 
-Exit status: 0 done; 1 a file differs from the manifest (verify, or a download whose checksum did not match);
-3 a download failed (network or server error after the retries, no source); 4 a usage or input error.
+Every corpus's licence is printed before its first download; a file whose first source fails is tried at its
+fallback sources; FrameNet's exemplar file is rebuilt from the per-commit archive of its source repository.
+
+Exit status: 0 done; 1 verify found a file missing or different from the manifest; 3 fetch did not produce a
+verified file (network or server error after the retries, no source, a checksum mismatch, a broken archive);
+4 a usage or input error.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ..base.errors import DataError
-from ..base.settings import DATA_DIR_ENV, default_data_home, env
+from ..base.settings import DATA_DIR_ENV, data_hosts, default_data_home, env
 
 OK, DIFFERS, FETCH_FAILED, USAGE_ERROR = 0, 1, 3, 4
 
@@ -39,10 +45,14 @@ def _parser() -> _Parser:
                                                       "default data folder)")
     fetch = sub.add_parser("fetch", help="download the corpora (resumable, checked)")
     fetch.add_argument("--dest", default=None, help="data folder to fill (default: the default data folder)")
-    fetch.add_argument("--only", nargs="+", metavar="CORPUS", default=None, help="only these corpora")
+    which = fetch.add_mutually_exclusive_group()
+    which.add_argument("--only", nargs="+", metavar="CORPUS", default=None, help="only these corpora")
+    which.add_argument("--all", action="store_true", help="every corpus of the manifest (default: those a family "
+                                                         "reads)")
     fetch.add_argument("--mirror", default=None, help="base URL of a mirror laid out like the data folder "
                                                       "(default: $BERTATTN_DATA_MIRROR, else the original hosts)")
     fetch.add_argument("--retries", type=int, default=3, help="further tries after a network error (default 3)")
+    fetch.add_argument("--connections", type=int, default=None, help="downloads at once (default 6)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bar")
     verify = sub.add_parser("verify", help="check a data folder against the manifest")
     verify.add_argument("dir", help="the data folder")
@@ -78,28 +88,31 @@ def _list(args) -> int:
 
 
 def _fetch(args) -> int:
-    from ..data.fetch import MIRROR_ENV, ChecksumError, Options, fetch
-    from ..data.manifest import load_manifest
+    from ..data.fetch import CONNECTIONS, MIRROR_ENV, Options, fetch, summary_lines
+    from ..data.manifest import Hosts, load_manifest
 
     if args.retries < 0:
         raise DataError(f"--retries {args.retries}: must be >= 0")
+    if args.connections is not None and args.connections < 1:
+        raise DataError(f"--connections {args.connections}: must be >= 1")
     load_manifest().select(args.only)  # an unknown corpus: a usage error before anything is written
     dest = Path(args.dest).expanduser() if args.dest else default_data_home()
     if dest.exists() and not dest.is_dir():
         raise DataError(f"--dest {dest}: is a file, not a folder")
     mirror = args.mirror or env(MIRROR_ENV) or None
-    opts = Options(mirror=mirror, retries=args.retries, progress=False if args.no_progress else None)
-    print(f"fetching into {dest}" + (f" from the mirror {mirror}" if mirror else " from the original hosts"),
-          file=sys.stderr)
+    opts = Options(mirror=mirror, hosts=Hosts.of(*data_hosts()), retries=args.retries,
+                   connections=args.connections or CONNECTIONS, progress=False if args.no_progress else None)
+    hosts = "the original hosts" if opts.hosts == Hosts() else f"{opts.hosts.raw} and {opts.hosts.archive}"
+    print(f"fetching into {dest}" + (f" from the mirror {mirror}" if mirror else f" from {hosts}"), file=sys.stderr)
     dest.mkdir(parents=True, exist_ok=True)
-    summary = fetch(dest, args.only, opts)
+    summary = fetch(dest, args.only, opts, everything=args.all)
     for exc in summary.failed:
         print(f"ERROR: {exc}", file=sys.stderr)
+    for line in summary_lines(summary):
+        print(line)
     print(f"{len(summary.fetched)} fetched, {len(summary.rebuilt)} rebuilt, {len(summary.present)} already present, "
           f"{len(summary.failed)} failed, in {dest}")
-    if not summary.failed:
-        return OK
-    return DIFFERS if all(isinstance(e, ChecksumError) for e in summary.failed) else FETCH_FAILED
+    return FETCH_FAILED if summary.failed else OK
 
 
 def _verify(args) -> int:

@@ -26,6 +26,9 @@ OPTIONS = [
     ("compare-fail-on", dict(default="lost", choices=("lost", "flips", "never"),
                              help="what fails a --compare-to run: lost (default: a claim that held there does not "
                                   "hold here), flips (any verdict changed, either way), never (report only)")),
+    ("offline", dict(action="store_true",
+                     help="never download data: a corpus missing from the data folder stops the run at start-up "
+                          "(env BERTATTN_OFFLINE=1; default: the default data folder is filled with what it lacks)")),
     ("cache-dir", dict(default=None, help="pass-result cache (default .bertattn_cache; env BERTATTN_CACHE_DIR)")),
     ("no-cache", dict(action="store_true", help="recompute every pass; read and write no cache")),
     ("time-cores", dict(action="store_true",

@@ -23,7 +23,7 @@ from ..runner.session import EVERY_FAMILY, RunOptions, Runner, Target, family_or
 
 def options_from_config(config) -> RunOptions:
     """The run's options from pytest's (either spelling) and the environment; a BenchError names a bad one."""
-    from ..base.settings import CACHE_ENV, DEVICE_ENV, MODEL_ENV, env
+    from ..base.settings import CACHE_ENV, DATA_MIRROR_ENV, DEVICE_ENV, MODEL_ENV, data_hosts, env, offline
 
     names = option(config, "model") or [m for m in env(MODEL_ENV).split(",") if m] or ["embedded"]
     cache = None if option(config, "no-cache") else Path(
@@ -42,7 +42,8 @@ def options_from_config(config) -> RunOptions:
         record_baseline=Path(record) if record else None, compare_to=option(config, "compare-to"),
         compare_fail_on=option(config, "compare-fail-on") or "lost",
         claims_report=Path(report) if report else None,
-        command="pytest " + " ".join(config.invocation_params.args), progress=not env("CI"))
+        command="pytest " + " ".join(config.invocation_params.args), progress=not env("CI"),
+        offline=offline(option(config, "offline")), data_hosts=data_hosts(), data_mirror=env(DATA_MIRROR_ENV) or None)
 
 
 class BenchSession(Runner):
@@ -191,9 +192,8 @@ def check_collected(config, items) -> None:
         return
     s = session(config)
     try:
-        from ..data.manifest import require_data  # a missing corpus: one line naming it and the fetch command
-
-        require_data(s.data_dir, list(dict.fromkeys(
+        # a missing corpus: fetched into the default data folder, else one line naming it and the fetch command
+        s.ensure_data(list(dict.fromkeys(
             (t.family, t.corpus) for t in (getattr(getattr(i, "callspec", None), "params", {}).get("target")
                                            for i in items) if isinstance(t, Target))))
     except BenchError as exc:

@@ -85,6 +85,9 @@ class RunOptions:
     check_baseline: bool = True  # False: values reported, never checked against the model's recorded baseline
     command: str = ""
     progress: bool = False
+    offline: bool = False  # never download data (else the default data folder is filled with what a run lacks)
+    data_hosts: tuple = (None, None)  # (raw-file host, archive host) base URLs; None: the real ones
+    data_mirror: str | None = None  # a mirror holding the data folder's layout (data fetch --mirror)
 
     def __post_init__(self):
         self.tier = resolve_tier(self.tier)
@@ -202,6 +205,20 @@ class Runner:
 
             self._data_dir = resolve_data_dir(None if self.options.data_dir is None else str(self.options.data_dir))
         return self._data_dir
+
+    def ensure_data(self, targets) -> None:
+        """The corpora the run's (family, corpus) pairs read, present before any pass: the default data folder is
+        filled with what it lacks (licences said, one progress bar) unless the run is offline; a folder named with
+        --data-dir / $BERTATTN_DATA_DIR is read as given, never written. A DataError of one line otherwise."""
+        from ..base.settings import explicit_data_dir
+        from ..data.fetch import Options, ensure_data
+        from ..data.manifest import Hosts
+
+        named = explicit_data_dir(None if self.options.data_dir is None else str(self.options.data_dir))
+        opts = Options(mirror=self.options.data_mirror, hosts=Hosts.of(*self.options.data_hosts),
+                       progress=None if self.options.progress else False)
+        ensure_data(self.data_dir, list(dict.fromkeys(targets)), opts,
+                    may_fetch=named is None and not self.options.offline)
 
     def model(self, name: str):
         """Load once per run; a load error is kept (and raised again, naming the model) without retrying."""
