@@ -290,11 +290,24 @@ def build(data_dir: Path, mirrors: Path | None, fallbacks: dict | None = None, p
                 if remote != blob:
                     raise SystemExit(f"{entry['path']}: git blob {blob} != {remote} of {repo}@{commit}:{src['path']}")
                 entry["checked"] = f"git blob sha1 matched at commit {commit[:12]}"
-            seconds = [s for s in fallbacks.get(entry["path"], []) if s.get("git_blob") == blob]
+            seconds = []
+            for second in fallbacks.get(entry["path"], []):
+                if second.get("git_blob") != blob:
+                    raise SystemExit(f"{entry['path']}: the fallback {second['repo']} names blob "
+                                     f"{second.get('git_blob')}, the file is {blob}")
+                sdir = git_dir(mirrors, second["repo"])
+                if sdir is not None:  # checked again here
+                    out = subprocess.run(["git", "--git-dir", str(sdir), "ls-tree", second["commit"], "--",
+                                          second["path"]], capture_output=True, text=True).stdout.split()
+                    if len(out) < 3 or out[2] != blob:
+                        raise SystemExit(f"{entry['path']}: {second['repo']}@{second['commit'][:12]}:{second['path']} "
+                                         f"is not blob {blob}")
+                elif not second.get("checked", second.get("verified")):
+                    continue  # never checked against a snapshot: not a source
+                seconds.append({"repo": second["repo"], "commit": second["commit"], "source_path": second["path"],
+                                "checked": f"git blob sha1 matched at commit {second['commit'][:12]}"})
             if seconds:
-                entry["fallbacks"] = [{"repo": s["repo"], "commit": s["commit"], "source_path": s["path"],
-                                       "checked": f"git blob sha1 matched at commit {s['commit'][:12]}"}
-                                      for s in seconds]
+                entry["fallbacks"] = seconds
             files.append(entry)
         corpora[name] = {k: spec[k] for k in ("title", "repo", "commit", "licence", "restricted", "citation")}
         corpora[name]["notice"] = spec.get("notice", "")
@@ -390,7 +403,7 @@ def main() -> int:
     previous = previous_manifest(args.out)
     if not fallbacks:  # keep the fallbacks already recorded
         fallbacks = {f["path"]: [{"repo": s["repo"], "commit": s["commit"], "path": s["source_path"],
-                                  "git_blob": f.get("git_blob")} for s in f.get("fallbacks", [])]
+                                  "git_blob": f.get("git_blob"), "checked": s["checked"]} for s in f.get("fallbacks", [])]
                      for c in previous["corpora"].values() for f in c["files"] if f.get("fallbacks")}
     corpora = build(args.data_dir, args.mirrors, fallbacks, previous)
     claims = needed_by(corpora)

@@ -328,3 +328,12 @@ def test_ensure_data_fetches_into_the_default_folder_and_only_there(many, tmp_pa
     many.always["many/f0.bin"] = many.always["second/copy/" + COMMIT + "/many/f0.bin"] = "500"
     with pytest.raises(fetch_mod.FetchError, match=r"could not fetch many into"):
         fetch_mod.ensure_data(tmp_path / "third", [("fam", "x")], archive_opts(many, retries=0), may_fetch=True)
+
+
+def test_the_real_manifest_gives_glue_files_a_second_source():
+    glue = load_manifest().corpora["glue"]
+    with_source = [f for f in glue.files if f.source_path]
+    assert len(with_source) == 19 and all(f.fallbacks for f in with_source)
+    assert all(s.repo not in (f.repo,) and len(s.commit) == 40 for f in with_source for s in f.fallbacks)
+    urls = with_source[0].sources()
+    assert urls[0][1].startswith("https://raw.githubusercontent.com/") and len(urls) == 1 + len(with_source[0].fallbacks)
