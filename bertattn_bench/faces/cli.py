@@ -15,7 +15,9 @@
 Options of run, record and compare (each also as --bertattn-NAME):
   -k EXPR                   select by paper, family, model, corpus or claim id (pytest -k), e.g. -k dependency
   --model NAME_OR_PATH      embedded (default), a folder, a hub name, random:<model>[@seed]; repeatable
-  --data-dir DIR            the data folder (env BERTATTN_DATA_DIR)
+  --data-dir DIR            the data folder (env BERTATTN_DATA_DIR), read as given; without it the default data
+                            folder, first filled with the corpora the selection reads and it lacks
+  --offline                 never download data: a missing corpus stops the run (env BERTATTN_OFFLINE=1)
   --tier quick|regression|full   the budget (default quick; env BERTATTN_TIER)
   --corpus FAMILY=A,B       corpora per family (see `list --families`)
   --limit N                 at most N examples per corpus (a smoke run)

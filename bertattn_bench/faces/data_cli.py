@@ -74,7 +74,7 @@ def _list(args) -> int:
     for c in manifest.corpora.values():
         here = sum((folder / f.path).is_file() and (folder / f.path).stat().st_size == f.size for f in c.files)
         status = "present" if here == len(c.files) else "missing" if here == 0 else f"partial {here}/{len(c.files)}"
-        needs = ", ".join(c.needed_by) or "(no family)"
+        needs = ", ".join(c.needed_by) or "(no family: --only/--all)"
         rows.append((c.name, str(len(c.files)), _mb(c.size), status, needs, c.licence.split(";")[0][:60],
                      "non-commercial" if c.restricted and "non-commercial" in c.restricted else ""))
     header = ("corpus", "files", "size", "status", "needed by", "licence", "restriction")
