@@ -337,3 +337,25 @@ def test_the_real_manifest_gives_glue_files_a_second_source():
     assert all(s.repo not in (f.repo,) and len(s.commit) == 40 for f in with_source for s in f.fallbacks)
     urls = with_source[0].sources()
     assert urls[0][1].startswith("https://raw.githubusercontent.com/") and len(urls) == 1 + len(with_source[0].fallbacks)
+
+
+def test_two_runs_starting_together_fetch_once(many, tmp_path, monkeypatch):
+    """pytest-xdist workers start together: one fetches under the folder's lock, the other waits and finds it."""
+    import threading
+
+    monkeypatch.setattr(manifest_mod, "family_needs", lambda fam, corpus, paths=None: ["many/f0.bin"])
+    home, errors = tmp_path / "home", []
+
+    def start():
+        try:
+            fetch_mod.ensure_data(home, [("fam", "x")], archive_opts(many), may_fetch=True)
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    workers = [threading.Thread(target=start) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors and len(leftovers(home)) == 8
+    assert len(many.requests) == 8  # each file once

@@ -433,18 +433,24 @@ def ensure_data(data_dir: Path, targets, opts: Options | None = None, may_fetch:
     """Before a run: the corpora its (family, corpus) targets read, present in ``data_dir``. Where some are missing
     and ``may_fetch`` (the default data folder, not offline), they are fetched first; else, or when the fetch failed,
     a DataError of one line names the corpus, the folder and the fetch command."""
-    missing = missing_files(Path(data_dir), targets)
+    from filelock import FileLock
+
+    data_dir = Path(data_dir)
     summary = None
-    if missing and may_fetch:
-        opts = opts or Options()
-        opts.say(f"data: {', '.join(missing)} not in the data folder {data_dir}: fetching "
-                 f"(--offline or BERTATTN_OFFLINE=1 forbids it)")
-        Path(data_dir).mkdir(parents=True, exist_ok=True)
-        summary = fetch(Path(data_dir), list(missing), opts)
-        for line in summary_lines(summary):
-            opts.say(line)
-        if summary.failed:
-            raise FetchError(f"could not fetch {', '.join(missing)} into {data_dir} "
-                             f"({len(summary.failed)} failed; first: {summary.failed[0]})")
-    require_data(Path(data_dir), targets)
+    if missing_files(data_dir, targets) and may_fetch:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # one fetch at a time into a folder (pytest-xdist workers start together): the others wait, then find it
+        with FileLock(str(data_dir.parent / f".{data_dir.name}.fetch.lock")):
+            missing = missing_files(data_dir, targets)
+            if missing:
+                opts = opts or Options()
+                opts.say(f"data: {', '.join(missing)} not in the data folder {data_dir}: fetching "
+                         f"(--offline or BERTATTN_OFFLINE=1 forbids it)")
+                summary = fetch(data_dir, list(missing), opts)
+                for line in summary_lines(summary):
+                    opts.say(line)
+                if summary.failed:
+                    raise FetchError(f"could not fetch {', '.join(missing)} into {data_dir} "
+                                     f"({len(summary.failed)} failed; first: {summary.failed[0]})")
+    require_data(data_dir, targets)
     return summary
