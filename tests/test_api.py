@@ -66,13 +66,22 @@ def test_select_is_a_k_expression_over_the_test_ids(tiny, toy):
 
 
 def test_a_pass_that_cannot_be_made_is_kept_as_an_error_not_raised(tiny, tmp_path):
-    empty = tmp_path / "data"
-    empty.mkdir()
-    (empty / "placeholder").write_text("x")
-    res = bb.run(tiny, select="dependency", data_dir=empty, cache_dir=None, baseline=False)
+    data = tmp_path / "data"
+    (data / "ud_english_ewt").mkdir(parents=True)
+    (data / "ud_english_ewt" / "en_ewt-ud-dev.conllu").write_text("1\tnot a CoNLL-U line\n")  # present, unreadable
+    res = bb.run(tiny, select="dependency", data_dir=data, cache_dir=None, baseline=False)
     assert not res.ok and not res.outcomes
     assert list(res.errors) == ["dependency-tiny-ewt_dev"]
     assert "en_ewt-ud-dev.conllu" in res.errors["dependency-tiny-ewt_dev"]
+
+
+def test_a_missing_corpus_raises_at_the_call_naming_the_fetch_command(tiny, tmp_path):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    (empty / "placeholder").write_text("x")
+    with pytest.raises(BenchError, match=r"missing corpus ud_english_ewt .* data fetch --dest .* --only ud_english_ewt"):
+        bb.run(tiny, select="dependency", data_dir=empty, cache_dir=None, baseline=False)
+    assert sorted(p.name for p in empty.iterdir()) == ["placeholder"]  # a named folder is never written
 
 
 def test_bad_arguments_raise_at_once(tiny, toy):
