@@ -25,6 +25,9 @@ from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from build_data_manifest import git_dir as snapshot  # noqa: E402 (the one reader of a snapshot folder's layout)
 
 
 def raw_index(data_dir: Path) -> dict[str, Path]:
@@ -40,16 +43,6 @@ def raw_index(data_dir: Path) -> dict[str, Path]:
         for s in entry.fallbacks:
             index[f"{s.repo}/{s.commit}/{s.path}"] = local
     return index
-
-
-def snapshot(snapshots: Path | None, repo: str) -> Path | None:
-    if snapshots is None:
-        return None
-    base = snapshots / repo.replace("/", "+") / "repo"
-    for d in (base / ".git", base):
-        if (d / "objects").is_dir():
-            return d
-    return None
 
 
 class Hosts:
