@@ -50,11 +50,14 @@ def _start(javascript: bool = True):
     return webdriver.Chrome(service=Service(executable_path=driver), options=opts)  # the system's driver: no download
 
 
+if _browser_paths() is None:  # one line for the module
+    pytest.skip("no browser: apt-get install chromium chromium-driver to open matrix.html in headless Chromium",
+                allow_module_level=True)
+pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
+
+
 @pytest.fixture(scope="session")
 def browser():
-    if _browser_paths() is None:
-        pytest.skip("no browser: apt-get install chromium chromium-driver to open matrix.html in headless Chromium")
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
     driver = _start()
     yield driver
     driver.quit()
