@@ -224,9 +224,23 @@ def test_synthetic_lost_marks_verdict_filter_and_sort(browser, synthetic):
     assert driver.find_element("css selector", "th[data-col='1']").get_attribute("aria-sort") == "descending"
     sort.click()
     assert [c for c, _ in _visible_rows(driver)] == ["clark.sep", "clark.dep", "clark.prev", "niven.cue"]
+    _set(driver, "q", "clark.")  # a filter set while sorted holds when the order goes back
+    assert [c for c, _ in _visible_rows(driver)] == ["clark.sep", "clark.dep", "clark.prev"]
     sort.click()  # back to the written order (paper, section, claim)
+    assert [c for c, _ in _visible_rows(driver)] == ["clark.prev", "clark.sep", "clark.dep"]
+    assert driver.execute_script("return document.querySelectorAll('tbody.group:not([hidden])').length") == 2
+    _reset(driver)
     assert [c for c, _ in _visible_rows(driver)] == ["clark.prev", "clark.sep", "clark.dep", "niven.cue"]
-    assert driver.execute_script("return document.querySelectorAll('tbody.group:not([hidden])').length") == 3
+    # printed: no controls, the column headers repeated on each page, the verdict colours kept
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        assert not driver.find_element("id", "controls").is_displayed()
+        assert driver.execute_script("return getComputedStyle(document.querySelector('#claims thead')).display"
+                                     ) == "table-header-group"
+        assert driver.execute_script("return getComputedStyle(document.querySelector('td.holds'))"
+                                     ".printColorAdjust") == "exact"
+    finally:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
 
 

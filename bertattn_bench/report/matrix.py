@@ -355,14 +355,15 @@ _SCRIPT = """
     if (!sortDir) {
       rows.forEach(function (r) { r.home.appendChild(r); });
       table.classList.remove('sorting');
-      return;
+    } else {
+      rows.slice().sort(function (a, b) {
+        var x = value(a), y = value(b);
+        if (isNaN(x) || isNaN(y)) return isNaN(x) - isNaN(y);  // no value: last
+        return sortDir * (x - y);
+      }).forEach(function (r) { sorted.appendChild(r); });
+      table.classList.add('sorting');
     }
-    rows.slice().sort(function (a, b) {
-      var x = value(a), y = value(b);
-      if (isNaN(x) || isNaN(y)) return isNaN(x) - isNaN(y);  // no value: last
-      return sortDir * (x - y);
-    }).forEach(function (r) { sorted.appendChild(r); });
-    table.classList.add('sorting');
+    apply();  // the filters hold in either order
   }
   rows.forEach(function (r) { r.home = r.parentNode; });
   table.querySelectorAll('thead th[data-col]').forEach(function (th) {
