@@ -44,3 +44,8 @@ def planted(b, h, t, fill):
     for q in range(t):
         probs[:, :, q, fill(q)] = 1.0
     return probs
+
+
+def pytest_addoption(parser):
+    parser.addoption("--matrix-screenshot", default=None, metavar="PATH",
+                     help="tests/test_matrix_browser.py: also write the screenshot of the regression view to PATH")

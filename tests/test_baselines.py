@@ -82,7 +82,7 @@ def test_xdist_workers_write_no_report_or_baseline(tmp_path):
     terminal = SimpleNamespace(write_sep=lambda *a, **k: None, write_line=lines.append, isatty=False)
 
     def config(**extra):
-        c = SimpleNamespace(invocation_params=SimpleNamespace(args=[]), **extra)
+        c = SimpleNamespace(invocation_params=SimpleNamespace(args=[]), getoption=lambda dest: None, **extra)
         c._bertattn_session = session
         return c
 

@@ -95,7 +95,7 @@ def test_csv_has_a_column_group_per_model():
     assert next(r for r in rows if r["claim"] == "niven.cue")["tiny-roberta: verdict"] == ""
 
 
-def test_html_is_self_contained_and_puts_each_figure_under_its_model(tmp_path):
+def test_html_links_or_embeds_each_figure_under_its_model(tmp_path):
     figs = tmp_path / "figures"
     figs.mkdir()
     png = b"\x89PNG\r\n\x1a\n fake"
@@ -107,10 +107,26 @@ def test_html_is_self_contained_and_puts_each_figure_under_its_model(tmp_path):
     assert by == {"minilm": ["surface-special-all-MiniLM-L6-v2-wikitext2.png"],
                   "tiny-roberta": ["surface-entropy-tiny-roberta-wikitext2.png"],
                   "random-minilm (control)": ["surface-special-random-all-MiniLM-L6-v2-0-wikitext2.png"]}
-    page = mx.html_page(m)
-    assert page.count("data:image/png;base64,") == 3 and "src='figures/" not in page and "<link" not in page
-    assert "<td class='holds' title='clark.sep detail'><span class='mark'>✓</span>0.5 [0.4, 0.6] (n=100)</td>" in page
-    assert "class='not control'" in page  # the twin's "does not hold" is the good outcome, coloured as such
+    page = mx.html_page(m, base=tmp_path)  # by default linked by their path relative to the page's folder
+    assert "data:image/png;base64," not in page and "<link rel='stylesheet'" not in page and "<script src" not in page
+    assert page.count("<a href='figures/surface-special-all-MiniLM-L6-v2-wikitext2.png'>") == 2  # thumbnail, caption
+    assert page.count("src='figures/") == 3 and "arct-shipped-runs-test" not in page
+    out = tmp_path / "out" / "matrix"  # the matrix command's OUT beside the reports: a path up to them
+    assert "src='../../figures/surface-entropy-tiny-roberta-wikitext2.png'" in mx.html_page(m, base=out)
+    embedded = mx.html_page(m, base=tmp_path, self_contained=True)
+    assert embedded.count("data:image/png;base64,") == 3 and "src='figures/" not in embedded
+    # the verdict as text beside its mark (not colour alone), the value, the column and verdict for the script
+    assert ("<td class='holds' data-col='0' data-verdict='holds' data-value='0.5' title='clark.sep detail'>"
+            "<span class='mark' aria-hidden='true'>✓</span><span class='vh'>holds: </span>0.5 [0.4, 0.6] (n=100)</td>"
+            ) in page
+    assert "class='not control' data-col='2' data-verdict='does not hold' data-value='0.1' data-control=1" in page
+    # header cells marked up as such: columns, rows, row groups (a paper's section)
+    assert "<th scope='col' data-col='1'>tiny-roberta</th>" in page
+    assert "<th scope='row'><b>clark.sep</b>" in page
+    assert "<th scope='rowgroup' colspan='8'>Clark et al. 2019, §4.2</th>" in page
+    # the controls are hidden until the script shows them: without JavaScript the full table, nothing to click
+    assert "<form id='controls' hidden" in page and page.count("<tr class='claim'") == 4
+    assert "@media print" in page
 
 
 def test_bad_inputs_name_the_file(tmp_path):

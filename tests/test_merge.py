@@ -195,3 +195,34 @@ def test_two_processes_merged_equal_one_combined_run(tmp_path, tokenizer):
         got, want = (json.loads((d / "baselines" / name).read_text())["results"] for d in (merged, combined))
         strip = lambda res: {k: {f: v for f, v in e.items() if f != "recorded"} for k, e in res.items()}  # noqa: E731
         assert strip(got) == strip(want) and got
+
+
+def test_matrix_page_links_its_figures_by_relative_path_or_embeds_them(tmp_path, monkeypatch):
+    """matrix.html links each figure by its path from the page's folder (merge: OUT/figures; matrix: the inputs'
+    figures/); --self-contained embeds them instead (issue 49)."""
+    monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
+    parts = [part(tmp_path, "ckpt-1000", [A]), part(tmp_path, "ckpt-2000", [B])]
+    for p, m in zip(parts, (A, B)):
+        (p / "figures").mkdir()
+        (p / "figures" / f"surface-special-{SLUG[m]}-wikitext2.png").write_bytes(b"\x89PNG\r\n\x1a\n fake")
+    assert main(["matrix", str(tmp_path / "m"), *map(str, parts)]) == 0
+    page = (tmp_path / "m" / "matrix.html").read_text()
+    assert "src='../ckpt-1000/figures/surface-special-all-MiniLM-L6-v2-wikitext2.png'" in page
+    assert "src='../ckpt-2000/figures/surface-special-tiny-roberta-wikitext2.png'" in page and "base64" not in page
+    assert main(["matrix", str(tmp_path / "m2"), *map(str, parts), "--self-contained"]) == 0
+    page = (tmp_path / "m2" / "matrix.html").read_text()
+    assert page.count("src='data:image/png;base64,") == 2 and "figures/" not in page
+    assert main(["merge", str(tmp_path / "merged"), *map(str, parts)]) == 0
+    page = (tmp_path / "merged" / "matrix.html").read_text()
+    assert page.count("src='figures/") == 2 and "base64" not in page
+    assert main(["merge", str(tmp_path / "merged2"), *map(str, parts), "--self-contained"]) == 0
+    assert (tmp_path / "merged2" / "matrix.html").read_text().count("src='data:image/png;base64,") == 2
+    # a run's own report (write_report: the pytest face's --claims-report, Results.write_report)
+    folder = tmp_path / "run"
+    (folder / "figures").mkdir(parents=True)
+    fig = folder / "figures" / "surface-special-all-MiniLM-L6-v2-wikitext2.png"
+    fig.write_bytes(b"\x89PNG\r\n\x1a\n fake")
+    write_report(outcomes_of(A), folder, [fig])
+    assert "src='figures/surface-special-all-MiniLM-L6-v2-wikitext2.png'" in (folder / "matrix.html").read_text()
+    write_report(outcomes_of(A), folder, [fig], self_contained=True)
+    assert "src='data:image/png;base64," in (folder / "matrix.html").read_text()

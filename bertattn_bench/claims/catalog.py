@@ -286,6 +286,11 @@ def load_claims(directory: Path = REFERENCE_DIR, family: str | None = None) -> l
     return [c for c in claims if family is None or c.family == family]
 
 
+def claim_families(directory: Path = REFERENCE_DIR) -> dict[str, str]:
+    """Claim id -> its family, read from the catalog's TOML files alone (no metric is imported: light)."""
+    return {c.id: c.family for p in sorted(Path(directory).glob("*.toml")) for c in _claims_from_file(p)}
+
+
 def catalog_claims(claims: list[Claim] | None = None) -> dict[str, list[Claim]]:
     """The catalog's claims, each with the entries that test it (one, or a claim and its variants); the entries
     that are additions of the project (``catalog = false``) are left out."""

@@ -74,9 +74,10 @@ class Results:
 
         return terminal_table(self.outcomes, width=width)
 
-    def write_report(self, directory) -> list[Path]:
-        """claims.md/.csv/.json, run.json, matrix.* and the figures, into ``directory``."""
-        return self.runner.write_report(directory)
+    def write_report(self, directory, self_contained: bool = False) -> list[Path]:
+        """claims.md/.csv/.json, run.json, matrix.* and the figures, into ``directory`` (``self_contained``: the
+        figures embedded in matrix.html)."""
+        return self.runner.write_report(directory, self_contained=self_contained)
 
     def record_baseline(self, directory) -> list[Path]:
         """The measured values as each model's baseline file in ``directory``."""

@@ -23,6 +23,7 @@ Options of run, record and compare (each also as --bertattn-NAME):
   --limit N                 at most N examples per corpus (a smoke run)
   --device auto|cpu|cuda|cuda:N, --batch-size N
   --claims-report DIR       claims.md/.csv/.json, run.json, matrix.*, figures
+  --self-contained          matrix.html embeds the figures (default: linked; also for merge and matrix)
   --record-baseline [DIR]   record the measured values as each model's baseline
   --compare-to MODEL_OR_JSON   judge against another model's recorded baseline
   --compare-fail-on lost|flips|never   what fails compare: a claim lost (default), any verdict flip, nothing
@@ -163,6 +164,7 @@ def _report_parser(command: str, what: str) -> _Parser:
     parser.add_argument("inputs", nargs="+", help="claims-report folders (--claims-report DIR of each part)")
     parser.add_argument("--reference", default=None, help="model whose values the others' delta is taken against "
                                                           "(full name, short name as in the table, or slug)")
+    parser.add_argument("--self-contained", action="store_true", help="embed the figures in matrix.html")
     return parser
 
 
@@ -216,7 +218,7 @@ def merge_main(argv: list[str]) -> int:
         paths = write_report([outcome_from_record(r) for r in records], out, figures, provenance, matrix=False)
         # the records as written (report order), so the columns come in the order one combined run gives them
         m = mx.build(mx.read_records(out), args.reference, [out / "figures"])
-        paths += mx.write_matrix(m, out)
+        paths += mx.write_matrix(m, out, self_contained=args.self_contained)
         fragments = [f for p in inputs for f in sorted((p / "baselines").glob("*.json"))]
         paths += write_merged_baselines(fragments, out / "baselines") if fragments else []
     except BenchError as exc:
@@ -249,7 +251,8 @@ def matrix_main(argv: list[str]) -> int:
                 doc = json.loads(run.read_text(encoding="utf-8"))
                 versions.add(tuple(doc.get(k) for k in MUST_MATCH))
         dirs = [Path(p) / "figures" for p in args.inputs if Path(p).is_dir()]
-        paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out))
+        paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out),
+                                self_contained=args.self_contained)
     except BenchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return USAGE_ERROR

@@ -17,6 +17,9 @@ OPTIONS = [
     ("batch-size", dict(type=int, default=32, help="examples per forward pass (default 32)")),
     ("claims-report", dict(default=None, metavar="DIR",
                            help="write claims.md, claims.csv, claims.json, run.json, the matrix and figures to DIR")),
+    ("self-contained", dict(action="store_true",
+                            help="--claims-report: embed the figures in matrix.html (one file to send; default: "
+                                 "linked, figures/NAME.png)")),
     ("record-baseline", dict(default=None, metavar="DIR", nargs="?", const="",
                              help="record every measured claim value as the model's baseline (default DIR: the "
                                   "package's reference_numbers/baselines)")),

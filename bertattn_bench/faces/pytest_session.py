@@ -362,7 +362,8 @@ def terminal_summary(terminalreporter, config) -> None:
         terminalreporter.write_line(f"INCOMPLETE: {len(missing)} selected claim test(s) did not run (interrupted); "
                                     f"the report says so and names them")
     if s.options.claims_report:
-        paths = s.write_report(s.options.claims_report, missing=missing or None)
+        paths = s.write_report(s.options.claims_report, missing=missing or None,
+                               self_contained=bool(option(config, "self-contained")))
         terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
     from ..report.summary import job_summary, write_job_summary
 

@@ -211,7 +211,7 @@ def incomplete_banner(missing: list[str]) -> str:
 
 
 def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), provenance: dict | None = None,
-                 matrix: bool = True, missing: list[str] | None = None) -> list[Path]:
+                 matrix: bool = True, missing: list[str] | None = None, self_contained: bool = False) -> list[Path]:
     """``claims.md`` (one page), ``claims.csv`` and ``claims.json`` (a versioned document, ``records``: one per
     claim/model/corpus); with ``provenance`` (:func:`run_provenance`) ``run.json``, what ``merge`` checks before joining
     reports; with ``matrix`` the claims × models view (``matrix.md``/``.csv``/``.html``/``.json``).
@@ -220,7 +220,8 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), prov
     ``"complete": false`` and list them, ``claims.md`` opens with a banner. The folder is written atomically: the
     files go to a sibling temporary folder which then replaces ``directory``, so an interrupted write leaves the
     previous report whole, and figures of earlier runs not in ``figures`` are gone (other entries of the folder, e.g.
-    ``baselines/``, are kept). ``figures`` must lie under ``directory`` (they are carried over)."""
+    ``baselines/``, are kept). ``figures`` must lie under ``directory`` (they are carried over). ``self_contained``:
+    ``matrix.html`` embeds the figures (else it links them, ``figures/NAME.png``)."""
     import shutil
 
     from ..base.documents import envelope, write_json
@@ -257,7 +258,7 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), prov
         folders = sorted({Path(f).parent for f in kept})
         m = mx.build(documents.loads(documents.dumps(records)), figure_dirs=[tmp / f.relative_to(directory)
                                                                               for f in folders])
-        names += [p.name for p in mx.write_matrix(m, tmp)]
+        names += [p.name for p in mx.write_matrix(m, tmp, self_contained=self_contained)]
     if final.is_dir():  # keep what is not the report's own (e.g. baselines/ recorded into the folder)
         for entry in final.iterdir():
             if entry.name not in REPORT_FILES and not (tmp / entry.name).exists():

@@ -353,10 +353,12 @@ class Runner:
         return run_provenance(self.passes, limit=self.options.limit, tier=self.options.tier,
                               command=self.options.command)
 
-    def write_report(self, directory: Path | str, missing: list[str] | None = None) -> list[Path]:
+    def write_report(self, directory: Path | str, missing: list[str] | None = None,
+                     self_contained: bool = False) -> list[Path]:
         """claims.md/.csv/.json, run.json, the matrix and each family's figures, from this run's results;
         ``missing``: what was selected and not run (the report is marked incomplete and names them)."""
-        return write_report_files(self.outcomes, self.pass_results(), Path(directory), self.provenance(), missing)
+        return write_report_files(self.outcomes, self.pass_results(), Path(directory), self.provenance(), missing,
+                                  self_contained)
 
     def record_baselines(self, directory: Path | str, date: str | None = None) -> list[Path]:
         from ..claims.baselines import record_baselines
@@ -383,8 +385,9 @@ def pass_summary(r, cached: bool, path: Path | None = None, data_files: str = ""
 
 
 def write_report_files(outcomes: list, results: list, directory: Path, provenance: dict,
-                       missing: list[str] | None = None) -> list[Path]:
-    """The claims report of ``outcomes`` with the figures of each family's pass ``results``."""
+                       missing: list[str] | None = None, self_contained: bool = False) -> list[Path]:
+    """The claims report of ``outcomes`` with the figures of each family's pass ``results`` (``self_contained``:
+    embedded in ``matrix.html``)."""
     from ..claims.registry import FIGURES
     from ..report.claims_report import write_report
 
@@ -395,7 +398,8 @@ def write_report_files(outcomes: list, results: list, directory: Path, provenanc
     for fam, rs in sorted(by_family.items()):
         if fam in FIGURES:
             figures += FIGURES[fam](rs, directory / "figures")
-    return write_report(outcomes, directory, figures, provenance, missing=missing) + figures
+    return write_report(outcomes, directory, figures, provenance, missing=missing,
+                        self_contained=self_contained) + figures
 
 
 def pass_lines(passes: list[dict]) -> list[str]:
