@@ -94,13 +94,16 @@ def layer_norms(probs: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor, 
     v = values.float().view(b, k, h, -1)
     w = w_out.float().view(w_out.shape[0], h, -1)  # (hidden, H, D)
     f = torch.einsum("bkhd,ohd->bhko", v, w)  # (B, H, K, hidden): f^h(x_j)
-    fx = f.norm(dim=-1)
+    gram = torch.einsum("bhko,bgko->bkhg", f, f)  # (B, K, H, H): <f^h(x_j), f^g(x_j)>
+    del f
+    fx = gram.diagonal(dim1=-2, dim2=-1).clamp_min(0).sqrt().transpose(1, 2)  # (B, H, K)
     head = p * fx[:, :, None, :]
-    gram = torch.einsum("bhko,bgko->bkhg", f, f)  # (B, K, H, H)
-    summed = torch.einsum("bhqk,bkhg,bgqk->bqk", p, gram, p).clamp_min(0).sqrt()
-    total = torch.einsum("bhqk,bhko->bqo", p, f)
+    pk = p.permute(0, 3, 2, 1)  # (B, K, Q, H)
+    summed = (torch.matmul(pk, gram) * pk).sum(-1).clamp_min(0).sqrt().transpose(1, 2)  # (B, Q, K)
+    ctx = torch.matmul(p, v.transpose(1, 2))  # (B, H, Q, D): the heads' outputs, as the model computes them
+    total = ctx.transpose(1, 2).reshape(b, q, -1) @ w_out.float().t()  # sum_h sum_j alpha f, without b_O
     diag = p.diagonal(dim1=-2, dim2=-1)  # (B, H, Q): alpha_ii (queries and keys are the same tokens)
-    own = torch.einsum("bhi,bhio->bio", diag, f)
+    own = (diag.transpose(1, 2)[..., None] * v).reshape(b, q, -1) @ w_out.float().t()  # sum_h alpha_ii f^h(x_i)
     mix = total - own
     mix_n, own_n = mix.norm(dim=-1), own.norm(dim=-1)
     attn_w = 1.0 - diag.mean(1)  # head-mean alpha: sum_j alpha_ij - alpha_ii with rows summing to 1

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ..claims.registry import Measurement, NotApplicable, family, metric
+from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import rank_correlation
 from ..data.manifest import KOBAYASHI_RANKS
 from ..data.segments import CORPORA as SEGMENT_CORPORA
@@ -435,3 +435,65 @@ def mixing_order(pr) -> Measurement:
     return Measurement(float(len(held)), unit="of 4", n=res.n_tokens, n_unit="tokens", detail="; ".join(
         f"{a} {100 * res.mixing_mean[a]:.2f} {'>' if (a, b) in held else '<='} {b} {100 * res.mixing_mean[b]:.2f}"
         for a, b in _ORDER))
+
+
+# ---- figures ----------------------------------------------------------------------------------------------------
+
+@figure("norms")
+def norms_figures(pass_results, directory: Path) -> list[Path]:
+    """Clark Fig. 2's curves (mean share to [CLS], [SEP], '.'/',' by layer; dots: heads) read three ways side by
+    side: alpha, the per-head ||alpha f|| and the layer-level ||sum_h alpha f|| (normalised per query row); and the
+    2021 mixing ratios by layer (the masked sweep). Two PNGs per (model, corpus)."""
+    paths = []
+    for pr in pass_results:
+        if isinstance(pr.result, NormsResult):
+            paths += [_readings_figure(pr, directory), _mixing_figure(pr, directory)]
+    return paths
+
+
+def _readings_figure(pr, directory: Path) -> Path:
+    from ..base.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    res = pr.result
+    titles = {"weights": "alpha (Clark)", "norms": "||alpha f||, per head", "layer": "||sum_h alpha f||, layer"}
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharey=True)
+    for ax, name in zip(axes, READINGS):
+        r = res.readings[name]
+        n_layers, n_heads = r.stats["to_sep"].shape
+        layers = np.arange(1, n_layers + 1)
+        for stat, label, colour in (("to_cls", "[CLS]", "tab:red"), ("to_sep", "[SEP]", "tab:blue"),
+                                    ("to_punct", ". or ,", "tab:green")):
+            if n_heads > 1:
+                xs = layers[:, None] + np.linspace(-0.25, 0.25, n_heads)[None, :]
+                ax.scatter(xs.ravel(), r.stats[stat].numpy().ravel(), s=8, color=colour, alpha=0.3, linewidths=0)
+            ax.plot(layers, r.per_layer(stat).numpy(), marker="o", color=colour, label=label)
+        ax.set_title(titles[name], fontsize=9)
+        ax.set_xlabel("Layer")
+        ax.set_xticks(layers)
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("Avg. share of attention")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{pr.model.name} / {pr.corpus} ({res.n_segments} segments): weights vs norms", fontsize=9)
+    return save_figure(fig, directory, f"norms-readings-{pr.model.slug}-{pr.corpus}.png")
+
+
+def _mixing_figure(pr, directory: Path) -> Path:
+    from ..base.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    res = pr.result
+    labels = {"attn_w": "Attn-W", "attn_n": "Attn-N", "attnres_w": "AttnRes-W", "attnres_n": "AttnRes-N",
+              "attnresln_n": "AttnResLn-N"}
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    for k, v in res.mixing_per_layer.items():
+        layers = np.arange(1, len(v) + 1)
+        ax.plot(layers, 100 * v.numpy(), marker="o", label=f"{labels[k]} (mean {100 * res.mixing_mean[k]:.1f}%)")
+        ax.set_xticks(layers)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("Layer")
+    ax.set_ylabel("Mixing ratio (%)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{pr.model.name} / {pr.corpus}: context mixing by layer\n({res.n_masked} pieces masked, "
+                 f"Kobayashi et al. 2021)", fontsize=8)
+    return save_figure(fig, directory, f"norms-mixing-{pr.model.slug}-{pr.corpus}.png")
