@@ -12,8 +12,7 @@ from bertattn_bench.engine import norms as N
 from bertattn_bench.runner import architectures as A
 
 # refused by the norms family with the reason (the value vectors or the output projection are not modules' tensors)
-NORMS_REFUSED = {"ModernBERT", "ModernBERT, local window of 5 tokens", "DeBERTa", "ConvBERT", "I-BERT", "XLM",
-                 "FlauBERT", "XLNet"}
+NORMS_REFUSED = {"ModernBERT", "ModernBERT, local window of 5 tokens", "DeBERTa", "ConvBERT", "I-BERT", "XLNet"}
 LOAD_REFUSED = {"ALBERT, inner_group_num 2", "Nystromformer", "BigBird, block-sparse", "Longformer", "FNet",
                 "SqueezeBERT", "Funnel", "CANINE", "MRA", "YOSO", "LiLT", "BROS"}
 PRE_LN = {"XLM-R XL", "RoBERTa-PreLayerNorm", "MobileBERT", "EuroBERT", "UltraBERT", "MegatronBERT"}  # no residual ratios
@@ -44,6 +43,7 @@ def test_identity_on_every_accepted_encoder_or_one_line_refusal(arch, tokenizer)
             N.norm_site(model)
         msg = str(exc.value)
         assert "\n" not in msg and arch.model_type in msg and "refused by the norms family" in msg
+        assert N.REFUSED_WHY[arch.model_type] in msg
         return
     ns = N.norm_site(model)
     assert ns.residual == (arch.label not in PRE_LN), ns.no_residual_reason

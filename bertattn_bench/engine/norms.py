@@ -126,6 +126,16 @@ def layer_norms(probs: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor, 
     return LayerNorms(fx=fx, head=head, summed=summed, total=total, ratios=ratios)
 
 
+# Known refusals (keys: config.model_type): why no module carries a layer's value vectors alone / its alpha V
+REFUSED_WHY = {
+    "modernbert": "its query, key and value come out of one fused projection (Wqkv)",
+    "deberta": "its query, key and value come out of one interleaved projection (in_proj)",
+    "convbert": "its output projection's input joins the self-attention heads with span-convolution heads",
+    "ibert": "its projections are quantised modules (QuantLinear), not linear modules",
+    "xlnet": "its value and output projections are raw parameters contracted by einsum, not linear modules",
+}
+
+
 def _refuse(model, why: str) -> NormsRefused:
     model_type = getattr(getattr(model, "config", None), "model_type", "?")
     return NormsRefused(f"{type(model).__name__} ({model_type}) is refused by the norms family: {why}")
@@ -163,24 +173,30 @@ def discover_norms(model: torch.nn.Module) -> NormSite:
         p = p.float()
         b = p.shape[0]
         found = None
-        for i, (vm, vin, vout) in enumerate(calls[:at]):
-            if not isinstance(vm, torch.nn.Linear) or not isinstance(vout, torch.Tensor) or vout.dim() != 3 \
-                    or vout.shape[1] != t or vout.shape[-1] % heads:
-                continue
-            vh = vout.float().view(b, t, heads, -1).transpose(1, 2)
-            ctx = (p @ vh).transpose(1, 2).reshape(b, t, -1)
-            for j in range(at, len(calls)):
-                om, oin, oout = calls[j]
-                if isinstance(om, torch.nn.Linear) and isinstance(oin, torch.Tensor) and oin.shape == ctx.shape \
-                        and torch.allclose(oin.float(), ctx, atol=1e-5, rtol=1e-4):
-                    found = (i, j)
+        # the output projection after the observed map; else (the seam path observes after the module's output)
+        # between the values and the map
+        for after in (True, False):
+            for i, (vm, vin, vout) in enumerate(calls[:at]):
+                if not isinstance(vm, torch.nn.Linear) or not isinstance(vout, torch.Tensor) or vout.dim() != 3 \
+                        or vout.shape[1] != t or vout.shape[-1] % heads:
+                    continue
+                vh = vout.float().view(b, t, heads, -1).transpose(1, 2)
+                ctx = (p @ vh).transpose(1, 2).reshape(b, t, -1)
+                for j in (range(at, len(calls)) if after else range(i + 1, at)):
+                    om, oin, oout = calls[j]
+                    if isinstance(om, torch.nn.Linear) and isinstance(oin, torch.Tensor) and oin.shape == ctx.shape \
+                            and torch.allclose(oin.float(), ctx, atol=1e-5, rtol=1e-4):
+                        found = (i, j)
+                        break
+                if found:
                     break
             if found:
                 break
         if not found:
-            raise _refuse(model, f"no module outputs layer {layer + 1}'s value vectors on their own (e.g. a fused "
-                                 f"query/key/value projection, or values transformed after the projection), so "
-                                 f"f(x) = (x W_V + b_V) W_O cannot be taken from the model's own modules")
+            known = REFUSED_WHY.get(getattr(model.config, "model_type", None))
+            raise _refuse(model, f"{known + ': ' if known else ''}no linear module outputs layer {layer + 1}'s value "
+                                 f"vectors V on their own with alpha V the input of another (the output projection), "
+                                 f"so f(x) = (x W_V + b_V) W_O cannot be taken from the model's own modules")
         (vm, vin, _), (om, _, oout) = calls[found[0]], calls[found[1]]
         ln = None
         for lm, lin, lout in calls[found[1] + 1:]:
