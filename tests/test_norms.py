@@ -255,3 +255,21 @@ def test_refused_model_measures_nothing_and_says_why(tokenizer, tmp_path):
     assert isinstance(pr.result, NothingToMeasure)
     with pytest.raises(NotApplicable, match="refused by the norms family"):
         mixing_mean(pr, ratio="attn_w")
+
+
+def test_every_paired_norm_reading_is_its_clark_claim_on_the_norms():
+    """Both readings side by side: each kob.<x> with metric norm_reading is clark.<x> (same metric, parameters,
+    comparison, threshold, learned), and every Clark §3.2 claim about where attention goes has its pair."""
+    from bertattn_bench.claims.catalog import load_claims
+
+    claims = {c.id: c for c in load_claims()}
+    pairs = [c for c in claims.values() if c.metric == "norm_reading"]
+    for kob in pairs:
+        clark = claims["clark." + kob.id.split(".", 1)[1]]
+        params = dict(kob.params)
+        assert params.pop("metric") == clark.metric and params == clark.params, kob.id
+        assert (kob.comparison, kob.threshold, kob.learned) == (clark.comparison, clark.threshold, clark.learned)
+        assert kob.family == "norms" and kob.paper == "Kobayashi et al. 2020"
+    where = {c.id for c in claims.values() if c.family == "surface" and c.params.get("stat", "").startswith(
+        ("to_", "sep_to_sep")) and c.inputs == [] or c.metric == "sep_peak_over_chance"}
+    assert where == {"clark." + k.id.split(".", 1)[1] for k in pairs}
