@@ -273,3 +273,35 @@ def test_every_paired_norm_reading_is_its_clark_claim_on_the_norms():
     where = {c.id for c in claims.values() if c.family == "surface" and c.params.get("stat", "").startswith(
         ("to_", "sep_to_sep")) and c.inputs == [] or c.metric == "sep_peak_over_chance"}
     assert where == {"clark." + k.id.split(".", 1)[1] for k in pairs}
+
+
+def test_the_pass_on_a_toy_corpus_measures_every_claim_and_draws_both_figures(tiny, tokenizer, tmp_path):
+    """The family end to end on a tiny BERT: the two sweeps, every claim's metric, the two figures."""
+    import shutil
+    from pathlib import Path
+
+    from bertattn_bench.claims.catalog import load_claims
+    from bertattn_bench.claims.registry import METRICS, NotApplicable
+    from bertattn_bench.families.norms import NormsResult, norms_figures, prepare_norms
+
+    data = A.toy_data_dir(tmp_path / "data")
+    (data / "kobayashi_norms").mkdir()
+    (data / "kobayashi_norms" / "rank_count_ids.txt").write_text("1 100 1996\n2 90 1012\n3 80 1010\n4 70 4937\n",
+                                                                encoding="utf-8")
+    pr = prepare_norms(tiny, data, max_tokens=60).run()
+    res = pr.result
+    assert isinstance(res, NormsResult) and res.n_segments == pr.n_examples > 0
+    assert res.n_masked > 0 and set(res.mixing_mean) == set(N.RATIOS)
+    assert len(res.tokens["fx"]) == len(res.token_ids) == res.n_tokens
+    assert int(res.ranks.max()) == 5 and int(res.ranks[res.token_ids == 1996].min()) == 1  # unlisted: bottom rank
+    measured = 0
+    for claim in load_claims(family="norms"):
+        try:
+            METRICS[claim.metric](pr, **claim.params)
+            measured += 1
+        except NotApplicable:
+            pass
+    assert measured >= 18
+    paths = norms_figures([pr], tmp_path / "figs")
+    assert [Path(p).name.split("-")[1] for p in paths] == ["readings", "mixing"] and all(Path(p).stat().st_size for p in paths)
+    shutil.rmtree(tmp_path / "figs")
