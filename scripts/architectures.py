@@ -76,6 +76,12 @@ def main(argv=None) -> int:
         "nothing; that they run does).",
         "",
         table,
+        "## The norms family",
+        "",
+        "How the `norms` family (docs/families/norms.md) splits each read architecture's attention output into "
+        "alpha f(x) from the model's own modules, or why it refuses it:",
+        "",
+        A.norms_markdown(probes),
     ]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(page), encoding="utf-8")

@@ -281,6 +281,9 @@ def verify(data_dir: Path, only: list[str] | None = None, progress=None) -> tupl
 
 # --- what each family reads ---------------------------------------------------------------------------------------
 
+KOBAYASHI_RANKS = "kobayashi_norms/rank_count_ids.txt"  # the norms family's frequency table (Kobayashi et al.)
+
+
 def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     """The data paths (files, or folders ending in ``/``) that ``family`` reads for ``corpus``, from the family
     modules' own constants; [] for a family that reads no data file. ``manifest_paths``: the manifest's file paths
@@ -296,6 +299,8 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
         paths = [ud.CORPORA[base], gum.GUM_DOCUMENTS, *gum.SPLIT_FILES.values()]
     elif family in ("surface", "clustering", "gradient"):
         paths = [segments.CORPORA[corpus]]
+    elif family == "norms":
+        paths = [segments.CORPORA[corpus], KOBAYASHI_RANKS]
     elif family == "coref":
         litbank = coref.parse_corpus(corpus)[0] == "litbank"  # as coref.corpus_data_paths
         paths = [coref.LITBANK_DOCUMENTS] if litbank else [coref.GUM_DOCUMENTS, *coref.SPLIT_FILES.values()]

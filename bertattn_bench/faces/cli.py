@@ -117,10 +117,17 @@ def list_main(argv: list[str]) -> int:
         for r in rows:
             print(f"{r['id']:<40} {r['paper']:<22} {r['section']:<14} {r['statement']}")
         tested = {r["catalog"] for r in rows if r["catalog"]}
-        added = sum(1 for r in rows if not r["catalog"])
+        # beyond the catalog's papers (Kobayashi et al.'s norms): counted apart, by paper, beside the catalog's claims
+        papers = {c.paper for c in catalog if c.catalog_id}
+        beyond = {}
+        for r in rows:
+            if not r["catalog"] and r["paper"] not in papers:
+                beyond[r["paper"]] = beyond.get(r["paper"], 0) + 1
+        added = sum(1 for r in rows if not r["catalog"]) - sum(beyond.values())
         print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}: {len(tested)} claim(s) of the catalog"
-              f"{f' (with their variants)' if len(rows) - added > len(tested) else ''}"
-              f"{f', {added} addition(s) of the project' if added else ''}")
+              f"{f' (with their variants)' if len(rows) - added - sum(beyond.values()) > len(tested) else ''}"
+              f"{f', {added} addition(s) of the project' if added else ''}"
+              + "".join(f", {n} of {paper}" for paper, n in sorted(beyond.items())))
     return 0
 
 

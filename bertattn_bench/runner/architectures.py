@@ -130,6 +130,7 @@ class Probe:
     sweep_diff: float | None = None  # max |swept - alone| over configurations, uniform and mask
     train_precision: str = ""  # "bf16 autocast", or "fp32 (bf16 autocast fails: ...)" (finetune.bf16_failure)
     families: dict = field(default_factory=dict)  # family -> (measured claims, skipped claims, first skip reason)
+    norms: str = ""  # the norms family (Kobayashi et al.): how it splits the attention output, or why refused
 
     EXACT = 1e-5
 
@@ -422,10 +423,31 @@ def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
     p.reading_diff = reading_diff(loaded, tokenizer)
     p.uniform_diff, p.gates_diff = intervention_diffs(loaded, tokenizer)
     p.path = attention.site(loaded.model).path
+    p.norms = norms_split(loaded)
     if data_dir is not None:
         p.families = run_families(loaded, data_dir)
         p.train_loss, p.sweep_diff, p.train_precision = finetune_and_sweep(loaded, tokenizer)
     return p
+
+
+def norms_split(loaded) -> str:
+    """The norms family's reading of a loaded model: alpha f(x) with the residual ratios, alpha f(x) only, or the
+    refusal's reason (:func:`bertattn_bench.engine.norms.norm_site`)."""
+    from ..engine import norms
+
+    try:
+        ns = norms.norm_site(loaded.model)
+    except norms.NormsRefused as exc:
+        return "**refused**: " + str(exc).split("refused by the norms family: ", 1)[-1]
+    return "‖αf(x)‖ and every mixing ratio" if ns.residual else "‖αf(x)‖, Attn-W/N, AttnRes-W (no LayerNorm over attention output + layer input, e.g. pre-LN: no AttnRes-N, AttnResLn-N)"
+
+
+def norms_markdown(probes: list[Probe]) -> str:
+    """The norms family's table: each read architecture's split of its attention output into alpha f(x)."""
+    rows = ["| architecture (`model_type`) | norms family (Kobayashi et al.; the identity sum alpha f + b_O = the "
+            "output projection's output: tests/test_norms.py) |", "|---|---|"]
+    rows += [f"| {p.arch.label} (`{p.arch.model_type}`) | {p.norms} |" for p in probes if not p.refused]
+    return "\n".join(rows) + "\n"
 
 
 def markdown(probes: list[Probe]) -> str:

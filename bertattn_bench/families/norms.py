@@ -1,0 +1,499 @@
+"""Kobayashi et al. 2020 (the norm-based reading ||alpha f(x)||) and 2021 (mixing ratios), beside Clark §3's weights.
+
+On Clark's segments (the surface family's corpora; default ``wikitext2_types01``: token types 0 through the first
+[SEP], then 1, as the authors' data_extract.py). Two forward sweeps, both through :mod:`bertattn_bench.engine.norms`:
+
+* **plain** (the 2020 analyses and the 2021 frequency table): for every (segment, layer, head) the mean over real
+  queries of the share to [CLS], [SEP], "." / "," and the pooled special tokens, read three ways: alpha (Clark's
+  weights), the per-head ||alpha f|| normalised per query row, and the layer-level ||sum_h alpha f|| normalised per
+  query row (as re-examine.py of the authors, 5dc8fb3 emnlp2020/exp1_bert, categories pooled as there); ||f(x)||
+  per category; per head the Pearson r between the mean alpha a key receives and its ||f(x)||; per token occurrence
+  its mean ||f(x)||, alpha and norm share received and its five mixing ratios averaged over layers (the Spearman
+  against the frequency rank of ``kobayashi_norms/rank_count_ids.txt``);
+* **masked** (the 2021 Table 1): 12% of each segment's non-special pieces replaced by the mask token
+  (``max(1, int(0.12 n))`` positions by ``random.Random(0).sample``, segment by segment in data order, as
+  mixing_ratio_stats_bert.py l.62-72), the five mixing ratios pooled over every real (token, layer): mean, max, min,
+  and the per-layer means (the figure).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from ..claims.registry import Measurement, NotApplicable, family, figure, metric
+from ..claims.stats import rank_correlation
+from ..data.manifest import KOBAYASHI_RANKS
+from ..data.segments import CORPORA as SEGMENT_CORPORA
+from ..engine.attention import Reducer, run_reducers
+from ..engine.batching import Encoded, iter_batches
+from ..engine.norms import RATIOS, NormsRefused, norm_reading, norm_site
+from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
+from .surface import SurfaceResult, _segment_mean
+
+READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
+SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep")
+CATEGORIES = ("cls", "sep", "punct", "special", "other")
+TOKEN_FIELDS = ("fx", "alpha", "norm_share") + RATIOS
+MASK_RATE, MASK_SEED = 0.12, 0
+BERT_UNCASED_CHECK = {"the": 1996, ".": 1012, ",": 1010}  # the table's ranks 1-3 (ids of bert-base-uncased)
+
+
+@dataclass
+class NormsResult:
+    readings: dict  # reading -> SurfaceResult (stats of SHARE_FIELDS; per segment for the bootstrap)
+    fx: dict  # category -> (L, H) mean ||f(x)|| over the category's key tokens
+    alpha_fx_r: torch.Tensor  # (L, H) Pearson r between the mean alpha a key receives and its ||f^h(x)||
+    tokens: dict  # TOKEN_FIELDS -> (N,) per real token occurrence (plain sweep), layer means
+    token_ids: torch.Tensor  # (N,)
+    token_special: torch.Tensor  # (N,) bool: [CLS] / [SEP] (the tokenizer's special tokens)
+    ranks: torch.Tensor | None  # (N,) frequency rank (1 = most frequent), None where the table does not apply
+    rank_note: str  # why ``ranks`` is None, or the table used
+    mixing_mean: dict  # ratio -> mean over every real (token, layer) of the masked sweep
+    mixing_max: dict
+    mixing_min: dict
+    mixing_per_layer: dict  # ratio -> (L,) mean per layer
+    n_masked: int  # pieces replaced by the mask token
+    residual_note: str = ""  # why AttnRes-N / AttnResLn-N are missing ("" when present)
+    n_segments: int = 0
+    n_tokens: int = 0
+
+
+class _Shares:
+    """Per-segment shares to the key categories, one reading: {field: [per layer: (B, H) per batch]}."""
+
+    def __init__(self, n_layers: int):
+        self.rows = {k: [[] for _ in range(n_layers)] for k in SHARE_FIELDS}
+
+    def add(self, layer: int, r: torch.Tensor, batch, keys: dict) -> None:
+        to = {c: torch.einsum("bhqk,bk->bhq", r, v) for c, v in keys.items()}
+        mask = batch.token_mask
+        values = {"to_cls": to["cls"], "to_sep": to["sep"], "to_punct": to["punct"],
+                  "to_special": to["cls"] + to["sep"] + to["punct"]}
+        rows = {k: _segment_mean(v, mask) for k, v in values.items()}
+        rows["sep_to_sep"] = _segment_mean(to["sep"], batch.is_sep)
+        rows["other_to_sep"] = _segment_mean(to["sep"], mask & ~batch.is_sep)
+        for k, v in rows.items():
+            self.rows[k][layer].append(v.float())
+
+    def result(self, sep_chance: torch.Tensor) -> SurfaceResult:
+        per_segment = {k: torch.stack([torch.cat(rows) for rows in per_layer], 1).cpu()
+                       for k, per_layer in self.rows.items()}
+        return SurfaceResult(stats={k: v.mean(0) for k, v in per_segment.items()}, n_segments=len(sep_chance),
+                             n_tokens=0, sep_chance=float(sep_chance.double().mean()), per_segment=per_segment,
+                             sep_chance_per_segment=sep_chance.float())
+
+
+class NormsReducer(Reducer):
+    """The plain sweep's statistics, accumulated on the model's device from :class:`engine.norms.NormReader`."""
+
+    def __init__(self, reader, n_layers: int, n_heads: int, device, special_ids):
+        self.reader, self.n_layers, self.dev = reader, n_layers, device
+        self.special_ids = torch.tensor(sorted(special_ids), device=device)
+        self.shares = {r: _Shares(n_layers) for r in READINGS}
+        self.fx_sum = {c: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for c in CATEGORIES}
+        self.fx_n = {c: torch.zeros((), dtype=torch.float64, device=device) for c in CATEGORIES}
+        self.moments = torch.zeros(6, n_layers, n_heads, dtype=torch.float64, device=device)  # n a f a2 f2 af
+        self.tokens = {k: [] for k in TOKEN_FIELDS}
+        self.ids, self.special, self.sep_chance = [], [], []
+
+    def start_batch(self, batch) -> None:
+        self.batch = batch
+        mask = batch.token_mask
+        special = batch.is_cls | batch.is_sep | batch.is_punct
+        self.keys = {"cls": batch.is_cls.float(), "sep": batch.is_sep.float(), "punct": batch.is_punct.float()}
+        self.cats = {**{c: v.bool() for c, v in (("cls", batch.is_cls), ("sep", batch.is_sep), ("punct", batch.is_punct))},
+                     "special": special, "other": mask & ~special}
+        self.qmask = mask.float()
+        self.nq = self.qmask.sum(-1).clamp(min=1)
+        self.acc = {k: torch.zeros(mask.shape, dtype=torch.float32, device=mask.device) for k in TOKEN_FIELDS}
+        self.sep_chance.append(batch.is_sep.sum(-1).double() / mask.sum(-1).double())
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        ln = self.reader.layer(layer, probs)
+        p = probs.float()
+        share = ln.head / ln.head.sum(-1, keepdim=True).clamp_min(1e-30)
+        layer_share = (ln.summed / ln.summed.sum(-1, keepdim=True).clamp_min(1e-30))[:, None]
+        for name, r in zip(READINGS, (p, share, layer_share)):
+            self.shares[name].add(layer, r, self.batch, self.keys)
+        for c, m in self.cats.items():
+            mf = m.float()
+            self.fx_sum[c][layer] += torch.einsum("bhk,bk->h", ln.fx, mf).double()
+            self.fx_n[c] += mf.sum().double() / self.n_layers  # every layer counts the same tokens
+        received = torch.einsum("bhqk,bq->bhk", p, self.qmask) / self.nq[:, None, None]  # (B, H, K)
+        got_share = torch.einsum("bhqk,bq->bhk", share, self.qmask) / self.nq[:, None, None]
+        w = self.qmask[:, None, :]
+        a, f = received.double(), ln.fx.double()
+        for i, v in enumerate((torch.ones_like(a), a, f, a * a, f * f, a * f)):
+            self.moments[i, layer] += (v * w).sum((0, 2))
+        self.acc["fx"] += ln.fx.mean(1)
+        self.acc["alpha"] += received.mean(1)
+        self.acc["norm_share"] += got_share.mean(1)
+        for k, v in ln.ratios.items():
+            self.acc[k] += v
+
+    def end_batch(self, hidden_states=None) -> None:
+        mask = self.batch.token_mask
+        for k, v in self.acc.items():
+            self.tokens[k].append((v / self.n_layers)[mask])
+        ids = self.batch.input_ids[mask]
+        self.ids.append(ids)
+        self.special.append(torch.isin(ids, self.special_ids))
+
+    def finalize(self) -> dict:
+        n, sa, sf, saa, sff, saf = self.moments
+        cov = saf / n - (sa / n) * (sf / n)
+        r = cov / torch.sqrt((saa / n - (sa / n) ** 2).clamp_min(0) * (sff / n - (sf / n) ** 2).clamp_min(0))
+        chance = torch.cat(self.sep_chance).cpu()
+        return dict(
+            readings={k: s.result(chance) for k, s in self.shares.items()},
+            fx={c: (self.fx_sum[c] / self.fx_n[c].clamp_min(1)).float().cpu() for c in CATEGORIES},
+            alpha_fx_r=r.float().cpu(),
+            tokens={k: torch.cat(v).cpu() for k, v in self.tokens.items() if v and len(torch.cat(v)) == len(torch.cat(self.ids))},
+            token_ids=torch.cat(self.ids).cpu(), token_special=torch.cat(self.special).cpu(), n_segments=len(chance))
+
+
+class MixingReducer(Reducer):
+    """The masked sweep: the mixing ratios of every real (token, layer), pooled (mean, max, min) and per layer."""
+
+    def __init__(self, reader, n_layers: int, device):
+        self.reader = reader
+        self.sum = {r: torch.zeros(n_layers, dtype=torch.float64, device=device) for r in RATIOS}
+        self.max = {r: torch.full((), -1.0, dtype=torch.float64, device=device) for r in RATIOS}
+        self.min = {r: torch.full((), 2.0, dtype=torch.float64, device=device) for r in RATIOS}
+        self.n = torch.zeros((), dtype=torch.float64, device=device)
+
+    def start_batch(self, batch) -> None:
+        self.mask = batch.token_mask
+        self.n += self.mask.sum()
+
+    def update(self, layer: int, probs: torch.Tensor) -> None:
+        for k, v in self.reader.layer(layer, probs).ratios.items():
+            x = v[self.mask].double()
+            self.sum[k][layer] += x.sum()
+            self.max[k] = torch.maximum(self.max[k], x.max())
+            self.min[k] = torch.minimum(self.min[k], x.min())
+
+    def finalize(self) -> dict:
+        n = float(self.n)
+        have = [k for k in RATIOS if float(self.max[k]) >= 0]
+        return dict(mixing_mean={k: float(self.sum[k].sum()) / max(n * len(self.sum[k]), 1) for k in have},
+                    mixing_max={k: float(self.max[k]) for k in have}, mixing_min={k: float(self.min[k]) for k in have},
+                    mixing_per_layer={k: (self.sum[k] / max(n, 1)).float().cpu() for k in have})
+
+
+def mask_segments(encoded: list[Encoded], special_ids, mask_id: int, rate: float = MASK_RATE,
+                  seed: int = MASK_SEED) -> tuple[list[Encoded], int]:
+    """Each segment with ``max(1, int(rate * n))`` of its n non-special pieces replaced by ``mask_id`` (the authors'
+    random.sample from one ``random.Random(seed)``, segment by segment in data order); and how many were replaced."""
+    rng, out, total = random.Random(seed), [], 0
+    special = set(special_ids)
+    for e in encoded:
+        cand = [i for i, t in enumerate(e.input_ids) if t not in special]
+        ids = list(e.input_ids)
+        if cand:
+            for pos in rng.sample(cand, max(1, int(len(cand) * rate))):
+                ids[pos] = mask_id
+                total += 1
+        out.append(Encoded(e.index, ids, list(e.token_type_ids), list(e.word_index), e.n_words))
+    return out, total
+
+
+def read_ranks(path: Path, vocab_size: int) -> tuple[torch.Tensor, int]:
+    """The frequency rank of every vocabulary id (``RANK COUNT ID`` lines); unlisted ids the bottom rank (the
+    table's last + 1, as the authors' relation_with_freq.py). Bad lines raise a DataError naming file and line."""
+    from ..base.errors import DataError
+
+    ranks = torch.full((vocab_size,), -1, dtype=torch.long)
+    last = 0
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                rank, _count, tid = (int(x) for x in parts)
+            except ValueError:
+                raise DataError(f"{path}:{n}: expected 'RANK COUNT TOKEN_ID', got {line.strip()[:60]!r}") from None
+            if 0 <= tid < vocab_size:
+                ranks[tid] = rank
+            last = max(last, rank)
+    if last == 0:
+        raise DataError(f"{path}: no ranks")
+    ranks[ranks < 0] = last + 1
+    return ranks, last
+
+
+@dataclass
+class NormsPass(PreparedPass):
+    """The two sweeps (plain, masked) under one timer; a refused model measures nothing and says why."""
+
+    masked: list = field(default_factory=list)
+    n_masked: int = 0
+    refused: str = ""
+    rank_path: str = ""
+
+    def nothing_to_measure(self) -> str | None:
+        return self.refused or None
+
+    def run(self, progress: bool = False) -> PassResult:
+        info, tok = self.loaded.info, self.loaded.tokenizer
+        if self.refused:
+            return PassResult(self.family, self.corpus, self.data, info, NothingToMeasure(self.refused), 0,
+                              self.skipped)
+        dev = torch.device(info.device)
+        model = self.loaded.model
+        self.warm_up(dev)
+        ns = norm_site(model)
+
+        def sweeps():
+            with norm_reading(model) as reader:
+                plain = NormsReducer(reader, info.n_layers, info.n_heads, info.device, tok.all_special_ids)
+                (a,) = run_reducers(model, iter_batches(self.encoded, tok, dev, self.batch_size), [plain],
+                                    progress=progress, desc=f"{self.family}:{self.corpus}")
+                mixing = MixingReducer(reader, info.n_layers, info.device)
+                (b,) = run_reducers(model, iter_batches(self.masked, tok, dev, self.batch_size), [mixing],
+                                    progress=progress, desc=f"{self.family}:{self.corpus}+mask")
+            return a, b
+
+        (plain, mixing), seconds = timed(dev, sweeps)
+        ranks, note = None, ""
+        wrong = {t: i for t, i in BERT_UNCASED_CHECK.items() if tok.convert_tokens_to_ids(t) != i}
+        if wrong:
+            note = (f"the frequency table ({KOBAYASHI_RANKS}) is in bert-base-uncased's ids; this tokenizer differs "
+                    f"({', '.join(f'{t!r} is {tok.convert_tokens_to_ids(t)}, not {i}' for t, i in wrong.items())})")
+        else:
+            table, last = read_ranks(Path(self.rank_path), max(len(tok), int(plain["token_ids"].max()) + 1))
+            ranks = table[plain["token_ids"]]
+            note = f"{KOBAYASHI_RANKS}: {last} ranked ids, unlisted ids rank {last + 1}"
+        result = NormsResult(**plain, ranks=ranks, rank_note=note, **mixing, n_masked=self.n_masked,
+                             residual_note=ns.no_residual_reason, n_tokens=int(len(plain["token_ids"])))
+        return PassResult(self.family, self.corpus, self.data, info, result, len(self.encoded), self.skipped, seconds)
+
+
+@family("norms", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2_types01", quick_limit=300)
+def prepare_norms(loaded, data_dir: Path, corpus: str = "wikitext2_types01", max_tokens: int = 128,
+                  limit: int | None = None, batch_size: int = 32) -> NormsPass:
+    """Kobayashi et al. 2020/2021 on Clark's segments (see the module doc); a model whose attention output cannot be
+    split into alpha f(x) from its own modules is refused with the reason (:mod:`bertattn_bench.engine.norms`)."""
+    from ..base.settings import data_file
+    from ..data.segments import load_segment_set
+    from ..engine.batching import Skipped
+
+    paths = [data_dir / SEGMENT_CORPORA[corpus], data_dir / KOBAYASHI_RANKS]
+    info, tok = loaded.info, loaded.tokenizer
+    try:
+        norm_site(loaded.model)
+    except NormsRefused as exc:
+        return NormsPass("norms", corpus, SEGMENT_CORPORA[corpus], loaded, [], Skipped(), lambda: None,
+                         data_paths=paths, refused=str(exc))
+    rank_path = data_file(data_dir, KOBAYASHI_RANKS)
+    segs = load_segment_set(data_dir, corpus, tok, min(max_tokens, info.max_positions), limit)
+    if tok.mask_token_id is None:
+        masked, n_masked = segs.encoded, 0
+    else:
+        masked, n_masked = mask_segments(segs.encoded, tok.all_special_ids, tok.mask_token_id)
+    return NormsPass("norms", corpus, f"{segs.description}; the 2021 sweep {MASK_RATE:.0%} masked, seed {MASK_SEED}",
+                     loaded, segs.encoded, segs.skipped, lambda: None, batch_size=batch_size, data_paths=paths,
+                     masked=masked, n_masked=n_masked, rank_path=str(rank_path))
+
+
+# ---- claim metrics (named by reference_numbers/kobayashi2020_norms.toml and kobayashi2021_norms.toml) --------
+
+def _res(pr) -> NormsResult:
+    if isinstance(pr.result, NothingToMeasure):
+        raise NotApplicable(pr.result.reason)
+    return pr.result
+
+
+_CAT_FIELD = {"special": "to_special", "sep": "to_sep", "cls": "to_cls", "punct": "to_punct"}
+
+
+def _n(res: NormsResult) -> dict:
+    return {"n": res.n_segments, "n_unit": "segments"}
+
+
+@metric("norm_reading")
+def norm_reading_metric(pr, metric: str, **params) -> Measurement:
+    """A Clark §3 surface metric (by name) on the norm reading: per-head ||alpha f|| normalised per query row."""
+    from ..claims.registry import METRICS
+
+    res = _res(pr)
+    fn = METRICS[metric]
+    m = fn(SimpleNamespace(result=res.readings["norms"]), **params)
+    m.detail = "||alpha f|| reading; " + m.detail
+    return m
+
+
+def _qualifying(res: NormsResult, category: str, min_alpha: float) -> list[int]:
+    per_layer = res.readings["weights"].per_layer(_CAT_FIELD[category])
+    return [i for i, v in enumerate(per_layer.tolist()) if v >= min_alpha]
+
+
+@metric("norm_discount")
+def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
+    """The smallest 1 - (norm share / alpha share) to ``category`` over the layers whose head-mean alpha share is at
+    least ``min_alpha`` (0 when no layer is: nothing to discount)."""
+    res = _res(pr)
+    stat = _CAT_FIELD[category]
+    a, nrm = res.readings["weights"].per_layer(stat), res.readings["norms"].per_layer(stat)
+    layers = _qualifying(res, category, min_alpha)
+    text = " ".join(f"L{i + 1}={x:.3f}/{y:.3f}" for i, (x, y) in enumerate(zip(a.tolist(), nrm.tolist())))
+    if not layers:
+        return Measurement(0.0, detail=f"no layer gives {category} >= {min_alpha} by alpha; alpha/norm by layer: {text}",
+                           **_n(res))
+    disc = {i: 1 - float(nrm[i]) / float(a[i]) for i in layers}
+    worst = min(disc, key=disc.get)
+    return Measurement(disc[worst], detail=f"smallest discount at L{worst + 1} of layers "
+                       f"{', '.join(str(i + 1) for i in layers)}; alpha/norm by layer: {text}", **_n(res))
+
+
+@metric("fx_ratio")
+def fx_ratio(pr, category: str = "special", min_alpha: float = 0.30) -> Measurement:
+    """Mean ||f(x)|| of the category's tokens over that of the other tokens (head means), in the layers where alpha
+    gives the category >= ``min_alpha`` (all layers when none does)."""
+    res = _res(pr)
+    layers = _qualifying(res, category, min_alpha)
+    where = "layers " + ", ".join(str(i + 1) for i in layers) if layers else "all layers (none reaches the alpha bar)"
+    sel = layers or list(range(res.fx[category].shape[0]))
+    cat, other = res.fx[category][sel].mean(), res.fx["other"][sel].mean()
+    if not float(other) > 0:
+        raise NotApplicable("no other tokens' ||f(x)|| to compare with")
+    by_layer = " ".join(f"L{i + 1}={c:.2f}/{o:.2f}" for i, (c, o) in
+                        enumerate(zip(res.fx[category].mean(1).tolist(), res.fx["other"].mean(1).tolist())))
+    return Measurement(float(cat / other), detail=f"{where}; {category}/other ||f(x)|| by layer: {by_layer}",
+                       unit="ratio", **_n(res))
+
+
+@metric("alpha_fx_correlation")
+def alpha_fx_correlation(pr) -> Measurement:
+    """Median over heads of the Pearson r between the mean alpha a key token receives and its ||f^h(x)||."""
+    res = _res(pr)
+    r = res.alpha_fx_r
+    finite = r[torch.isfinite(r)]
+    if finite.numel() == 0:
+        raise NotApplicable("no head has a defined correlation (constant alpha or ||f(x)||)")
+    return Measurement(float(finite.median()), detail="by layer (head median): " + " ".join(
+        f"L{i + 1}={float(row[torch.isfinite(row)].median()):+.2f}" for i, row in enumerate(r)
+        if torch.isfinite(row).any()), unit="r", n=res.n_tokens, n_unit="tokens")
+
+
+def _spearman(res: NormsResult, of: str, without_specials: bool) -> tuple[float, int]:
+    if res.ranks is None:
+        raise NotApplicable(res.rank_note)
+    if of not in res.tokens:
+        raise NotApplicable(res.residual_note or f"{of} was not measured")
+    keep = ~res.token_special if without_specials else torch.ones_like(res.token_special)
+    rho, _ = rank_correlation(res.ranks[keep].numpy(), res.tokens[of][keep].numpy())
+    return rho, int(keep.sum())
+
+
+@metric("freq_spearman")
+def freq_spearman(pr, of: str, minus: str | None = None, without_specials: bool = False) -> Measurement:
+    """Spearman rho between each token occurrence's frequency rank and its value ``of`` (layer means), minus the
+    same for ``minus`` where given (Kobayashi 2020 §4, 2021 Table 2)."""
+    res = _res(pr)
+    rho, n = _spearman(res, of, without_specials)
+    text = f"rho(rank, {of}) = {rho:+.3f}"
+    if minus:
+        other, _ = _spearman(res, minus, without_specials)
+        text += f", rho(rank, {minus}) = {other:+.3f}"
+        rho -= other
+    return Measurement(rho, detail=text + ("; [CLS]/[SEP] left out" if without_specials else "") + f"; {res.rank_note}",
+                       unit="rho", n=n, n_unit="tokens")
+
+
+@metric("mixing_mean")
+def mixing_mean(pr, ratio: str, minus: str | None = None) -> Measurement:
+    """The mean mixing ratio over every real (token, layer) of the masked sweep (2021 Table 1), minus another's."""
+    res = _res(pr)
+    for r in (ratio, minus):
+        if r and r not in res.mixing_mean:
+            raise NotApplicable(res.residual_note or f"{r} was not measured")
+    value = res.mixing_mean[ratio] - (res.mixing_mean[minus] if minus else 0.0)
+    table = "; ".join(f"{k} {100 * res.mixing_mean[k]:.2f} ({100 * res.mixing_max[k]:.2f} / {100 * res.mixing_min[k]:.2f})"
+                      for k in res.mixing_mean)
+    return Measurement(value, detail=f"mean (max / min) %: {table}; {res.n_masked} pieces masked",
+                       n=res.n_tokens, n_unit="tokens")
+
+
+_ORDER = (("attn_w", "attn_n"), ("attnres_w", "attnres_n"), ("attn_n", "attnres_n"), ("attnres_n", "attnresln_n"))
+
+
+@metric("mixing_order")
+def mixing_order(pr) -> Measurement:
+    """How many of Table 1's four orderings of the mean mixing ratios hold."""
+    res = _res(pr)
+    missing = [b for _, b in _ORDER if b not in res.mixing_mean]
+    if missing:
+        raise NotApplicable(res.residual_note or f"{missing} not measured")
+    held = [(a, b) for a, b in _ORDER if res.mixing_mean[a] > res.mixing_mean[b]]
+    return Measurement(float(len(held)), unit="of 4", n=res.n_tokens, n_unit="tokens", detail="; ".join(
+        f"{a} {100 * res.mixing_mean[a]:.2f} {'>' if (a, b) in held else '<='} {b} {100 * res.mixing_mean[b]:.2f}"
+        for a, b in _ORDER))
+
+
+# ---- figures ----------------------------------------------------------------------------------------------------
+
+@figure("norms")
+def norms_figures(pass_results, directory: Path) -> list[Path]:
+    """Clark Fig. 2's curves (mean share to [CLS], [SEP], '.'/',' by layer; dots: heads) read three ways side by
+    side: alpha, the per-head ||alpha f|| and the layer-level ||sum_h alpha f|| (normalised per query row); and the
+    2021 mixing ratios by layer (the masked sweep). Two PNGs per (model, corpus)."""
+    paths = []
+    for pr in pass_results:
+        if isinstance(pr.result, NormsResult):
+            paths += [_readings_figure(pr, directory), _mixing_figure(pr, directory)]
+    return paths
+
+
+def _readings_figure(pr, directory: Path) -> Path:
+    from ..base.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    res = pr.result
+    titles = {"weights": "alpha (Clark)", "norms": "||alpha f||, per head", "layer": "||sum_h alpha f||, layer"}
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharey=True)
+    for ax, name in zip(axes, READINGS):
+        r = res.readings[name]
+        n_layers, n_heads = r.stats["to_sep"].shape
+        layers = np.arange(1, n_layers + 1)
+        for stat, label, colour in (("to_cls", "[CLS]", "tab:red"), ("to_sep", "[SEP]", "tab:blue"),
+                                    ("to_punct", ". or ,", "tab:green")):
+            if n_heads > 1:
+                xs = layers[:, None] + np.linspace(-0.25, 0.25, n_heads)[None, :]
+                ax.scatter(xs.ravel(), r.stats[stat].numpy().ravel(), s=8, color=colour, alpha=0.3, linewidths=0)
+            ax.plot(layers, r.per_layer(stat).numpy(), marker="o", color=colour, label=label)
+        ax.set_title(titles[name], fontsize=9)
+        ax.set_xlabel("Layer")
+        ax.set_xticks(layers)
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("Avg. share of attention")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{pr.model.name} / {pr.corpus} ({res.n_segments} segments): weights vs norms", fontsize=9)
+    return save_figure(fig, directory, f"norms-readings-{pr.model.slug}-{pr.corpus}.png")
+
+
+def _mixing_figure(pr, directory: Path) -> Path:
+    from ..base.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    res = pr.result
+    labels = {"attn_w": "Attn-W", "attn_n": "Attn-N", "attnres_w": "AttnRes-W", "attnres_n": "AttnRes-N",
+              "attnresln_n": "AttnResLn-N"}
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    for k, v in res.mixing_per_layer.items():
+        layers = np.arange(1, len(v) + 1)
+        ax.plot(layers, 100 * v.numpy(), marker="o", label=f"{labels[k]} (mean {100 * res.mixing_mean[k]:.1f}%)")
+        ax.set_xticks(layers)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("Layer")
+    ax.set_ylabel("Mixing ratio (%)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{pr.model.name} / {pr.corpus}: context mixing by layer\n({res.n_masked} pieces masked, "
+                 f"Kobayashi et al. 2021)", fontsize=8)
+    return save_figure(fig, directory, f"norms-mixing-{pr.model.slug}-{pr.corpus}.png")
