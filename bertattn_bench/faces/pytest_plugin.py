@@ -73,7 +73,9 @@ def pytest_generate_tests(metafunc):
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
 def pytest_collection_modifyitems(config, items):
-    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None))]
+    # a benchmark module's tests and every test that runs on the session (the negative control, the speed rows)
+    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None))
+                   or "bench" in getattr(i, "fixturenames", ())]
     if not bench_items and not hasattr(config, "_bertattn_usage_error"):
         return
     from .pytest_session import check_collected

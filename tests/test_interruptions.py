@@ -1,0 +1,42 @@
+"""Nothing passed off as whole (issue 45): an interrupted run's report counts every selected test of every kind as
+missing (claim tests, negative controls, timing rows), so it is never written as complete."""
+import json
+
+from bertattn_bench.runner.architectures import toy_data_dir
+
+BENCH = """
+from bertattn_bench.faces.pytest_session import check_claim
+
+FAMILY = "dependency"
+
+
+def test_claim(bench, claim, target):
+    check_claim(bench, claim, target)
+"""
+
+CONTROL = """
+import pytest
+
+
+@pytest.mark.parametrize("family", ["dependency"])
+def test_learned_claims_fail_on_random_init(bench, family):
+    raise KeyboardInterrupt  # Ctrl-C once the negative control has started, every claim test done
+"""
+
+
+def test_an_interrupted_negative_control_leaves_the_report_incomplete(pytester, tmp_path):
+    data = toy_data_dir(tmp_path / "data")
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin", "bertattn_bench.faces.short_options"]')
+    pytester.makepyfile(test_a_bench=BENCH, test_b_control=CONTROL)
+    report = tmp_path / "report"
+    result = pytester.runpytest_subprocess(f"--data-dir={data}", "--no-cache", f"--claims-report={report}",
+                                           "-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == 2
+    doc = json.loads((report / "claims.json").read_text())
+    assert doc["records"], "the claim tests ran before the interrupt"
+    assert doc["complete"] is False
+    assert doc["missing"] == ["negative control: dependency on the random-init twin"]
+    run = json.loads((report / "run.json").read_text())
+    assert run["complete"] is False
+    assert "INCOMPLETE" in (report / "claims.md").read_text()
+    result.stdout.fnmatch_lines(["INCOMPLETE: 1 selected test(s) did not run*"])
