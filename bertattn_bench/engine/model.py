@@ -107,6 +107,19 @@ def _resolve_source(name: str) -> tuple[str, str, str]:
 
 
 
+def baseline_slugs(names) -> list[str]:
+    """The slugs whose baselines a run of ``names`` records (a random-init twin and a model object record none; a
+    name that does not resolve is left to the model's load error)."""
+    out = []
+    for name in names:
+        if isinstance(name, str) and not name.startswith(RANDOM_PREFIX):
+            try:
+                out.append(_resolve_source(name)[2])
+            except BenchError:
+                continue
+    return out
+
+
 def _hub_kwargs() -> dict:
     """Hub names resolve from the local Hugging Face cache only, unless $BERTATTN_ALLOW_DOWNLOAD=1 (no retries
     against an unreachable hub on offline machines; an explicit opt-in where a network exists)."""

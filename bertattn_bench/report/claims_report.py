@@ -354,7 +354,9 @@ def read_run(folder: Path) -> dict:
                           f"holds one; it says which code, catalog and data the values come from)")
     if not isinstance(doc, dict) or (doc.get("format") != RUN_FORMAT and doc.get("schema") != "bertattn-bench/run"):
         raise BenchError(f"{path}: not a {RUN_FORMAT} record")
-    return doc
+    from ..base.documents import checked
+
+    return checked(doc, "run", str(path))
 
 
 def check_same_measurement(runs: dict[str, dict]) -> dict[str, str]:

@@ -103,6 +103,11 @@ class RunOptions:
         self.chosen_corpora()
         output_dir("--claims-report", None if self.claims_report is None else str(self.claims_report))
         output_dir("--record-baseline", None if self.record_baseline is None else str(self.record_baseline))
+        if self.record_baseline is not None:  # a target that cannot be merged into: found now, before any pass
+            from ..claims.baselines import check_record_target
+            from ..engine.model import baseline_slugs
+
+            check_record_target(Path(self.record_baseline), baseline_slugs(self.models))
         if self.compare_fail_on not in COMPARE_POLICIES:
             raise BenchError(f"--compare-fail-on {self.compare_fail_on}: expected one of {', '.join(COMPARE_POLICIES)}")
         if self.compare_to is not None:
