@@ -292,6 +292,9 @@ def console() -> int:
     except BrokenPipeError:
         sys.stderr.close()  # nothing more can be written; no traceback about it
         return 0
+    except KeyboardInterrupt:  # Ctrl-C outside pytest's own handling (start-up, a subcommand): one line, status 2
+        print("bertattn-bench: interrupted (Ctrl-C)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -116,6 +116,25 @@ class _ReportCollector:
         collect_properties(self.config, props)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around every plugin's end of session, the summary included
+def pytest_sessionfinish(session, exitstatus):
+    """Ctrl-C while a benchmark run finishes (report, baseline, pytest's shutdown): one line, exit status 2."""
+    guard = None
+    if getattr(session.config, "_bertattn_session", None) is not None:
+        from ..base.interrupts import ShutdownGuard
+
+        guard = ShutdownGuard("the run was finishing")
+        if guard.install():
+            session.config._bertattn_guard = guard
+    yield
+    if guard is not None and guard.interrupted:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    if guard is not None:
+        # the exit status is decided: a Ctrl-C from now on (pytest's unconfigure, its clean-ups, the interpreter's
+        # exit) stops at once with status 2; the handler stays to the end of the process, which ends here
+        guard.closing = True
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if getattr(config, "_bertattn_session", None) is None:
