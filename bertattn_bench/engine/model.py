@@ -320,10 +320,11 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
     weight is never served a stale one."""
     import copy
 
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):  # said first: what the object is
+        raise ModelLoadError(f"model={type(model).__name__} object: not a model (expected a name, a folder, a "
+                             f"transformers model object with tokenizer=..., or a LoadedModel)")
     if tokenizer is None:
         raise ModelLoadError("an in-memory model needs its tokenizer: pass tokenizer=... beside model=...")
-    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
-        raise ModelLoadError(f"model={type(model).__name__}: not a transformers model (a torch module with .config)")
     attention.register()
     encoder = getattr(model, "base_model", model)
     encoder = copy.deepcopy(encoder).to(dtype=torch.float32)
