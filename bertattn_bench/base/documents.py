@@ -190,9 +190,15 @@ def read_json(path: Path, missing: str):
     if not path.is_file():
         raise BenchError(missing)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        return json.loads(data.decode("utf-8-sig"))  # a BOM dropped
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BenchError(f"{path}: not UTF-8 text (line {line}, byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except OSError as exc:
+        raise BenchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def short_model(name: str) -> str:
