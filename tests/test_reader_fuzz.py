@@ -185,11 +185,28 @@ def _readers():
                             "GUM_fuzz.conllu", DataError, True),
         "LitBank coreference": (coref.read_litbank_document, litbank_sample(), "fuzz_doc.conll", DataError, True),
         "WikiText": (segments.wikitext_documents, WIKITEXT, "wiki.test.raw", DataError, True),
+        "data manifest": (_manifest, manifest_sample(), "manifest.json", DataError, False),
         # the suite's JSON documents: a syntax error names its line, a malformed document its entry
         "baseline JSON": (_baseline, baseline_sample(), "m.json", BenchError, False),
         "claims report JSON": (_claims, claims_sample(), "claims.json", BenchError, False),
         "run.json": (_run, run_sample(), "run.json", BenchError, False),
     }
+
+
+def manifest_sample() -> bytes:
+    """The shipped manifest cut to two corpora of two files each."""
+    from importlib import resources
+
+    doc = json.loads(resources.files("bertattn_bench.data").joinpath("manifest.json").read_text(encoding="utf-8"))
+    doc["corpora"] = {k: {**v, "files": v["files"][:2]} for k, v in list(doc["corpora"].items())[:2]}
+    return json.dumps(doc, indent=1).encode()
+
+
+def _manifest(p):
+    from bertattn_bench.data import decode_text
+    from bertattn_bench.data.manifest import manifest_from_text
+
+    manifest_from_text(decode_text(p.read_bytes(), p), str(p))
 
 
 def _baseline(p):
