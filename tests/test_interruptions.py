@@ -88,3 +88,12 @@ def test_ctrl_c_in_a_command_is_one_line_and_status_2(monkeypatch, capsys):
     monkeypatch.setattr(cli, "main", interrupted)
     assert cli.console() == 2
     assert capsys.readouterr().err.strip() == "bertattn-bench: interrupted (Ctrl-C)"
+
+
+def test_another_projects_fixture_named_bench_is_not_the_session(pytester):
+    """The plugin counts the tests that take its own ``bench`` fixture; a project's own ``bench`` is left alone."""
+    pytester.makeconftest('pytest_plugins = ["bertattn_bench.faces.pytest_plugin"]\n'
+                          "import pytest\n\n@pytest.fixture\ndef bench():\n    return 3\n")
+    pytester.makepyfile(test_other="def test_x(bench):\n    assert bench == 3\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == 0, result.stdout.str()[-2000:]

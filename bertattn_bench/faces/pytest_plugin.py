@@ -74,13 +74,18 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
 def pytest_collection_modifyitems(config, items):
     # a benchmark module's tests and every test that runs on the session (the negative control, the speed rows)
-    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None))
-                   or "bench" in getattr(i, "fixturenames", ())]
+    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None)) or uses_session(i)]
     if not bench_items and not hasattr(config, "_bertattn_usage_error"):
         return
     from .pytest_session import check_collected
 
     check_collected(config, bench_items)
+
+
+def uses_session(item) -> bool:
+    """Whether a test takes this plugin's ``bench`` fixture (another project's fixture of that name is not ours)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).get("bench") or ()
+    return any(getattr(getattr(d, "func", None), "__module__", None) == __name__ for d in defs)
 
 
 def pytest_runtest_setup(item):
