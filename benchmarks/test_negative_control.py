@@ -30,6 +30,7 @@ def test_learned_claims_fail_on_random_init(bench, request, family):
         out = bench.outcome(claim, target, negative_control=True)
         outcomes.append(out)
     judged = [o for o in outcomes if not o.skipped]
-    held = [f"{o.claim_id}: {o.measured:.4g} {o.unit} ({o.detail})" for o in judged if o.holds]
+    # the row's flag (the table prints it): only a claim that clearly holds fails; an inconclusive row passes
+    held = [f"{o.claim_id}: {o.measured:.4g} {o.unit} ({o.detail})" for o in judged if not o.passed]
     assert judged, f"no learned {family} claim could be judged on {name}"
     assert not held, f"learned-structure claims hold on the random-init model {name}:\n" + "\n".join(held)

@@ -5,11 +5,13 @@ names below are imported on first use, so ``import bertattn_bench`` stays light 
 """
 
 __version__ = "0.1.0"
-__all__ = ["run", "Results", "ClaimsCallback", "claims_along_training"]
+__all__ = ["run", "Results", "ClaimsCallback", "claims_along_training", "BenchError", "ModelLoadError",
+           "NothingSelected"]
 
 
 _LAZY = {"run": "faces.api", "Results": "faces.api", "ClaimsCallback": "faces.along_training",
-         "claims_along_training": "faces.along_training"}
+         "claims_along_training": "faces.along_training", "BenchError": "base.errors",
+         "ModelLoadError": "base.errors", "NothingSelected": "base.errors"}
 
 
 def __getattr__(name):

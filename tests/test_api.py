@@ -159,3 +159,18 @@ def test_the_callback_in_a_real_transformers_trainer(tiny, toy, tmp_path):
                    for s in (0, 4))
     assert [r["claim_id"] for r in first] == [r["claim_id"] for r in last]
     assert [r["measured"] for r in first] != [r["measured"] for r in last]  # measured on the weights being trained
+
+
+def test_the_api_raises_what_the_command_stops_on(tiny, toy, monkeypatch):
+    """Issue 45: an unknown model raises ModelLoadError naming it and how to provide it (was: 14 identical entries in
+    Results.errors); a selection matching nothing raises (the command's exit 5; was ok=True with no outcome); an
+    object that is not a model is named as such (was: "needs its tokenizer")."""
+    from bertattn_bench.base.errors import ModelLoadError, NothingSelected
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match=r"no-such-model.*(hf download|--model DIR)"):
+        bb.run("no-such-model", select="dependency", data_dir=toy, cache_dir=None)
+    with pytest.raises(NothingSelected, match="matches no claim"):
+        bb.run(tiny, select="no_such_claim_word", data_dir=toy, cache_dir=None)
+    with pytest.raises(ModelLoadError, match="object object: not a model"):
+        bb.run(object(), data_dir=toy, cache_dir=None)

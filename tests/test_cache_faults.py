@@ -2,6 +2,7 @@
 read-only cache folder is used read-only (hits read, nothing written); an unusable one is named at start-up."""
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,65 @@ def test_malformed_checkpoint_meta_is_retrained_with_a_warning(tmp_path, content
         assert complete_meta(tmp_path) is None
     (tmp_path / META).write_text('{"epochs": 3}')
     assert complete_meta(tmp_path) == {"epochs": 3}
+
+
+# ---- cache entries of the wrong kind (issue 45) --------------------------------------------------------------------
+
+def test_a_folder_named_as_the_digest_index_is_set_aside_and_no_temp_file_stays(tmp_path):
+    index_path = tmp_path / INDEX_NAME
+    index_path.mkdir()
+    (index_path / "inside").write_text("kept")
+    data = tmp_path / "data.txt"
+    data.write_text("hello")
+    index = DigestIndex(index_path)
+    with pytest.warns(CacheWarning, match="set aside") as caught:
+        assert index.digest(data) == hashing.sha256_file(data)
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    index.flush()
+    assert index_path.is_file() and str(data.resolve()) in json.loads(index_path.read_text())
+    assert (tmp_path / f"{INDEX_NAME}.set-aside-1" / "inside").read_text() == "kept"  # moved, not deleted
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_a_failed_index_write_leaves_no_temp_file(tmp_path, monkeypatch):
+    index = DigestIndex(tmp_path / INDEX_NAME)
+    data = tmp_path / "data.txt"
+    data.write_text("hello")
+    index.digest(data)
+
+    def broken(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(hashing.os, "replace", broken)
+    with pytest.raises(OSError):
+        index.flush()
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+@pytest.mark.parametrize("wrong", ["file for the model's folder", "folder for the entry", "folder for the lock"])
+def test_cache_paths_of_the_wrong_kind_are_set_aside_with_one_warning(tmp_path, wrong):
+    cache = PassCache(tmp_path)
+    path = cache.path("m", "fam", "c", "k")
+    if wrong == "file for the model's folder":
+        path.parent.write_text("not a folder")
+    elif wrong == "folder for the entry":
+        path.mkdir(parents=True)
+    else:
+        Path(str(path) + ".lock").mkdir(parents=True)
+    with pytest.warns(CacheWarning, match="set aside") as caught:
+        assert cache.get_or_compute(path, lambda: {"a": 1}) == ({"a": 1}, False)
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    assert cache.get_or_compute(path, lambda: {"a": 2}) == ({"a": 1}, True)  # stored this time
+    assert list(tmp_path.rglob("*.set-aside-1"))
+
+
+def test_a_file_where_a_checkpoint_folder_goes_is_set_aside(tmp_path):
+    from bertattn_bench.training.checkpoints import locked
+
+    target = tmp_path / "glue" / "m" / "ckpt-1"
+    target.parent.parent.mkdir()
+    target.parent.write_text("x")
+    with pytest.warns(CacheWarning, match="set aside"):
+        with locked(target) as d:
+            d.mkdir()
+    assert target.is_dir() and (tmp_path / "glue" / "m.set-aside-1").is_file()

@@ -55,7 +55,7 @@ def test_an_interrupted_run_writes_a_report_marked_incomplete(pytester, tmp_path
     n_claims = len([c for c in __import__("bertattn_bench.claims.catalog", fromlist=["x"]).load_claims(family="dependency")])
     assert len(doc["missing"]) == n_claims - 2 and all(" on minilm / ewt_dev" in m for m in doc["missing"])
     assert "INCOMPLETE" in (report / "claims.md").read_text()
-    result.stdout.fnmatch_lines(["INCOMPLETE: * selected claim test(s) did not run*"])
+    result.stdout.fnmatch_lines(["INCOMPLETE: * selected test(s) did not run*"])
 
 
 def test_junit_properties_are_readable_json(tmp_path):

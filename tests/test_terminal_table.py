@@ -52,7 +52,8 @@ def test_skip_reasons_are_printed_in_full_once():
 def test_counts_per_model_and_the_twin_apart():
     assert summary_lines(OUTCOMES) == [
         "all-MiniLM-L6-v2".join(["embedded:", ": 1 of 2 claims hold; 2 of 4 checks pass; 2 skipped"]),
-        f"{TWIN} (negative control): 1 of 2 learned-structure claims hold (should be 0); 1 of 2 checks pass",
+        f"{TWIN} (negative control): 1 of 2 learned-structure claims hold (should be 0); 1 of 2 checks pass (each "
+        "row checks that the claim does NOT hold on random weights)",
     ]
     assert terminal_table(OUTCOMES).endswith(summary_lines(OUTCOMES)[-1])
 
@@ -90,3 +91,29 @@ def test_claims(bench):
     assert out[start + 1].split() == list(TERMINAL_COLUMNS)
     assert max(len(ln) for ln in out[start + 1:start + 9]) <= 120  # not a terminal: 120 columns
     assert summary_lines(OUTCOMES)[0] in out and "1 passed" in out[-1]
+
+
+@pytest.mark.parametrize("holds, inconclusive, passed", [
+    (True, False, False),   # clearly holds on random weights: the control fails
+    (False, False, True),   # clearly does not hold
+    (True, True, True),     # inconclusive (either side): not shown to hold, passes
+    (False, True, True),
+])
+def test_the_twin_row_prints_what_the_exit_status_says(monkeypatch, holds, inconclusive, passed):
+    """One truth (issue 45): the negative control's row is PASS exactly when its test passes (the benchmark fails on
+    ``passed`` alone), and an inconclusive twin row passes."""
+    from types import SimpleNamespace
+
+    from bertattn_bench.claims import catalog
+    from bertattn_bench.report.claims_report import _check
+    from bertattn_bench.runner.session import RunOptions, Runner, Target
+
+    runner = Runner(RunOptions(models=["m"]), loaded={"m": object()})
+    target = Target("random:m@0", "ewt_dev", "dependency")
+    runner.results[target] = SimpleNamespace(model=SimpleNamespace(slug="x"))
+    made = outcome("clark.dep_dobj", model=TWIN, holds=holds, passed=None, inconclusive=inconclusive)
+    monkeypatch.setattr(catalog, "evaluate", lambda *a, **k: made)
+    out = runner.outcome(SimpleNamespace(inputs=()), target, negative_control=True)
+    assert out.passed is passed and out.negative_control
+    assert _check(out) == ("PASS" if passed else "FAIL")
+    assert "does NOT hold" in summary_lines([out])[0]

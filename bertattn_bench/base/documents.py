@@ -190,9 +190,15 @@ def read_json(path: Path, missing: str):
     if not path.is_file():
         raise BenchError(missing)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        return json.loads(data.decode("utf-8-sig"))  # a BOM dropped
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BenchError(f"{path}: not UTF-8 text (line {line}, byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise BenchError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except OSError as exc:
+        raise BenchError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def short_model(name: str) -> str:
@@ -232,4 +238,31 @@ def baseline_document(text: str, where: str) -> dict:
         raise BenchError(f"baseline {where}: not JSON (line {e.lineno}: {e.msg})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), dict):
         raise BenchError(f"baseline {where}: not a baseline file (no \"results\" object)")
+    return checked(doc, "baseline", f"baseline {where}")
+
+
+def checked(doc, kind: str, where: str):
+    """``doc`` as read back from a file, checked against its shipped schema: a versioned document in full, an older
+    one (no ``schema`` key) where it has the parts the readers index (a baseline's entries, a report's records).
+    A BenchError naming ``where`` and the first broken entry (``results/clark.x@y: 5 is not of type object``)."""
+    from .errors import BenchError
+
+    if kind_of(doc) is not None and kind_of(doc) != kind:
+        raise BenchError(f"{where}: a {kind_of(doc)} document, not a {kind} one")
+    if kind_of(doc) is not None:
+        if doc.get("version") != VERSIONS[kind]:
+            raise BenchError(f"{where}: {kind} version {doc.get('version')!r}, this code reads {VERSIONS[kind]}")
+        errors = validate(doc, kind)
+    else:  # older, unversioned: the entries the readers index must be of their shape
+        s = schema(kind)
+        parts = {"baseline": ("results", "entry"), "claims": ("records", "record")}.get(kind)
+        errors = []
+        if parts and isinstance(doc, dict) and isinstance(doc.get(parts[0]), (dict, list)):
+            entries = doc[parts[0]]
+            pairs = entries.items() if isinstance(entries, dict) else enumerate(entries)
+            for key, entry in pairs:
+                errors += list(_validate(entry, s["$defs"][parts[1]], s, f"{parts[0]}/{key}"))
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise BenchError(f"{where}: malformed (does not match the shipped {kind} schema): {errors[0]}{more}")
     return doc

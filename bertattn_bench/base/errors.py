@@ -13,5 +13,9 @@ class DataError(BenchError):
     """Bad or missing data; the message names the file (and line) or the option/variable to set."""
 
 
+class NothingSelected(BenchError):
+    """A selection (``-k`` / ``select=``) that matches no test: the command's exit status 5, a raise in the API."""
+
+
 class CacheWarning(UserWarning):
     """A cache entry was not used (unreadable, foreign, another format) or a result was not cached."""

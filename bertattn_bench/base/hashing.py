@@ -41,6 +41,29 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def set_aside(path: Path, want_dir: bool, what: str) -> bool:
+    """A cache path of the wrong kind (a folder where a file goes, or the reverse) moved out of the way, beside it
+    as ``<name>.set-aside-<n>``, with one :class:`CacheWarning` naming both; True where it did. Nothing is deleted."""
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()) or path.is_dir() == want_dir:
+        return False
+    n = 1
+    while path.with_name(f"{path.name}.set-aside-{n}").exists():
+        n += 1
+    target = path.with_name(f"{path.name}.set-aside-{n}")
+    try:
+        os.replace(path, target)
+    except OSError as exc:
+        from ..base.errors import BenchError
+
+        raise BenchError(f"{what} {path} is a {'file' if want_dir else 'folder'} where a "
+                         f"{'folder' if want_dir else 'file'} goes, and cannot be moved aside ({exc.strerror or exc})"
+                         ) from None
+    warnings.warn(f"{what} {path} was a {'file' if want_dir else 'folder'} where a {'folder' if want_dir else 'file'} "
+                  f"goes: set aside as {target.name}", CacheWarning, stacklevel=3)
+    return True
+
+
 class DigestIndex:
     """Full sha256 per file, memoised by (size, mtime_ns, ctime_ns, inode): a file whose stamp is unchanged is not
     re-read. With a ``path``, the memo persists there (JSON; read-merge-write under a file lock, atomic replace), so
@@ -62,6 +85,8 @@ class DigestIndex:
         left out with a :class:`CacheWarning` naming the file: its files are rehashed (a miss costs time, never a
         wrong key), and the next flush rewrites it."""
         if self.path is None or not self.path.is_file():
+            if self.path is not None and not self.read_only:
+                set_aside(self.path, want_dir=False, what="digest index")
             return {}
         try:
             doc = json.loads(self.path.read_text(encoding="utf-8"))
@@ -107,8 +132,11 @@ class DigestIndex:
                 on_disk = self._read()
             on_disk.update(self._new)
             tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(on_disk, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, self.path)
+            try:
+                tmp.write_text(json.dumps(on_disk, sort_keys=True), encoding="utf-8")
+                os.replace(tmp, self.path)
+            finally:  # never a stray temporary file, whatever stopped the write
+                tmp.unlink(missing_ok=True)
         self._new = {}
 
 

@@ -23,6 +23,7 @@ ARCHIVE_HOST_ENV = "BERTATTN_ARCHIVE_HOST"  # tests: the base URL serving archiv
 OFFLINE_ENV = "BERTATTN_OFFLINE"
 VALIDATE_OUTPUTS_ENV = "BERTATTN_VALIDATE_OUTPUTS"
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+FUZZ_EXAMPLES_ENV = "BERTATTN_FUZZ_EXAMPLES"
 
 # Every environment variable the package reads, and what it means: the one table (read them with env()).
 ENVIRONMENT = {
@@ -44,6 +45,7 @@ ENVIRONMENT = {
     PRUNE_EXACT_ENV: "1: recompute head importance before every pruning step also in the regression tier",
     VALIDATE_OUTPUTS_ENV: "1: validate every JSON document against its shipped schema as it is written (the tests)",
     SUMMARY_ENV: "a file the Markdown job summary is appended to (GitHub Actions sets it)",
+    FUZZ_EXAMPLES_ENV: "the readers' property tests: generated bad inputs per reader (tests only; default 40)",
     "CI": "set: no progress bars",
     "HF_HUB_OFFLINE": "set: say so when a hub model is missing (read, never set)",
     "TRANSFORMERS_OFFLINE": "as HF_HUB_OFFLINE",

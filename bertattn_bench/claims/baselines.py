@@ -6,6 +6,7 @@ import json
 import platform
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from filelock import FileLock
@@ -13,6 +14,7 @@ from filelock import FileLock
 from ..base.hashing import DigestIndex, files_digest
 from .catalog import REFERENCE_DIR, baseline_key
 from ..base.documents import baseline_document, read_baseline_text
+from ..base.errors import BenchError
 
 BASELINE_DIR = REFERENCE_DIR / "baselines"  # the package's recorded baselines, one JSON per model
 
@@ -124,9 +126,45 @@ def record_baselines(outcomes: list, passes: list[dict], directory: Path, comman
             provenance["tolerance_spread"] = spread
         # read-merge-write under a lock: two processes recording other claims into the same file keep both
         with FileLock(str(path) + ".lock"):
-            _write_atomic(path, _merged(path, provenance, results))
+            try:
+                doc = _merged(path, provenance, results)
+            except BenchError as exc:  # the old file cannot be merged into: this run's values are never lost
+                path = unmerged_path(path, provenance["date"])
+                warnings.warn(f"{exc}: not merged; this run's values are written beside it, to {path}",
+                              BaselineWarning)
+                doc = {"provenance": provenance, "results": dict(sorted(results.items()))}
+            _write_atomic(path, doc)
         written.append(path)
     return written
+
+
+class BaselineWarning(UserWarning):
+    """A recorded baseline that could not be merged into: the run's values were written beside it."""
+
+
+def unmerged_path(path: Path, date: str) -> Path:
+    """Where a run's baseline goes when ``path`` cannot be merged into: beside it, named by the run's date."""
+    stamp = "".join(c for c in date if c.isalnum())[:15]
+    return path.with_name(f"{path.stem}.unmerged-{stamp}.json")
+
+
+def check_record_target(directory: Path, slugs: list[str]) -> None:
+    """Before any pass: each ``directory/<slug>.json`` a run will merge into is a readable, valid baseline and
+    writable (a BenchError naming the file and the entry), so a finished run's values are never lost at the end."""
+    import os
+
+    for slug in slugs:
+        path = baseline_path(slug, Path(directory))
+        if path.exists() and not path.is_file():
+            raise BenchError(f"--record-baseline {directory}: {path} is not a file")
+        if path.is_file():
+            try:
+                load_baseline_file(path)
+            except BenchError as exc:
+                raise BenchError(f"--record-baseline {directory}: cannot merge into {exc} (fix or move the file)") \
+                    from None
+            if not os.access(path, os.W_OK):
+                raise BenchError(f"--record-baseline {directory}: {path} is not writable")
 
 
 def _merged(path: Path, provenance: dict, results: dict) -> dict:
@@ -134,7 +172,7 @@ def _merged(path: Path, provenance: dict, results: dict) -> dict:
     provenance of the runs that measured them (``earlier_runs``)."""
     earlier = []
     if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
+        old = load_baseline_file(path)  # checked: a malformed file is a BenchError naming it and its entry
         kept = {k: v for k, v in old.get("results", {}).items() if k not in results}
         results = {**kept, **results}
         dates = {v.get("recorded") for v in kept.values()}

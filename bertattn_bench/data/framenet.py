@@ -174,7 +174,7 @@ def read_lu_xml(path: Path) -> list[FrameRecord]:
     rank-1 FE label (as the JSONL was derived); XML ``end`` is inclusive, here end-exclusive."""
     try:
         root = ET.parse(path).getroot()
-    except ET.ParseError as exc:
+    except (ET.ParseError, LookupError) as exc:  # LookupError: an unknown encoding in the XML declaration
         raise DataError(f"{path}: not well-formed XML ({exc})") from exc
     if root.tag != f"{NS}lexUnit":
         raise DataError(f"{path}: expected a FrameNet <lexUnit> document, got <{root.tag}>")
@@ -325,7 +325,7 @@ def read_core_sets(frame_dir: Path) -> dict[str, frozenset[str]]:
     for path in files:
         try:
             root = ET.parse(path).getroot()
-        except ET.ParseError as exc:
+        except (ET.ParseError, LookupError) as exc:  # LookupError: an unknown encoding declared
             raise DataError(f"{path}: not well-formed XML ({exc})") from exc
         if root.tag != f"{NS}frame" or "name" not in root.attrib:
             raise DataError(f"{path}: expected a FrameNet <frame name=...> document, got <{root.tag}>")

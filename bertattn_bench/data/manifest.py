@@ -189,10 +189,32 @@ def parse_manifest(data: dict) -> Manifest:
     return Manifest(corpora, data.get("left_out", {}))
 
 
+def manifest_from_text(text: str, where: str) -> Manifest:
+    """The manifest parsed from its JSON text; a malformed one is a DataError naming ``where`` and the corpus entry
+    (or the line, where it is not JSON), never a KeyError or TypeError from inside."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}:{exc.lineno}: not JSON ({exc.msg})") from None
+    problems = (KeyError, TypeError, ValueError, AttributeError)
+    try:
+        return parse_manifest(data)
+    except problems as exc:
+        entry = "the top level"
+        if isinstance(data, dict) and isinstance(data.get("corpora"), dict):
+            for name, c in data["corpora"].items():
+                try:
+                    parse_manifest({"corpora": {name: c}})
+                except problems:
+                    entry = f"corpora/{name}"
+                    break
+        raise DataError(f"{where}: malformed data manifest at {entry} ({type(exc).__name__}: {exc})") from None
+
+
 @lru_cache(maxsize=1)
 def load_manifest() -> Manifest:
     text = resources.files("bertattn_bench.data").joinpath("manifest.json").read_text(encoding="utf-8")
-    return parse_manifest(json.loads(text))
+    return manifest_from_text(text, "bertattn_bench/data/manifest.json")
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

@@ -107,6 +107,19 @@ def _resolve_source(name: str) -> tuple[str, str, str]:
 
 
 
+def baseline_slugs(names) -> list[str]:
+    """The slugs whose baselines a run of ``names`` records (a random-init twin and a model object record none; a
+    name that does not resolve is left to the model's load error)."""
+    out = []
+    for name in names:
+        if isinstance(name, str) and not name.startswith(RANDOM_PREFIX):
+            try:
+                out.append(_resolve_source(name)[2])
+            except BenchError:
+                continue
+    return out
+
+
 def _hub_kwargs() -> dict:
     """Hub names resolve from the local Hugging Face cache only, unless $BERTATTN_ALLOW_DOWNLOAD=1 (no retries
     against an unreachable hub on offline machines; an explicit opt-in where a network exists)."""
@@ -307,10 +320,11 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
     weight is never served a stale one."""
     import copy
 
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):  # said first: what the object is
+        raise ModelLoadError(f"model={type(model).__name__} object: not a model (expected a name, a folder, a "
+                             f"transformers model object with tokenizer=..., or a LoadedModel)")
     if tokenizer is None:
         raise ModelLoadError("an in-memory model needs its tokenizer: pass tokenizer=... beside model=...")
-    if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
-        raise ModelLoadError(f"model={type(model).__name__}: not a transformers model (a torch module with .config)")
     attention.register()
     encoder = getattr(model, "base_model", model)
     encoder = copy.deepcopy(encoder).to(dtype=torch.float32)

@@ -10,8 +10,10 @@
 ``select`` is a pytest ``-k`` expression over the same ids the pytest face gives its tests
 (``paper-family-model-corpus-claim``): ``"dependency"``, ``"kovaleva and not framenet"``, ``"clark.dep_dobj"``.
 Every step is the runner's (:mod:`bertattn_bench.runner.session`): the values are those ``pytest benchmarks`` measures.
-Nothing raises for a claim: a pass that cannot be made (bad data, a model the suite cannot read) is kept in
-``Results.errors`` with its message, and its claims are absent; bad arguments raise :class:`BenchError` at once.
+Nothing raises for a claim: a pass that cannot be made (bad data) is kept in ``Results.errors`` with its message, and
+its claims are absent; bad arguments raise :class:`BenchError` at once, as the command stops at start-up: a model
+that cannot be loaded :class:`ModelLoadError` naming it, a selection that matches nothing :class:`NothingSelected`
+(the command's exit status 5), an object that is not a model :class:`ModelLoadError` saying so.
 """
 from __future__ import annotations
 
@@ -154,9 +156,13 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
                          offline=offline_setting(offline), data_hosts=data_hosts())
     options.check()
     runner = Runner(options, loaded=loaded)
+    for m in names:  # a model that cannot be loaded raises here, naming it and how to provide it (the command: 4)
+        if m not in loaded and not m.startswith(RANDOM_PREFIX):
+            runner.model(m)
     matches = _selector(select)
     catalog = load_claims()
     results = Results(runner=runner)
+    selected = 0
     runner.ensure_data([(f, corpus) for f in family_order() for corpus in options.corpora(f)
                         if any(matches(f"{paper_key(c.paper)}-{f}-{Target(m, corpus, f).id}-{c.id}")
                                for c in catalog if c.family == f for m in names)])  # now, not once per pass
@@ -166,6 +172,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
             for corpus in options.corpora(family):
                 target = Target(m, corpus, family)
                 chosen = [c for c in claims if matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
+                selected += len(chosen)
                 if chosen:
                     _judge(runner, results, target, chosen)
         if negative_control and claims and names:
@@ -177,8 +184,14 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
                 runner.models[twin] = random_twin(loaded[base])
             target = Target(twin, options.corpora(family)[0], family)
             chosen = [c for c in claims if c.learned and matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
+            selected += len(chosen)
             if chosen:
                 _judge(runner, results, target, chosen, negative_control=True)
+    if not selected:  # nothing ran: said at the call, as the command's exit status 5
+        from ..base.errors import NothingSelected
+
+        raise NothingSelected(f"select={select!r}: matches no claim of {', '.join(names)} (ids read "
+                              f"paper-family-model-corpus-claim: e.g. 'dependency', 'clark.dep_dobj', 'kovaleva')")
     results.outcomes, results.passes = runner.outcomes, runner.passes
     return results
 

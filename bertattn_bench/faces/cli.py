@@ -245,7 +245,7 @@ def merge_main(argv: list[str]) -> int:
 def matrix_main(argv: list[str]) -> int:
     from ..report import matrix as mx
     from ..base.errors import BenchError
-    from ..report.claims_report import MUST_MATCH, RUN_FILE
+    from ..report.claims_report import MUST_MATCH, RUN_FILE, read_run
 
     args = _report_parser("matrix", "the claims x models table of any claims reports").parse_args(argv)
     try:
@@ -255,7 +255,7 @@ def matrix_main(argv: list[str]) -> int:
             records += mx.read_records(p)
             run = Path(p) / RUN_FILE
             if run.is_file():
-                doc = json.loads(run.read_text(encoding="utf-8"))
+                doc = read_run(Path(p))  # checked against its schema: a malformed one is exit 4 naming it
                 versions.add(tuple(doc.get(k) for k in MUST_MATCH))
         dirs = [Path(p) / "figures" for p in args.inputs if Path(p).is_dir()]
         paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out),
@@ -304,6 +304,9 @@ def console() -> int:
     except BrokenPipeError:
         sys.stderr.close()  # nothing more can be written; no traceback about it
         return 0
+    except KeyboardInterrupt:  # Ctrl-C outside pytest's own handling (start-up, a subcommand): one line, status 2
+        print("bertattn-bench: interrupted (Ctrl-C)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -73,12 +73,19 @@ def pytest_generate_tests(metafunc):
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only the models the selected tests need
 def pytest_collection_modifyitems(config, items):
-    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None))]
+    # a benchmark module's tests and every test that runs on the session (the negative control, the speed rows)
+    bench_items = [i for i in items if is_bench_module(getattr(i, "module", None)) or uses_session(i)]
     if not bench_items and not hasattr(config, "_bertattn_usage_error"):
         return
     from .pytest_session import check_collected
 
     check_collected(config, bench_items)
+
+
+def uses_session(item) -> bool:
+    """Whether a test takes this plugin's ``bench`` fixture (another project's fixture of that name is not ours)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).get("bench") or ()
+    return any(getattr(getattr(d, "func", None), "__module__", None) == __name__ for d in defs)
 
 
 def pytest_runtest_setup(item):
@@ -112,6 +119,25 @@ class _ReportCollector:
         from .pytest_session import collect_properties
 
         collect_properties(self.config, props)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around every plugin's end of session, the summary included
+def pytest_sessionfinish(session, exitstatus):
+    """Ctrl-C while a benchmark run finishes (report, baseline, pytest's shutdown): one line, exit status 2."""
+    guard = None
+    if getattr(session.config, "_bertattn_session", None) is not None:
+        from ..base.interrupts import ShutdownGuard
+
+        guard = ShutdownGuard("the run was finishing")
+        if guard.install():
+            session.config._bertattn_guard = guard
+    yield
+    if guard is not None and guard.interrupted:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    if guard is not None:
+        # the exit status is decided: a Ctrl-C from now on (pytest's unconfigure, its clean-ups, the interpreter's
+        # exit) stops at once with status 2; the handler stays to the end of the process, which ends here
+        guard.closing = True
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary

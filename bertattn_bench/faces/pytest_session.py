@@ -187,7 +187,7 @@ def check_collected(config, items) -> None:
     data nor models."""
     if hasattr(config, "_bertattn_usage_error"):
         raise pytest.UsageError(config._bertattn_usage_error)
-    config._bertattn_selected = {i.nodeid: _claim_label(i) for i in items if "claim" in getattr(i, "fixturenames", ())}
+    config._bertattn_selected = {i.nodeid: _claim_label(i) for i in items}  # every kind: claims, controls, timings
     if config.option.collectonly:
         return
     s = session(config)
@@ -305,9 +305,14 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
 # ---- the end of the session ------------------------------------------------------------------------------------
 
 def _claim_label(item) -> str:
-    """A claim test as the incomplete report names it: ``claim_id on model / corpus``."""
+    """A selected test as the incomplete report names it: a claim ``claim_id on model / corpus``, a timing row
+    ``timing: family on model / corpus``, a negative control ``negative control: family``, else the test's name."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     claim, target = params.get("claim"), params.get("target")
+    if target is not None and claim is None and isinstance(target, Target):
+        return f"timing: {target.family} on {model_id(target.model)} / {target.corpus}"
+    if target is None and "family" in params:
+        return f"negative control: {params['family']} on the random-init twin"
     return f"{getattr(claim, 'id', item.name)} on {model_id(target.model)} / {target.corpus}" if target else item.name
 
 
@@ -359,8 +364,8 @@ def terminal_summary(terminalreporter, config) -> None:
             terminalreporter.write_line(line)
     missing = missing_claims(config)
     if missing:
-        terminalreporter.write_line(f"INCOMPLETE: {len(missing)} selected claim test(s) did not run (interrupted); "
-                                    f"the report says so and names them")
+        terminalreporter.write_line(f"INCOMPLETE: {len(missing)} selected test(s) did not run (claims, negative "
+                                    f"controls, timing rows; interrupted): the report says so and names them")
     if s.options.claims_report:
         paths = s.write_report(s.options.claims_report, missing=missing or None,
                                self_contained=bool(option(config, "self-contained")))

@@ -114,8 +114,9 @@ def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
         judged = [o for o in judged if not o.not_judged]
         if control:
             out.append(f"{model} (negative control): {held} of {len(judged)} learned-structure claims hold "
-                       f"(should be 0)" + (f", {unsure} inconclusive (should be 0)" if unsure else "")
-                       + f"; {passed} of {len(group)} checks pass")
+                       f"(should be 0)" + (f", {unsure} inconclusive (not shown to hold: pass)" if unsure else "")
+                       + f"; {passed} of {len(group)} checks pass (each row checks that the claim does NOT "
+                       f"hold on random weights)")
         else:
             out.append(f"{model}: {held} of {len(judged)} claims hold"
                        + (f", {len(judged) - held - unsure} do not, {unsure} inconclusive (the threshold inside the "
@@ -355,7 +356,9 @@ def read_run(folder: Path) -> dict:
                           f"holds one; it says which code, catalog and data the values come from)")
     if not isinstance(doc, dict) or (doc.get("format") != RUN_FORMAT and doc.get("schema") != "bertattn-bench/run"):
         raise BenchError(f"{path}: not a {RUN_FORMAT} record")
-    return doc
+    from ..base.documents import checked
+
+    return checked(doc, "run", str(path))
 
 
 def check_same_measurement(runs: dict[str, dict]) -> dict[str, str]:

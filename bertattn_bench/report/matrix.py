@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BenchError
-from ..base.documents import read_json, short_model
+from ..base.documents import checked, read_json, short_model
 
 MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "not judged": "∅", "skipped": "–", None: ""}
 LEGEND = ("✓ holds · ✗ does not hold · ? inconclusive (a threshold inside the value's 95% interval) · "
@@ -73,9 +73,7 @@ def read_records(source: Path) -> list[dict]:
     records = read_json(path, f"{source}: no claims report here (expected a folder with claims.json, written by "
                               f"--claims-report DIR, or the claims.json file)")
     if isinstance(records, dict) and records.get("schema") == "bertattn-bench/claims":  # versioned (issue 37)
-        if records.get("version") != 1:
-            raise BenchError(f"{path}: claims report version {records.get('version')!r}, this code reads 1")
-        records = records.get("records")
+        records = checked(records, "claims", str(path)).get("records")  # the shipped schema, version included
     # else: an older report, a bare list of records
     if not isinstance(records, list) or not all(isinstance(r, dict) and "claim_id" in r for r in records):
         raise BenchError(f"{path}: not a claims report (a list of records with claim_id)")

@@ -36,7 +36,7 @@ from filelock import FileLock
 
 from ..base.errors import CacheWarning
 from ..base.hashing import (DEFAULT_INDEX, INDEX_NAME, DigestIndex, data_fingerprint, model_fingerprint,
-                            module_version)
+                            module_version, set_aside)
 from ..base.settings import CACHE_ENV  # noqa: F401 (re-exported)
 
 _PACKAGE_NAME = __name__.split(".")[0]
@@ -168,6 +168,10 @@ class PassCache:
         uncached (with a warning)."""
         if self.directory is None:
             return compute(), False
+        if not self.read_only:  # a file where the model's folder goes, a folder where the entry goes: set aside
+            set_aside(path.parent, want_dir=True, what="cache folder")
+            set_aside(path, want_dir=False, what="cache entry")
+            set_aside(Path(str(path) + ".lock"), want_dir=False, what="cache lock")
         if self.read_only:  # no lock (it is a file), no store
             if path.is_file() and not force:
                 try:

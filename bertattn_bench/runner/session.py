@@ -106,6 +106,11 @@ class RunOptions:
         self.chosen_corpora()
         output_dir("--claims-report", None if self.claims_report is None else str(self.claims_report))
         output_dir("--record-baseline", None if self.record_baseline is None else str(self.record_baseline))
+        if self.record_baseline is not None:  # a target that cannot be merged into: found now, before any pass
+            from ..claims.baselines import check_record_target
+            from ..engine.model import baseline_slugs
+
+            check_record_target(Path(self.record_baseline), baseline_slugs(self.models))
         if self.compare_fail_on not in COMPARE_POLICIES:
             raise BenchError(f"--compare-fail-on {self.compare_fail_on}: expected one of {', '.join(COMPARE_POLICIES)}")
         if self.compare_to is not None:
@@ -338,8 +343,9 @@ class Runner:
                            limit=self.options.limit)
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
-            # a learned-structure claim must fail on random weights, clearly (an inconclusive "does not hold" fails)
-            out.passed = out.holds is False and not out.inconclusive
+            # the twin's check: "this learned-structure claim does not hold here"; it fails only where the claim
+            # clearly holds (an inconclusive row passes, as it prints; the benchmark fails on this same flag)
+            out.passed = not (out.holds and not out.inconclusive)
             out.comparison = f"NOT {out.comparison} (negative control)"
         elif recording and out.skipped is None and not comparing:
             out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
