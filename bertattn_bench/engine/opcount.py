@@ -26,6 +26,7 @@ DATA_DEPENDENT = {"nonzero", "nonzero_static", "masked_select", "bincount", "uni
                   "unique_dim", "unique_consecutive", "argwhere", "_local_scalar_dense"}
 CREATES_ON_DEVICE = {"tensor", "as_tensor", "new_tensor"}
 IGNORED = {"detach", "lift_fresh"}  # bookkeeping of tensor creation, no kernel
+NO_KERNEL = {"_unsafe_view", "_reshape_alias"}  # views by another name (matmul's reshapes)
 
 
 def _op_name(func) -> str:
@@ -67,7 +68,7 @@ class _Dispatch(TorchDispatchMode):
         name = _op_name(func)
         if name not in IGNORED:
             self.owner.calls += 1
-            if not getattr(func, "is_view", False):  # a view launches no kernel
+            if not getattr(func, "is_view", False) and name not in NO_KERNEL:  # a view launches no kernel
                 self.owner.ops[name] += 1
         if name in DATA_DEPENDENT:
             self.owner.syncs[f"aten::{name}"] += 1
