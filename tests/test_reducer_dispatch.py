@@ -26,12 +26,12 @@ L, H = 3, 4
 
 # operators per layer (update + end_batch, per layer) and per batch (start_batch): the budgets of docs/speed.md
 BUDGET = {
-    "dependency": (24, 40),
-    "surface": (30, 40),
-    "patterns": (75, 90),
-    "features": (45, 60),
-    "coref": (20, 30),
-    "framenet": (25, 30),
+    "dependency": (28, 30),
+    "surface": (16, 30),
+    "patterns": (175, 80),
+    "features": (60, 55),
+    "coref": (28, 35),
+    "framenet": (32, 10),
 }
 
 
