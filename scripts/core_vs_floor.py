@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sweep", choices=("disable", "prune"), default=None, help="time a configuration sweep")
     ap.add_argument("--task", default="mrpc", help="GLUE task of --sweep")
-    ap.add_argument("--limit", type=int, default=None, help="--sweep: the first N dev examples")
+    ap.add_argument("--limit", type=int, default=None, help="the first N sentences (--sweep: dev examples)")
     ap.add_argument("--cache-dir", default=None, help="--sweep: where a fine-tuned checkpoint may be cached")
     args = ap.parse_args()
     loaded = load_model(args.model, device=args.device)
@@ -43,7 +43,7 @@ def main() -> None:
         return sweep_vs_plain(args, loaded)
     dev = torch.device(loaded.info.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    prep = families()["dependency"].prepare(loaded, Path(args.data_dir), args.corpus, limit=None,
+    prep = families()["dependency"].prepare(loaded, Path(args.data_dir), args.corpus, limit=args.limit,
                                             batch_size=args.batch_size)
     n = len(prep.encoded)
 

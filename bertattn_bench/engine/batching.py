@@ -192,8 +192,20 @@ def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> 
     return out
 
 
+def to_device(array: np.ndarray, device) -> torch.Tensor:
+    """One host array onto ``device`` without making the host wait: a CUDA copy goes through pinned (page-locked)
+    memory, so ``non_blocking`` really overlaps (from pageable memory a copy is staged synchronously); on the CPU the
+    array is shared, not copied."""
+    t = torch.from_numpy(array)
+    if torch.device(device).type == "cuda":
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)
+
+
 def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:
-    """Pad on the host with numpy (one array per field), then one copy per field to ``device``."""
+    """Pad on the host with numpy (one array per field), then one copy per field to ``device`` (pinned, not
+    blocking: :func:`to_device`). The piece→word pooling matrices are built on the device from the (B, T) word
+    index, one scatter per batch (no dense host matrices to copy)."""
     b, t = len(examples), max(len(e.input_ids) for e in examples)
     lengths = np.array([len(e.input_ids) for e in examples])
     mask = np.arange(t)[None, :] < lengths[:, None]
@@ -202,7 +214,7 @@ def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> 
     ids[mask] = np.concatenate([e.input_ids for e in examples])
     types[mask] = np.concatenate([e.token_type_ids for e in examples])
     punct_ids = tokenizer.convert_tokens_to_ids(list(PUNCT_PIECES))
-    to = lambda a: torch.from_numpy(a).to(device, non_blocking=True)  # noqa: E731
+    to = lambda a: to_device(a, device)  # noqa: E731
     batch = Batch(
         examples=examples,
         input_ids=to(ids),
@@ -214,14 +226,16 @@ def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> 
     )
     if with_words:
         w = max(e.n_words for e in examples)
-        word = np.full((b, t), -1, dtype=np.int64)
+        word = np.full((b, t), w, dtype=np.int64)  # w: no word (special tokens, padding), a column dropped below
         word[mask] = np.concatenate([e.word_index for e in examples])
-        rows, pieces = np.nonzero(word >= 0)
-        word_to = np.zeros((b, t, w), dtype=np.float32)
-        word_to[rows, pieces, word[rows, pieces]] = 1.0
-        counts = word_to.sum(1)  # (B, W)
-        word_from = word_to.transpose(0, 2, 1) / np.maximum(counts, 1)[:, :, None]
-        batch.word_to, batch.word_from, batch.word_mask = to(word_to), to(np.ascontiguousarray(word_from)), to(counts > 0)
+        word[word < 0] = w
+        index = to(word)
+        one_hot = torch.zeros(b, t, w + 1, dtype=torch.float32, device=index.device)
+        word_to = one_hot.scatter_(2, index.unsqueeze(-1), 1.0)[:, :, :w].contiguous()  # (B, T, W): piece t in word w
+        counts = word_to.sum(1)  # (B, W) pieces per word (exact: sums of ones)
+        batch.word_to = word_to
+        batch.word_from = (word_to.transpose(1, 2) / counts.clamp(min=1).unsqueeze(-1)).contiguous()
+        batch.word_mask = counts > 0
     return batch
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..engine.attention import Reducer, head_name, parse_head_name
+from ..engine.batching import to_device
 from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import binomial_se_points, difference_se, paired_difference_se
@@ -95,9 +96,10 @@ class CorefReducer(Reducer):
         self.golds = [[a.antecedent_heads for a in w.anaphors] for w in windows]
         self.base_flags = [np.array([[getattr(a, b) for b in BASELINES] for a in w.anaphors], dtype=np.float64)
                            .reshape(len(w.anaphors), len(BASELINES)) for w in windows]
-        self.correct = torch.zeros(n_layers, len(self.kinds), n_heads, dtype=torch.float64, device=device)
-        self.both = torch.zeros(n_layers, len(self.kinds), len(BASELINES), n_heads, dtype=torch.float64, device=device)
-        self.n = torch.zeros(len(self.kinds), dtype=torch.long, device=device)
+        # (layer, kind, [every anaphor, then each baseline's right ones], head): hits counted in one product
+        self.hits = torch.zeros(n_layers, len(self.kinds), 1 + len(BASELINES), n_heads, dtype=torch.float64,
+                                device=device)
+        self.n = np.zeros(len(self.kinds), dtype=np.int64)  # anaphors of each kind, counted on the host
         # Kovaleva §4.5's check on the pronoun heads: each head's ±1-neighbour mass, summed over the windows' maps
         self.neighbour = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
         self.device = device
@@ -116,21 +118,21 @@ class CorefReducer(Reducer):
         kind = np.zeros((b, a), dtype=np.int64)
         valid = np.zeros((b, a), dtype=bool)
         gold = np.zeros((b, a, w), dtype=bool)
-        base = np.zeros((b, a, len(BASELINES)), dtype=np.float64)
+        base = np.zeros((b, a, 1 + len(BASELINES)), dtype=np.float64)  # column 0: every anaphor
         for i, e in enumerate(ex):
             k = len(self.heads[e.index])
             idx[i, :k], kind[i, :k], valid[i, :k] = self.heads[e.index], self.kind_ids[e.index], True
-            base[i, :k] = self.base_flags[e.index]
+            base[i, :k, 0], base[i, :k, 1:] = 1.0, self.base_flags[e.index]
             for j, heads in enumerate(self.golds[e.index]):
                 gold[i, j, list(heads)] = True
-        to = lambda x: torch.from_numpy(x).to(self.device)  # noqa: E731
-        idx_t, self.valid, self.gold, self.base = to(idx), to(valid), to(gold), to(base)
+        kind_onehot = (kind[..., None] == np.arange(len(self.kinds))) & valid[..., None]  # on the host: no sync
+        self.n += kind_onehot.sum((0, 1))
+        to = lambda x: to_device(x, self.device)  # noqa: E731
+        idx_t, self.gold, self.base, self.kind_onehot = to(idx), to(gold), to(base), to(kind_onehot.astype(np.float64))
         t = batch.word_from.shape[-1]
         self.from_rows = batch.word_from.gather(1, idx_t.unsqueeze(-1).expand(-1, -1, t))  # (B, A, T)
-        self_word = torch.nn.functional.one_hot(idx_t, w).bool()
+        self_word = idx_t.unsqueeze(-1) == torch.arange(w, device=idx_t.device)  # (B, A, W): the anaphor itself
         self.invalid = (~batch.word_mask[:, None, :] | self_word).unsqueeze(1)  # (B, 1, A, W)
-        self.kind_onehot = torch.nn.functional.one_hot(to(kind), len(self.kinds)).double() * self.valid[..., None]
-        self.n += self.kind_onehot.sum((0, 1)).long()
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         self.neighbour[layer] += neighbour_mass(probs, self.masks).sum(0).double()
@@ -139,12 +141,13 @@ class CorefReducer(Reducer):
         words = (self.from_rows.unsqueeze(1) @ probs.float()) @ self.batch.word_to.unsqueeze(1)  # (B, H, A, W)
         pred = words.masked_fill(self.invalid, float("-inf")).argmax(-1)  # (B, H, A)
         hit = self.gold.unsqueeze(1).expand(-1, pred.shape[1], -1, -1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
-        self.correct[layer] += torch.einsum("bha,bak->kh", hit.double(), self.kind_onehot)
-        self.both[layer] += torch.einsum("bha,bak,bar->krh", hit.double(), self.kind_onehot, self.base)
+        # counts of 0/1 in float64: exact in any order, so every anaphor and each baseline's share in one product
+        self.hits[layer] += torch.einsum("bha,bak,bar->krh", hit.double(), self.kind_onehot, self.base)
 
     def finalize(self) -> CorefResult:
-        return CorefResult(self.kinds, self.correct.cpu(), self.n.cpu(), n_windows=self.n_windows,
-                           both=self.both.cpu(), neighbour=(self.neighbour / max(self.n_windows, 1)).cpu())
+        hits = self.hits.cpu()
+        return CorefResult(self.kinds, hits[:, :, 0].contiguous(), torch.from_numpy(self.n.copy()), n_windows=self.n_windows,
+                           both=hits[:, :, 1:].contiguous(), neighbour=(self.neighbour / max(self.n_windows, 1)).cpu())
 
 
 def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.Tensor]:
@@ -164,7 +167,7 @@ def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | 
     paper (footnote 3); a ``_windows`` corpus variant cuts every document into windows of whole sentences instead,
     a ``_ud`` variant types mentions by UPOS with UD name heads (``bertattn_bench.data.coref.parse_corpus``).
     ``limit`` = at most that many windows. Windows without an anaphor are not run (they add nothing)."""
-    from ..engine.batching import Skipped, drop_too_long, encode_words
+    from ..engine.batching import to_device, Skipped, drop_too_long, encode_words
     from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows, parse_corpus, truncate_documents
     from ..engine.passes import PreparedPass
 

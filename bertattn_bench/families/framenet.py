@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ..engine.attention import Reducer, head_name
+from ..engine.batching import to_device
 from ..engine.passes import NothingToMeasure
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
@@ -156,8 +157,9 @@ class FrameReducer(Reducer):
             real.append(np.column_stack([np.full(len(r), b), r[:, :2], r[:, 2] + 2 * b]))
             ctrl.append(np.column_stack([np.full(len(c), b), c[:, :2], c[:, 2] + 2 * b * self.draws]))
             self.n_pairs += self.n_pairs_of[ex.index]
-        self.real_idx = torch.from_numpy(np.concatenate(real)).to(self.device).unbind(1)
-        self.ctrl_idx = torch.from_numpy(np.concatenate(ctrl)).to(self.device).unbind(1)
+        real, ctrl = np.concatenate(real), np.concatenate(ctrl)  # one copy for both (pinned, not blocking)
+        both = to_device(np.concatenate([real, ctrl]), self.device)
+        self.real_idx, self.ctrl_idx = both[:len(real)].unbind(1), both[len(real):].unbind(1)
         self.batch = batch
         # attention to a word: the mean over its pieces (the paper's scale: one piece pair), not Clark's sum (see
         # the module docstring: a sum favours the many-piece content words of the links under any diffuse head)

@@ -57,18 +57,17 @@ class SurfaceResult:
         return self.stats["entropy"].shape[0]
 
 
-def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """values (B,H,T), mask (B,T) bool → (B,H) mean over the masked positions (0 where the mask is empty)."""
-    m = mask.unsqueeze(1).to(values.dtype)
-    return (values * m).sum(-1) / m.sum(-1).clamp(min=1)
-
-
 class SurfaceReducer(Reducer):
-    """Accumulates every §3 statistic per (layer, head) in running sums on the model's device."""
+    """Accumulates every §3 statistic per (layer, head) on the model's device.
+
+    Issue 47: per layer the twelve per-query statistics are stacked and reduced to per-segment means in one masked
+    sum (one mask per statistic, built per batch); the per-segment rows stay on the device, and the sums are made
+    from them in :meth:`finalize` (the same float32 batch sums as before, so the same numbers). Nothing in the batch
+    loop reads a value back to the host."""
 
     def __init__(self, n_layers: int, n_heads: int, device, vocab_size: int | None = None):
-        self.sums = {k: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for k in FIELDS}
-        self.rows = {k: [[] for _ in range(n_layers)] for k in FIELDS}  # per layer: (B, H) per batch
+        self.n_layers, self.n_heads = n_layers, n_heads
+        self.rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per layer: (B, H, FIELDS) per batch
         self.sep_chance_rows = []
         self.n_segments = 0
         self.n_tokens = torch.zeros((), dtype=torch.long, device=device)  # on device: no sync per batch
@@ -80,8 +79,8 @@ class SurfaceReducer(Reducer):
         self.n_segments += mask.shape[0]
         lengths = mask.sum(-1)
         self.n_tokens += lengths.sum()
-        if self.token_counts is not None:
-            self.token_counts += torch.bincount(batch.input_ids[mask], minlength=self.token_counts.numel())
+        if self.token_counts is not None:  # padding adds 0 (a fixed shape: no boolean index, no bincount)
+            self.token_counts.index_add_(0, batch.input_ids.flatten(), mask.flatten().long())
         # chance for [SEP] = its share of the segment's tokens: 2 of L for BERT's [CLS] A [SEP] B [SEP], 3 for
         # RoBERTa-style <s> A </s></s> B </s> (counted from the input, never assumed)
         chance = batch.is_sep.sum(-1).double() / lengths.double()
@@ -95,49 +94,45 @@ class SurfaceReducer(Reducer):
         next_is_real = torch.zeros_like(mask)
         next_is_real[:, :-1] = mask[:, 1:]  # query i has a real next token iff i+1 is real (never padding)
         self.next_is_real = next_is_real.to(torch.float32)
-        self.masks = {
-            "all": mask, "prev": mask, "next": mask,
-            "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep,
-        }
-        self.key_classes = {c: getattr(batch, c).to(torch.float32) for c in ("is_cls", "is_sep", "is_punct")}
+        query = {"all": mask, "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep}
+        # which queries each statistic averages over, in FIELDS order (prev/next: every real query, see above)
+        per_field = ("all",) * 9 + ("cls_query", "sep_query", "other_query")
+        self.query_masks = torch.stack([query[q] for q in per_field], 1).to(torch.float32)  # (B, FIELDS, T)
+        self.query_counts = self.query_masks.sum(-1).clamp(min=1)  # (B, FIELDS)
+        # the key classes as one (B, 1, T, 3) matrix: attention to [CLS], [SEP], punctuation in one product
+        self.key_classes = torch.stack([batch.is_cls, batch.is_sep, batch.is_punct], -1).to(torch.float32)[:, None]
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         p = probs.float()
-        m = self.masks
-        to = {c: torch.einsum("bhqk,bk->bhq", p, v) for c, v in self.key_classes.items()}
-        special = to["is_cls"] + to["is_sep"] + to["is_punct"]
+        to = p @ self.key_classes  # (B, H, T, 3)
+        to_cls, to_sep, to_punct = to[..., 0], to[..., 1], to[..., 2]
         entropy = -torch.special.xlogy(p, p).sum(-1)
         diag = p.diagonal(dim1=-2, dim2=-1)
         prev = torch.nn.functional.pad(p.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
         nxt = torch.nn.functional.pad(p.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)) * self.next_is_real[:, None]
-        per_segment = {
-            "to_cls": _segment_mean(to["is_cls"], m["all"]),
-            "to_sep": _segment_mean(to["is_sep"], m["all"]),
-            "to_punct": _segment_mean(to["is_punct"], m["all"]),
-            "to_special": _segment_mean(special, m["all"]),
-            "self": _segment_mean(diag, m["all"]),
-            "prev": _segment_mean(prev, m["prev"]),
-            "next": _segment_mean(nxt, m["next"]),
-            "entropy": _segment_mean(entropy, m["all"]),
-            "max_weight": _segment_mean(p.amax(-1), m["all"]),
-            "cls_entropy": _segment_mean(entropy, m["cls_query"]),
-            "sep_to_sep": _segment_mean(to["is_sep"], m["sep_query"]),
-            "other_to_sep": _segment_mean(to["is_sep"], m["other_query"]),
-        }
-        for k, v in per_segment.items():
-            self.sums[k][layer] += v.sum(0).double()
-            self.rows[k][layer].append(v.float())
+        values = torch.stack([to_cls, to_sep, to_punct, to_cls + to_sep + to_punct, diag, prev, nxt, entropy,
+                              p.amax(-1), entropy, to_sep, to_sep], 2)  # (B, H, FIELDS, T), in FIELDS order
+        per_segment = (values * self.query_masks[:, None]).sum(-1) / self.query_counts[:, None]  # (B, H, FIELDS)
+        self.rows[layer].append(per_segment)
 
     def finalize(self) -> SurfaceResult:
         n = max(self.n_segments, 1)
+        sums = {k: torch.zeros(self.n_layers, self.n_heads, dtype=torch.float64) for k in FIELDS}
+        per_segment = {}
+        for j, k in enumerate(FIELDS):
+            for layer, rows in enumerate(self.rows):
+                for r in rows:  # each batch's float32 sum over its segments, then the float64 total (as always)
+                    sums[k][layer] += r[..., j].contiguous().sum(0).double().cpu()
+            if self.n_segments:
+                per_segment[k] = torch.stack([torch.cat([r[..., j] for r in rows]) for rows in self.rows],
+                                             1).float().cpu()
         return SurfaceResult(
-            stats={k: (v / n).float().cpu() for k, v in self.sums.items()},
+            stats={k: (v / n).float() for k, v in sums.items()},
             n_segments=self.n_segments,
             n_tokens=int(self.n_tokens),
             sep_chance=float(self.sep_chance_sum) / n,
             token_counts=None if self.token_counts is None else self.token_counts.cpu(),
-            per_segment={k: torch.stack([torch.cat(rows) for rows in per_layer], 1).cpu()
-                         for k, per_layer in self.rows.items()} if self.n_segments else None,
+            per_segment=per_segment if self.n_segments else None,
             sep_chance_per_segment=torch.cat(self.sep_chance_rows).float().cpu() if self.n_segments else None,
         )
 

@@ -174,7 +174,12 @@ class DependencyResult:
 
 
 class DependencyReducer(Reducer):
-    """Per (layer, direction, relation, head) counts of correct argmax predictions, accumulated on device."""
+    """Per (layer, direction, relation, head) counts of correct argmax predictions, accumulated on device.
+
+    Issue 47: a batch's arcs, its "All" arcs and its nominal-word mask travel in one host array (selected on the
+    host, one non-blocking copy); per layer only the word maps, the two argmaxes, the row sums and the fused sink
+    sums run; the arcs are scored for all layers at once when the batch ends (one gather, one ``index_add_``).
+    Nothing in the batch loop reads a value back to the host (``tests/test_reducer_dispatch.py``)."""
 
     def __init__(self, arcs_per_example: list[list[Arc]], n_layers: int, n_heads: int, device,
                  relations=RELATIONS, nominal_per_example: list | None = None):
@@ -186,87 +191,112 @@ class DependencyReducer(Reducer):
         self.arc_arrays = [np.array([(a.dependent, a.head, a.alt, self.rel_id[a.relation]) for a in arcs
                                      if a.relation in self.rel_id], dtype=np.int64).reshape(-1, 4)
                            for arcs in arcs_per_example]
-        self.correct = torch.zeros(n_layers, 2, len(self.relations), n_heads, dtype=torch.float64, device=device)
-        self.n_arcs = torch.zeros(len(self.relations), dtype=torch.long, device=device)
+        self.n_layers, self.n_heads = n_layers, n_heads
+        # (relation, direction, layer, head): one index_add_ over the relations for both directions and all layers
+        self.hits = torch.zeros(len(self.relations), 2, n_layers, n_heads, dtype=torch.float64, device=device)
+        self.n_arcs = np.zeros(len(self.relations), dtype=np.int64)  # counted on the host, where the arcs are
         self.with_special = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
-        self.sink_sum = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)
-        self.sink_sq = torch.zeros(n_layers, n_heads, 2, dtype=torch.float64, device=device)  # for the SE
-        self.n_nominal = torch.zeros(2, dtype=torch.long, device=device)
+        # (layer, head, [sum, sum of squares], [non-nominal, nominal]) of the words' attention to [CLS]+[SEP]
+        self.sink = torch.zeros(n_layers, n_heads, 2, 2, dtype=torch.float64, device=device)
+        self.n_nominal = np.zeros(2, dtype=np.int64)
         self.max_row_error = torch.zeros((), dtype=torch.float64, device=device)
+        self.words_split = torch.zeros(2, dtype=torch.long, device=device)  # words, words of > 1 piece
         self.all_id = self.rel_id.get("All", -1)
         self.device = device
-        self.n_sentences = self.n_words = self.n_split = 0
+        self.n_sentences = 0
+        self.pending = False
 
     def start_batch(self, batch) -> None:
+        self._flush()
+        b_n, w = batch.word_mask.shape
         per = [self.arc_arrays[ex.index] for ex in batch.examples]
-        rows = np.concatenate([np.full((len(a), 1), b, dtype=np.int64) for b, a in enumerate(per)])
-        t = torch.from_numpy(np.concatenate([rows, np.concatenate(per)], axis=1)).to(self.device)
-        self.arc_b, self.arc_dep, self.arc_head, self.arc_alt, self.arc_rel = t.unbind(1)
-        self.n_arcs += torch.bincount(self.arc_rel, minlength=len(self.relations))
-        is_all = self.arc_rel == self.all_id  # selected once per batch (a boolean index syncs the device)
-        self.all_b, self.all_dep, self.all_head = self.arc_b[is_all], self.arc_dep[is_all], self.arc_head[is_all]
-        self.batch = batch
-        w = batch.word_mask.shape[1]
-        nominal = np.zeros((len(batch.examples), w), dtype=bool)
+        rows = np.concatenate([np.full(len(a), b, dtype=np.int64) for b, a in enumerate(per)])
+        arcs = np.concatenate(per)  # (A, 4): dependent, head, alt, relation
+        self.n_arcs += np.bincount(arcs[:, 3], minlength=len(self.relations))
+        is_all = arcs[:, 3] == self.all_id  # selected on the host: no data-dependent shape on the device
+        nominal = np.zeros((b_n, w), dtype=np.int64)
+        n_words = np.array([ex.n_words for ex in batch.examples])
         if self.nominal is not None:
             for i, ex in enumerate(batch.examples):
                 nominal[i, :ex.n_words] = self.nominal[ex.index]
-        self.is_nominal = torch.from_numpy(nominal).to(self.device) & batch.word_mask
-        self.is_other = ~self.is_nominal & batch.word_mask
-        self.n_nominal += torch.stack([self.is_other.sum(), self.is_nominal.sum()])
-        self.n_sentences += len(batch.examples)
-        for ex in batch.examples:
-            pieces = Counter(w for w in ex.word_index if w >= 0)
-            self.n_words += ex.n_words
-            self.n_split += sum(1 for c in pieces.values() if c > 1)
+        n_nom = int(nominal.sum())
+        self.n_nominal += (int(n_words.sum()) - n_nom, n_nom)
+        a, a_all = len(arcs), int(is_all.sum())
+        # one array, one copy: [rows per arc: b; dependent, alt, head (the words read); head, head, dependent (what
+        # they must predict); relation; has alt][All arcs: b, dependent, head][nominal mask]
+        packed = np.concatenate([
+            np.stack([rows, arcs[:, 0], arcs[:, 2].clip(min=0), arcs[:, 1],
+                      arcs[:, 1], arcs[:, 1], arcs[:, 0], arcs[:, 3], (arcs[:, 2] >= 0)]).ravel(),
+            np.stack([rows[is_all], arcs[is_all, 0], arcs[is_all, 1]]).ravel(), nominal.ravel()])
+        from ..engine.batching import to_device
+
+        t = to_device(packed, self.device)
+        arc_t, all_t, nom_t = t[:9 * a].view(9, a), t[9 * a:9 * a + 3 * a_all].view(3, a_all), t[9 * a + 3 * a_all:]
+        self.arc_b, self.arc_words = arc_t[0], arc_t[1:4]  # words whose prediction is read: dependent, alt, head
+        self.arc_want = arc_t[4:7].view(3, a, 1, 1)  # ... and what it must be: head, head, dependent (alt below)
+        self.arc_rel, self.has_alt = arc_t[7], arc_t[8].bool().view(a, 1, 1)
+        self.all_b, self.all_dep, self.all_head = all_t[0], all_t[1], all_t[2].view(-1, 1, 1)
+        is_nominal = nom_t.view(b_n, w).bool() & batch.word_mask
+        self.classes = torch.stack([~is_nominal & batch.word_mask, is_nominal], 1).float()  # (B, 2, W)
+        self.batch = batch
+        self.invalid = (~batch.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=t.device))
+        self.cls_sep = torch.stack([batch.is_cls, batch.is_sep], 1).float()[:, None, None]  # (B, 1, 1, 2, T)
+        self.pred = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.long, device=t.device)
+        self.pred_special = torch.empty_like(self.pred)
+        self.row_sum = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.float32, device=t.device)
+        self.n_sentences += b_n
+        self.words_split += torch.stack([batch.word_mask.sum(), (batch.word_to.sum(1) > 1).sum()])
+        self.pending = False
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         b = self.batch
         from_words = b.word_from.unsqueeze(1) @ probs.float()  # (B, H, W, T): mean over the pieces attending
         words = from_words @ b.word_to.unsqueeze(1)  # (B, H, W, W): sum over the pieces attended to
-        special = torch.stack([(from_words * b.is_cls[:, None, None, :]).sum(-1),
-                               (from_words * b.is_sep[:, None, None, :]).sum(-1)], dim=-1)  # (B, H, W, 2)
-        w = words.shape[-1]
-        invalid = ~b.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=words.device)
-        masked = words.masked_fill(invalid, float("-inf"))
-        pred = masked.argmax(-1).transpose(1, 2)  # (B, W, H)
+        special = (from_words.unsqueeze(-2) * self.cls_sep).sum(-1)  # (B, H, W, 2): to [CLS], to [SEP]
+        masked = words.masked_fill(self.invalid, float("-inf"))
+        torch.argmax(masked, -1, out=self.pred[layer])
         # Clark fn. 2: the same argmax with [CLS]/[SEP] as candidates (index W, W+1 never equals a word)
-        pred_special = torch.cat([masked, special], dim=-1).argmax(-1).transpose(1, 2)
-        row_sum = words.sum(-1) + special.sum(-1)  # every word's attention sums to 1 (Clark §4.1)
-        self.max_row_error = torch.maximum(self.max_row_error,
-                                           ((row_sum - 1).abs() * b.word_mask[:, None, :]).max().double())
+        torch.argmax(torch.cat([masked, special], dim=-1), -1, out=self.pred_special[layer])
         sink = special.sum(-1)  # (B, H, W)
-        self.sink_sum[layer, :, 0] += (sink * self.is_other[:, None, :]).sum((0, 2)).double()
-        self.sink_sum[layer, :, 1] += (sink * self.is_nominal[:, None, :]).sum((0, 2)).double()
-        self.sink_sq[layer, :, 0] += (sink.square() * self.is_other[:, None, :]).sum((0, 2)).double()
-        self.sink_sq[layer, :, 1] += (sink.square() * self.is_nominal[:, None, :]).sum((0, 2)).double()
-        has_alt = (self.arc_alt >= 0).unsqueeze(1)
-        alt = self.arc_alt.clamp(min=0)
-        head = self.arc_head.unsqueeze(1)
-        dep = self.arc_dep.unsqueeze(1)
-        from_dep = pred[self.arc_b, self.arc_dep]  # (A, H)
-        from_alt = pred[self.arc_b, alt]
-        from_head = pred[self.arc_b, self.arc_head]
-        dep_to_head = (from_dep == head) | (has_alt & (from_alt == head))
-        head_to_dep = (from_head == dep) | (has_alt & (from_head == alt.unsqueeze(1)))
-        self.correct[layer, 0].index_add_(0, self.arc_rel, dep_to_head.double())
-        self.correct[layer, 1].index_add_(0, self.arc_rel, head_to_dep.double())
+        torch.add(words.sum(-1), sink, out=self.row_sum[layer])  # every word's attention sums to 1 (Clark §4.1)
+        stats = torch.stack([sink, sink.square()], 2)  # (B, H, 2, W)
+        self.sink[layer] += (stats.unsqueeze(3) * self.classes[:, None, None]).sum((0, 4)).double()
+        self.pending = True
+
+    def end_batch(self, hidden_states=None) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Score the batch's arcs for every layer at once (after its last layer; start_batch and finalize call it
+        too, for callers that drive update() alone)."""
+        if not self.pending:
+            return
+        self.pending = False
+        got = self.pred[:, self.arc_b.unsqueeze(0), :, self.arc_words]  # (3, A, L, H): from dep, alt, head
+        ok = got == self.arc_want  # dep→head, alt→head, head→dep
+        dep_to_head = ok[0] | (self.has_alt & ok[1])
+        head_to_dep = ok[2] | (self.has_alt & (got[2] == self.arc_words[1].view(-1, 1, 1)))
+        self.hits.index_add_(0, self.arc_rel, torch.stack([dep_to_head, head_to_dep], 1).double())
         if self.all_id >= 0:
-            hit = pred_special[self.all_b, self.all_dep] == self.all_head.unsqueeze(1)
-            self.with_special[layer] += hit.double().sum(0)
+            hit = self.pred_special[:, self.all_b, :, self.all_dep] == self.all_head  # (A_all, L, H)
+            self.with_special += hit.double().sum(0)
+        err = ((self.row_sum - 1).abs() * self.batch.word_mask[None, :, None, :]).amax()
+        self.max_row_error = torch.maximum(self.max_row_error, err.double())
 
     def finalize(self) -> DependencyResult:
+        self._flush()
+        n_nominal = torch.from_numpy(self.n_nominal.clip(min=1)).to(self.sink.device).view(1, 1, 2)
         return DependencyResult(
             relations=self.relations,
-            correct=self.correct.cpu(),
-            n_arcs=self.n_arcs.cpu(),
+            correct=self.hits.permute(2, 1, 0, 3).contiguous().cpu(),
+            n_arcs=torch.from_numpy(self.n_arcs.copy()),
             baselines={},
             n_sentences=self.n_sentences,
-            n_words=self.n_words,
-            n_split_words=self.n_split,
+            n_words=int(self.words_split[0]),
+            n_split_words=int(self.words_split[1]),
             all_correct_with_special=self.with_special.cpu(),
-            sink_share=(self.sink_sum / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
-            sink_sq_mean=(self.sink_sq / self.n_nominal.clamp(min=1).view(1, 1, 2)).float().cpu(),
+            sink_share=(self.sink[:, :, 0] / n_nominal).float().cpu(),
+            sink_sq_mean=(self.sink[:, :, 1] / n_nominal).float().cpu(),
             n_nominal=tuple(int(x) for x in self.n_nominal),
             max_row_sum_error=float(self.max_row_error),
         )

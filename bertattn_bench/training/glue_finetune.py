@@ -96,9 +96,37 @@ def bf16_pays(device: torch.device) -> tuple[bool, str]:
     return False, f"{device.type}: bf16 autocast not known to pay"
 
 
-def with_precision(recipe: Recipe, device, choice: str | None = None) -> tuple[Recipe, str]:
+PRECISION_TABLE = Path(__file__).with_name("precision_table.json")
+
+
+def device_class(device) -> str:
+    """The machine class the precision table is keyed by: ``cuda:<GPU name>``, ``cpu:amx_bf16`` /
+    ``cpu:avx512_bf16`` (the CPU's bf16 dot-product units, best first) or ``cpu:none``; else the device type."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    if device.type == "cpu":
+        have = [f for f in BF16_CPU_FLAGS if f in _cpu_flags()]
+        return f"cpu:{have[0] if have else 'none'}"
+    return device.type
+
+
+def measured_precision(device_cls: str, n_layers: int, table: Path = PRECISION_TABLE) -> tuple[str, str] | None:
+    """``(precision, source)`` of the first row of the shipped table (``precision_table.json``) for ``device_cls``
+    whose ``max_layers`` covers ``n_layers``; None where no measurement covers it. Pure: the same class and size
+    always give the same answer (cache keys and recorded values stay put)."""
+    import json
+
+    for row in json.loads(table.read_text())["rows"]:
+        if row["device"] == device_cls and n_layers <= row["max_layers"]:
+            return row["precision"], row["source"]
+    return None
+
+
+def with_precision(recipe: Recipe, device, choice: str | None = None, n_layers: int | None = None) -> tuple[Recipe, str]:
     """The recipe with the training precision of ``choice`` (default: ``$BERTATTN_FT_PRECISION``, else "auto"):
-    "auto" takes bf16 autocast only where :func:`bf16_pays`, else fp32; "recipe" keeps ``recipe.bf16_autocast``;
+    "auto" takes the measured table's precision for the device class and ``n_layers`` (:func:`measured_precision`),
+    where it has none bf16 autocast only where :func:`bf16_pays`, else fp32; "recipe" keeps ``recipe.bf16_autocast``;
     "bf16" / "fp32" force one. Returns (recipe, why); the precision is in the recipe, so in the checkpoint's key and
     its meta."""
     choice = (choice if choice is not None else env(PRECISION_ENV)).strip().lower() or "auto"
@@ -108,8 +136,15 @@ def with_precision(recipe: Recipe, device, choice: str | None = None) -> tuple[R
         return recipe, f"the recipe's ({'bf16 autocast' if recipe.bf16_autocast else 'fp32'})"
     if choice in ("bf16", "fp32"):
         return replace(recipe, bf16_autocast=choice == "bf16"), f"{PRECISION_ENV}={choice}"
+    if n_layers is not None:
+        cls = device_class(device)
+        found = measured_precision(cls, n_layers)
+        if found is not None:
+            precision, source = found
+            return replace(recipe, bf16_autocast=precision == "bf16"), \
+                f"auto: {precision} measured on {cls}, {n_layers}-layer model ({source})"
     ok, why = bf16_pays(device)
-    return replace(recipe, bf16_autocast=ok), f"auto: {why}"
+    return replace(recipe, bf16_autocast=ok), f"auto: {why} (no measured row for this device and model size)"
 
 
 # ---- the model -----------------------------------------------------------------------------------------------
@@ -376,7 +411,7 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
               recipe: Recipe = Recipe(), force: bool = False, progress: bool = False) -> FineTuned:
     """The model fine-tuned on ``task_name`` with ``seed``: from the cache, else trained (resuming) and cached."""
     t = glue.task(task_name)
-    recipe, why = with_precision(recipe, loaded.info.device)
+    recipe, why = with_precision(recipe, loaded.info.device, n_layers=loaded.info.n_layers)
     model = task_model(loaded, t, seed)
     if recipe.bf16_autocast:
         failure = _bf16_failure_of(loaded, model)

@@ -74,17 +74,23 @@ def classify(v: torch.Tensor, d: torch.Tensor, b: torch.Tensor, structured_min: 
     s = v + d
     structured = s >= structured_min
     dshare = d / s.clamp(min=1e-12)
+    # torch.where, not boolean-mask assignment (that asks the device how many, a sync per call); later rules win
     out = torch.full(v.shape, TYPES.index("heterogeneous"), dtype=torch.long, device=v.device)
-    out[~structured & (b >= block_min)] = TYPES.index("block")
-    out[structured] = TYPES.index("vertical+diagonal")
-    out[structured & (dshare < mix)] = TYPES.index("vertical")
-    out[structured & (dshare > 1 - mix)] = TYPES.index("diagonal")
-    return out
+    out = torch.where(~structured & (b >= block_min), TYPES.index("block"), out)
+    out = torch.where(structured, TYPES.index("vertical+diagonal"), out)
+    out = torch.where(structured & (dshare < mix), TYPES.index("vertical"), out)
+    return torch.where(structured & (dshare > 1 - mix), TYPES.index("diagonal"), out)
 
 
 def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """values (B, H, N), mask (B, N) bool → (B, H) max over the masked positions (0 where none)."""
     out = values.masked_fill(~mask[:, None, :], float("-inf")).amax(-1)
+    return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
+
+
+def _masked_max_each(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """values (B, H, N), masks (B, K, N) bool → (B, H, K): :func:`_masked_max` for K masks in one reduction."""
+    out = values.unsqueeze(2).masked_fill(~masks.unsqueeze(1), float("-inf")).amax(-1)
     return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
 
 

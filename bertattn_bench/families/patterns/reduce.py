@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from ...engine.attention import Reducer
-from .maps import _masked_max, classify, map_features, map_masks, received
+from ...engine.batching import to_device
+from .maps import _masked_max_each, classify, map_features, map_masks, neighbour_mass, received
 from .constants import CLS_CLASSES, LING, RISE, SPECIAL, TYPES, UD_FEATURES
 
 
@@ -38,10 +39,18 @@ class PatternReducer(Reducer):
         self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
         # §5 word match: attention from a token to the identical tokens of the other sentence, and what uniform
         # attention would give them (matches / input length), over the queries that have a match
-        self.match_mass, self.match_expected, self.match_queries = z(n_layers, n_heads), z(1), 0
+        self.match_mass, self.match_expected = z(n_layers, n_heads), z(1)
+        self.match_queries = torch.zeros((), dtype=torch.long, device=device)  # on the device: no sync per batch
         self.n = 0
         self.keep_examples, self.max_len = keep_examples, max_len_example
-        self.best: dict[str, dict] = {}
+        # the most typical map of each type so far, kept on the device (Fig. 1): score, layer, head, real tokens,
+        # features, the map and the ids padded to max_len (a candidate has at most max_len real tokens)
+        k, t = len(TYPES), max_len_example
+        self.best_score = torch.full((k,), float("-inf"), device=device)
+        self.best_where = torch.zeros(k, 3, dtype=torch.long, device=device)  # layer, head, real tokens
+        self.best_features = torch.zeros(k, 3, device=device)
+        self.best_map = torch.zeros(k, t, t, device=device)
+        self.best_ids = torch.zeros(k, t, dtype=torch.long, device=device)
 
     def start_batch(self, batch) -> None:
         self.m = map_masks(batch)
@@ -49,92 +58,111 @@ class PatternReducer(Reducer):
         self.n += batch.input_ids.shape[0]
         real = batch.token_mask
         self.tok = {"[CLS]": batch.is_cls & real, "[SEP]": batch.is_sep & real, "punct": batch.is_punct & real}
-        self.tok_has = torch.stack([self.tok[k].any(-1) for k in SPECIAL], -1)  # (B, 3)
+        self.tok_masks = torch.stack([self.tok[k] for k in SPECIAL], 1)  # (B, 3, T)
+        self.tok_has = self.tok_masks.any(-1)  # (B, 3)
         self.has += self.tok_has.sum(0).double()
         self.cls_pos = batch.is_cls.float().argmax(-1)  # the first [CLS] of each row
         other = real & ~batch.is_cls & ~batch.is_sep & ~batch.is_punct
         self.cls_keys = torch.stack([self.tok["[CLS]"], self.tok["[SEP]"], self.tok["punct"], other], -1).float()
+        self.cls_masks = self.cls_keys.transpose(1, 2).bool()  # (B, 4, T)
         self.cls_count = self.cls_keys.sum(1)  # (B, 4) tokens of each class
+        self.cls_sep_keys = torch.stack([self.tok["[CLS]"], self.tok["[SEP]"]], -1).float()[:, None]  # (B, 1, T, 2)
         ords = self.m.ordinary.bool() & ~batch.is_punct
         ids = batch.input_ids
         self.match = ((ids[:, :, None] == ids[:, None, :]) & ords[:, :, None] & ords[:, None, :]
                       & (self.m.seg[:, :, None] != self.m.seg[:, None, :])).float()  # (B, Tq, Tk)
         n_match = self.match.sum(-1)  # (B, T)
         self.match_expected += (n_match / self.m.n_real.clamp(min=1)[:, None]).sum().double()
-        self.match_queries += int((n_match > 0).sum())
+        self.match_queries += (n_match > 0).sum()
         self.cls_has += (self.cls_count > 0).sum(0).double()
-        self.length_rows.append(self.m.n_real.double().cpu())
+        self.length_rows.append(self.m.n_real.double())
         self.short = real.sum(-1) <= self.max_len
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         m = self.m
         v, d, b = map_features(probs, m)
         types = classify(v, d, b)
-        self.counts[layer] += torch.nn.functional.one_hot(types, len(TYPES)).sum(0).double()
+        self.counts[layer] += (types.unsqueeze(-1) == torch.arange(len(TYPES), device=types.device)).sum(0).double()
         self.feats[layer] += torch.stack([v, d, b], -1).sum(0).double()
         col = received(probs, m)
-        scores = torch.stack([_masked_max(col, self.tok[k]) for k in SPECIAL], -1)  # (B, H, 3)
+        scores = _masked_max_each(col, self.tok_masks)  # (B, H, 3)
         self.special[layer] += (scores * self.tok_has[:, None, :]).sum(0).double()
         free = scores * m.n_real[:, None, None].float()
         self.special_free[layer] += (free * self.tok_has[:, None, :]).sum(0).double()
-        self.sep_free_rows[layer].append(free[..., 1].mean(1).double().cpu())
+        self.sep_free_rows[layer].append(free[..., 1].mean(1).double())
         p = probs.float()
-        to_cls = torch.einsum("bhqk,bk->bhq", p, self.tok["[CLS]"].float())
-        to_sep = torch.einsum("bhqk,bk->bhq", p, self.tok["[SEP]"].float())
-        nq = m.n_real.clamp(min=1)[:, None]
-        self.to_special[layer] += torch.stack([(to_cls * m.real[:, None]).sum(-1) / nq,
-                                               (to_sep * m.real[:, None]).sum(-1) / nq], -1).sum(0).double()
+        to = p @ self.cls_sep_keys  # (B, H, T, 2): to [CLS], to [SEP]
+        to = torch.stack([to[..., 0], to[..., 1]], 2)  # (B, H, 2, T)
+        nq = m.n_real.clamp(min=1)[:, None, None]
+        self.to_special[layer] += ((to * m.real[:, None, None]).sum(-1) / nq).sum(0).double()
         rows = p[torch.arange(p.shape[0], device=p.device), :, self.cls_pos]  # (B, H, T)
         self.match_mass[layer] += torch.einsum("bhqk,bqk->h", p, self.match).double()
         mass = torch.einsum("bhk,bkc->bhc", rows, self.cls_keys)  # (B, H, 4)
         self.cls_row[layer] += mass.sum(0).double()
         self.cls_row_tok[layer] += (mass / self.cls_count.clamp(min=1)[:, None, :]).sum(0).double()
         has = self.cls_count > 0  # (B, 4)
-        top = torch.stack([_masked_max(rows, self.cls_keys[..., c].bool()) for c in range(len(CLS_CLASSES))], -1)
+        top = _masked_max_each(rows, self.cls_masks)  # (B, H, 4)
         self.cls_row_max[layer] += (top * has[:, None, :]).sum(0).double()
-        self.cls_max_rows[layer].append(top.mean(1).masked_fill(~has, float("nan")).double().cpu())
+        self.cls_max_rows[layer].append(top.mean(1).masked_fill(~has, float("nan")).double())
         if self.keep_examples:
             self._keep(layer, probs, types, v, d, b)
 
     def _keep(self, layer, probs, types, v, d, b) -> None:
-        """The most typical map of each type so far (Fig. 1), preferring short inputs (readable)."""
-        score = {"vertical": v - d, "diagonal": d - v, "vertical+diagonal": torch.minimum(v, d),
-                 "block": b, "heterogeneous": 1 - (v + d) - b.clamp(min=0)}
+        """The most typical map of each type so far (Fig. 1), preferring short inputs (readable): per type the
+        first best (row, head) of this layer, kept where it beats the best so far, all on the device."""
+        score = torch.stack([v - d, d - v, torch.minimum(v, d), b, 1 - (v + d) - b.clamp(min=0)])  # TYPES order
+        ok = (types == torch.arange(len(TYPES), device=types.device).view(-1, 1, 1)) & self.short[:, None]
+        s = score.masked_fill(~ok, float("-inf")).flatten(1)  # (K, B*H)
+        best = s.argmax(1)  # the first maximum (row-major over batch row, head), as before
+        value = s.gather(1, best[:, None]).squeeze(1)
+        better = value > self.best_score  # a type with no candidate here has -inf: never better
+        row, head = best // v.shape[1], best % v.shape[1]
+        t = min(self.max_len, probs.shape[-1])
+        maps = torch.zeros_like(self.best_map)
+        maps[:, :t, :t] = probs[row, head, :t, :t].float()
+        ids = torch.zeros_like(self.best_ids)
+        ids[:, :t] = self.batch.input_ids[row, :t]
+        where = torch.stack([torch.full_like(row, layer), head, self.m.n_real[row].long()], 1)
+        feats = torch.stack([v[row, head], d[row, head], b[row, head]], 1).float()
+        self.best_score = torch.where(better, value, self.best_score)
+        self.best_where = torch.where(better[:, None], where, self.best_where)
+        self.best_features = torch.where(better[:, None], feats, self.best_features)
+        self.best_map = torch.where(better[:, None, None], maps, self.best_map)
+        self.best_ids = torch.where(better[:, None], ids, self.best_ids)
+
+    def _examples(self) -> dict:
+        """The kept maps as the figures read them (type -> score, layer, head, map, ids, features)."""
+        out = {}
+        score, where, feats = self.best_score.cpu(), self.best_where.cpu(), self.best_features.cpu()
+        maps, ids = self.best_map.cpu(), self.best_ids.cpu()
         for k, name in enumerate(TYPES):
-            ok = (types == k) & self.short[:, None]
-            if not bool(ok.any()):
+            if not torch.isfinite(score[k]):
                 continue
-            s = score[name].masked_fill(~ok, float("-inf"))
-            best = int(torch.argmax(s))
-            value = float(s.flatten()[best])
-            if name in self.best and self.best[name]["score"] >= value:
-                continue
-            row, head = divmod(best, s.shape[1])
-            n = int(self.m.n_real[row])
-            self.best[name] = {"score": value, "layer": layer, "head": head,
-                               "map": probs[row, head, :n, :n].float().cpu().numpy(),
-                               "ids": self.batch.input_ids[row, :n].tolist(),
-                               "features": (float(v[row, head]), float(d[row, head]), float(b[row, head]))}
+            layer, head, n = (int(x) for x in where[k])
+            out[name] = {"score": float(score[k]), "layer": layer, "head": head, "map": maps[k, :n, :n].numpy(),
+                         "ids": ids[k, :n].tolist(), "features": tuple(float(x) for x in feats[k])}
+        return out
 
     def finalize(self) -> "PatternStats":
         n = max(self.n, 1)
+        match_queries = int(self.match_queries)
         has = self.has.clamp(min=1)
         return PatternStats(
             counts=self.counts.cpu().numpy(), features=(self.feats / n).cpu().numpy(),
             special=(self.special / has).cpu().numpy(), n_special=self.has.long().cpu().numpy(),
             to_special=(self.to_special / n).cpu().numpy(), cls_row=(self.cls_row / n).cpu().numpy(),
-            n_examples=self.n, examples=self.best,
+            n_examples=self.n, examples=self._examples() if self.keep_examples else {},
             cls_row_token=(self.cls_row_tok / self.cls_has.clamp(min=1)).cpu().numpy(),
             n_cls_class=self.cls_has.long().cpu().numpy(),
             special_free=(self.special_free / has).cpu().numpy(),
             cls_row_max=(self.cls_row_max / self.cls_has.clamp(min=1)).cpu().numpy(),
-            cls_max_examples=(torch.stack([torch.cat(r) for r in self.cls_max_rows], 1).numpy()
+            cls_max_examples=(torch.stack([torch.cat(r) for r in self.cls_max_rows], 1).cpu().numpy()
                               if self.cls_max_rows and self.cls_max_rows[0] else None),
-            example_lengths=torch.cat(self.length_rows).numpy() if self.length_rows else None,
-            sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).mean(0).numpy()
+            example_lengths=torch.cat(self.length_rows).cpu().numpy() if self.length_rows else None,
+            sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).cpu().mean(0).numpy()
                                if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
             word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
-            if self.match_queries else None, n_match_queries=self.match_queries)
+            if match_queries else None, n_match_queries=match_queries)
 
 
 class FeatureReducer(Reducer):
@@ -148,6 +176,7 @@ class FeatureReducer(Reducer):
         self.nsubj, self.diag = z(n_layers, n_heads), z(n_layers, n_heads)
         self.n, self.n_arcs = 0, 0
         self.device = device
+        self.pending: list = []  # per batch and layer: (example indices, per-sentence scores, control's)
         # per sentence (by example index), the noun and object scores of every head, nan where the sentence has
         # none: the paired test of "fine-tuning raises attention to nouns / objects" (ling_vs_special)
         self.per_sentence = np.full((max(flags, default=-1) + 1, n_layers, n_heads, len(RISE)), np.nan,
@@ -170,7 +199,8 @@ class FeatureReducer(Reducer):
             wf[i, :f.shape[0]] = f
             arcs += [(i, v, s) for v, s in self.arcs.get(e.index, [])]
         real = batch.token_mask
-        self.word_flags = torch.from_numpy(wf).to(batch.word_mask.device) & batch.word_mask[:, :, None]
+        dev = batch.word_mask.device
+        self.word_flags = to_device(wf, dev) & batch.word_mask[:, :, None]
         # a feature's pieces: every piece of a word with the feature; its score is the max over them (the
         # notebook's get_max_target_weight over token ids), so a many-piece word gets no sum over its pieces
         self.piece_flags = torch.einsum("btw,bwk->btk", (batch.word_to > 0).float(), self.word_flags.float()) > 0
@@ -179,30 +209,30 @@ class FeatureReducer(Reducer):
             for i, e in enumerate(batch.examples):
                 c = self.control[e.index]
                 cf[i, :c.shape[0]] = c
-            cw = torch.from_numpy(cf).to(batch.word_mask.device) & batch.word_mask
+            cw = to_device(cf, dev) & batch.word_mask
             self.control_pieces = torch.einsum("btw,bw->bt", (batch.word_to > 0).float(), cw.float()) > 0
         self.tok = [batch.is_cls & real, batch.is_sep & real]
+        # every feature's pieces as one (B, F, T) mask, in UD_FEATURES order: [CLS], [SEP], then LING
+        self.feat_masks = torch.cat([torch.stack(self.tok, 1), self.piece_flags.transpose(1, 2)], 1)
         self.feat_has = torch.cat([torch.stack([t.any(-1) for t in self.tok], -1), self.word_flags.any(1)], -1)
         self.has += self.feat_has.sum(0).double()
-        a = torch.tensor(arcs, dtype=torch.long, device=batch.word_mask.device).reshape(-1, 3)
-        self.arc_idx = a
-        self.n_arcs += a.shape[0]
+        self.arc_idx = to_device(np.array(arcs, dtype=np.int64).reshape(-1, 3), dev)
+        self.n_arcs += len(arcs)
+        self.rows_of = [e.index for e in batch.examples]  # where this batch's per-sentence rows go (finalize)
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         m, batch = self.m, self.batch
         col = received(probs, m)  # (B, H, T)
-        scores = [_masked_max(col, t) for t in self.tok]
-        scores += [_masked_max(col, self.piece_flags[:, :, k]) for k in range(len(LING))]
-        s = torch.stack(scores, -1)  # (B, H, F)
+        s = _masked_max_each(col, self.feat_masks)  # (B, H, F)
         self.sums[layer] += (s * self.feat_has[:, None, :]).sum(0).double()
         rise = [UD_FEATURES.index(f) for f in RISE]
-        vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float().cpu().numpy()
-        self.per_sentence[[e.index for e in batch.examples], layer] = vals
+        vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float()
+        ctl = None
         if self.control is not None:
-            ctl = _masked_max(col, self.control_pieces).masked_fill(~self.control_pieces.any(-1)[:, None], float("nan"))
-            self.per_sentence_control[[e.index for e in batch.examples], layer] = ctl.float().cpu().numpy()
-        _, d, _ = map_features(probs, m)
-        self.diag[layer] += d.sum(0).double()
+            ctl = _masked_max_each(col, self.control_pieces[:, None])[..., 0]
+            ctl = ctl.masked_fill(~self.control_pieces.any(-1)[:, None], float("nan")).float()
+        self.pending.append((self.rows_of, layer, vals, ctl))  # on the device until finalize
+        self.diag[layer] += neighbour_mass(probs, m).sum(0).double()
         if self.arc_idx.shape[0]:
             a = self.arc_idx
             p = probs.float()
@@ -212,6 +242,11 @@ class FeatureReducer(Reducer):
             self.nsubj[layer] += att.sum(0).double()
 
     def finalize(self) -> "FeatureStats":
+        for rows_of, layer, vals, ctl in self.pending:
+            self.per_sentence[rows_of, layer] = vals.cpu().numpy()
+            if ctl is not None:
+                self.per_sentence_control[rows_of, layer] = ctl.cpu().numpy()
+        self.pending = []
         return FeatureStats(scores=(self.sums / self.has.clamp(min=1)).cpu().numpy(),
                             n_has=self.has.long().cpu().numpy(), nsubj=(self.nsubj / max(self.n_arcs, 1)).cpu().numpy(),
                             n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n,

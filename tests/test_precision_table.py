@@ -1,0 +1,62 @@
+"""Issue 47: the fine-tune's "auto" precision read from a measured table (device class x model size), with the
+source of the row in the reason the checkpoint's meta records (``precision_why``)."""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bertattn_bench.training import glue_finetune as finetune
+
+
+def test_shipped_rows_have_a_precision_and_a_source():
+    rows = json.loads(finetune.PRECISION_TABLE.read_text())["rows"]
+    assert rows and all(r["precision"] in ("bf16", "fp32") and r["source"].strip() for r in rows)
+    data = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "precision_table.json" in data["tool"]["setuptools"]["package-data"]["bertattn_bench.training"]
+
+
+def test_h200_small_model_is_fp32_and_says_why():
+    precision, source = finetune.measured_precision("cuda:NVIDIA H200", 6)
+    assert precision == "fp32" and "H200" in source and "9.1 s" in source
+    assert finetune.measured_precision("cuda:NVIDIA H200", 6) == (precision, source)  # same class, same answer
+    assert finetune.measured_precision("cuda:NVIDIA H200", 12) is None  # bert-base size: not measured there
+    assert finetune.measured_precision("cuda:Some Other GPU", 6) is None
+
+
+def test_cpu_rows_keep_the_recorded_precision():
+    assert finetune.measured_precision("cpu:avx512_bf16", 6)[0] == "bf16"  # the recorded baselines' precision
+    assert finetune.measured_precision("cpu:none", 6)[0] == "fp32"
+    assert finetune.measured_precision("cpu:avx512_bf16", 12) is None
+
+
+def test_first_covering_row_wins(tmp_path):
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"rows": [
+        {"device": "cuda:X", "max_layers": 6, "precision": "fp32", "source": "small"},
+        {"device": "cuda:X", "max_layers": 24, "precision": "bf16", "source": "large"}]}))
+    assert finetune.measured_precision("cuda:X", 6, table) == ("fp32", "small")
+    assert finetune.measured_precision("cuda:X", 7, table) == ("bf16", "large")
+    assert finetune.measured_precision("cuda:X", 25, table) is None
+
+
+def test_auto_takes_the_table_and_records_the_source(monkeypatch):
+    r = finetune.Recipe()
+    monkeypatch.setattr(finetune, "device_class", lambda device: "cuda:NVIDIA H200")
+    recipe, why = finetune.with_precision(r, "cpu", "auto", n_layers=6)
+    assert recipe.bf16_autocast is False and "measured on cuda:NVIDIA H200" in why and "10.9 s" in why
+    # no row for this size: the hardware rule, and the reason says no measurement covered it
+    monkeypatch.setattr(finetune, "bf16_pays", lambda device: (True, "rule"))
+    recipe, why = finetune.with_precision(r, "cpu", "auto", n_layers=12)
+    assert recipe.bf16_autocast is True and "no measured row" in why
+    # an explicit choice is never overridden by the table
+    assert finetune.with_precision(r, "cpu", "bf16", n_layers=6)[0].bf16_autocast is True
+
+
+@pytest.mark.parametrize("flags, expected", [({"avx512_bf16"}, "cpu:avx512_bf16"),
+                                             ({"amx_bf16", "avx512_bf16"}, "cpu:amx_bf16"), (set(), "cpu:none")])
+def test_device_class_of_a_cpu(monkeypatch, flags, expected):
+    monkeypatch.setattr(finetune, "_cpu_flags", lambda: flags)
+    assert finetune.device_class("cpu") == expected
