@@ -33,7 +33,13 @@ from ..engine.attention import Reducer, run_reducers
 from ..engine.batching import Encoded, iter_batches
 from ..engine.norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
-from .surface import SurfaceResult, _segment_mean
+from .surface import SurfaceResult
+
+def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """values (B,H,T), mask (B,T) bool -> (B,H) mean over the masked positions (0 where the mask is empty)."""
+    m = mask.unsqueeze(1).to(values.dtype)
+    return (values * m).sum(-1) / m.sum(-1).clamp(min=1)
+
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
 SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep")
