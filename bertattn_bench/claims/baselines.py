@@ -11,6 +11,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..base.hashing import DigestIndex, files_digest
+from . import verdicts
 from .catalog import REFERENCE_DIR, baseline_key
 from ..base.documents import baseline_document, read_baseline_text
 
@@ -175,15 +176,7 @@ def read_baseline(spec: str, root: Path | None = None) -> dict:
 
 
 def verdict_of(entry: dict | None) -> str:
-    if entry is None:
-        return "—"
-    if entry.get("skipped"):
-        return "skipped"
-    if entry.get("not_judged"):
-        return "not judged"
-    if entry.get("inconclusive"):
-        return "inconclusive"
-    return "holds" if entry.get("holds") else "does not hold"
+    return "—" if entry is None else verdicts.verdict_of(entry)
 
 
 def _interval(entry: dict | None) -> str:

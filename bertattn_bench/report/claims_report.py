@@ -8,6 +8,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..claims.catalog import ClaimOutcome
+from ..claims.verdicts import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, VERDICTS, verdict_of
 from ..base.documents import read_json, short_model  # noqa: F401 (re-exported: report.short_model)
 
 
@@ -81,8 +82,7 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     columns, the skip reasons in full below it, and the counts per model (the random twin counted apart). The full
     table (section, the paper's reference, the comparison) is in the --claims-report files."""
     table = [{"claim": o.claim_id, "model": short_model(o.model), "data": o.corpus, "measured": _measured(o),
-              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else "not judged" if o.not_judged
-              else "inconclusive" if o.inconclusive else o.verdict, "check": _terminal_check(o)}
+              "n": f"{o.n} {o.n_unit}", "verdict": verdict_of(o), "check": _terminal_check(o)}
              for o in in_report_order(outcomes)]
     lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple", disable_numparse=True)]
     reasons: dict[str, list[str]] = {}
@@ -105,13 +105,10 @@ def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
         groups.setdefault((o.negative_control, o.model), []).append(o)
     out = []
     for (control, model), group in sorted(groups.items()):
-        judged = [o for o in group if o.holds is not None]
-        held = sum(1 for o in judged if o.holds and not o.inconclusive)
-        unsure = sum(1 for o in judged if o.inconclusive)
+        count = {v: sum(1 for o in group if verdict_of(o) == v) for v in VERDICTS}
+        held, unsure, skipped, unjudged = count[HOLDS], count[INCONCLUSIVE], count[SKIPPED], count[NOT_JUDGED]
+        judged = [o for o in group if verdict_of(o) in (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE)]
         passed = sum(1 for o in group if o.passed)
-        skipped = sum(1 for o in group if o.skipped)
-        unjudged = sum(1 for o in group if o.not_judged)
-        judged = [o for o in judged if not o.not_judged]
         if control:
             out.append(f"{model} (negative control): {held} of {len(judged)} learned-structure claims hold "
                        f"(should be 0)" + (f", {unsure} inconclusive (should be 0)" if unsure else "")

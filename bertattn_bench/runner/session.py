@@ -307,6 +307,7 @@ class Runner:
         model's, or --compare-to's); a negative control passes when a learned claim does not hold."""
         from ..claims.baselines import load_baseline
         from ..claims.catalog import evaluate
+        from ..claims.verdicts import DOES_NOT_HOLD, NOT_JUDGED, verdict_of
 
         pr = self.result(target)
         others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
@@ -322,7 +323,8 @@ class Runner:
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
             # a learned-structure claim must fail on random weights, clearly (an inconclusive "does not hold" fails)
-            out.passed = out.holds is False and not out.inconclusive
+            # (a not-judged claim does not hold there either: a model that learned nothing shows no learned structure)
+            out.passed = verdict_of(out) in (DOES_NOT_HOLD, NOT_JUDGED)
             out.comparison = f"NOT {out.comparison} (negative control)"
         elif recording and out.skipped is None and not comparing:
             out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
