@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BenchError
-from ..runner.session import RunOptions, Runner, Target, family_order, paper_key
+from ..runner.session import RunOptions, Runner
 
 DEFAULT_CACHE = Path(".bertattn_cache")
 
@@ -83,26 +83,6 @@ class Results:
         return self.runner.record_baselines(directory)
 
 
-def _selector(select):
-    """A predicate over test ids from a ``-k`` expression (None: everything)."""
-    if select is None or select == "":
-        return lambda _id: True
-    if callable(select):
-        return select
-    from _pytest.mark.expression import Expression
-
-    try:
-        expr = Expression.compile(select)
-    except Exception as exc:  # pytest's ParseError: say which argument
-        raise BenchError(f"select={select!r}: not a -k expression ({exc})") from None
-
-    def matches(test_id: str) -> bool:
-        low = test_id.lower()
-        return expr.evaluate(lambda word, **_: word.lower() in low)
-
-    return matches
-
-
 def _models(model, tokenizer, name, device) -> tuple[list[str], dict]:
     """Model names for the run, and the objects the caller handed in (wrapped) under their names."""
     from ..engine.model import LoadedModel, wrap_model
@@ -138,9 +118,6 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
     """
-    from ..claims.catalog import load_claims
-    from ..engine.model import RANDOM_PREFIX
-
     names, loaded = _models(model, tokenizer, name, device)
     options = RunOptions(models=names, data_dir=data_dir, device=device,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
@@ -149,38 +126,13 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
                          command=f"bertattn_bench.run(select={select!r})", progress=progress)
     options.check()
     runner = Runner(options, loaded=loaded)
-    matches = _selector(select)
-    catalog = load_claims()
     results = Results(runner=runner)
+    rows = runner.plan(select, negative_control=negative_control)  # a bad select: a BenchError now
     runner.data_dir  # a missing data folder: one BenchError now, not one per pass
-    for family in family_order():
-        claims = [c for c in catalog if c.family == family]
-        for m in names:
-            for corpus in options.corpora(family):
-                target = Target(m, corpus, family)
-                chosen = [c for c in claims if matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
-                if chosen:
-                    _judge(runner, results, target, chosen)
-        if negative_control and claims and names:
-            base = names[0]
-            twin = base if base.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{base}"
-            if base in loaded and twin not in loaded:
-                from ..engine.model import random_twin
-
-                runner.models[twin] = random_twin(loaded[base])
-            target = Target(twin, options.corpora(family)[0], family)
-            chosen = [c for c in claims if c.learned and matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
-            if chosen:
-                _judge(runner, results, target, chosen, negative_control=True)
+    for row in rows:
+        try:
+            runner.judge(row)
+        except BenchError as exc:
+            results.errors[f"{row.target.family}-{row.target.id}"] = str(exc)
     results.outcomes, results.passes = runner.outcomes, runner.passes
     return results
-
-
-def _judge(runner: Runner, results: Results, target: Target, claims, negative_control: bool = False) -> None:
-    key = f"{target.family}-{target.id}"
-    try:
-        runner.result(target)
-        for c in claims:
-            runner.outcome(c, target, negative_control=negative_control)
-    except BenchError as exc:
-        results.errors[key] = str(exc)

@@ -97,6 +97,21 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     return "\n".join(lines)
 
 
+def failure_message(o: ClaimOutcome) -> str:
+    """Why a claim's test failed, with its numbers (the pytest face's failure text)."""
+    if o.baseline_ok is not None and o.baseline_model and o.baseline_model != o.model:
+        return (f"{o.claim_id} regressed on {o.model} / {o.corpus}: it holds on {o.baseline_model} "
+                f"(measured {_num(o.baseline)}) but not here: {o.measured:.4g} {o.unit} (n={o.n} {o.n_unit}), "
+                f"needs {o.comparison}: {o.detail}")
+    if o.baseline_ok is not None:
+        return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
+                f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
+                f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}"
+                f"{' — failed: ' + o.check_failure if o.check_failure else ''}: {o.detail}")
+    return (f"{o.claim_id} on {o.model} / {o.corpus}: {o.statement} — measured {o.measured:.4g} {o.unit} "
+            f"(n={o.n} {o.n_unit}), needs {o.comparison}: {o.detail}")
+
+
 def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
     """Per model: how many claims hold and how many checks pass; the negative control (random twin) apart, since
     there a claim that holds is the failure."""

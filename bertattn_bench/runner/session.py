@@ -56,6 +56,62 @@ def paper_key(paper: str | None) -> str:
     return (paper or "other").split()[0].lower()
 
 
+def plan_id(paper: str | None, family: str, target: Target | None = None, claim_id: str | None = None) -> str:
+    """The one id of a test (every face selects by it: pytest's ``-k``, the API's ``select``, ``list -k``):
+    ``paper-family-model-corpus`` for a pass, ``...-claim`` for a claim, ``paper-family-claim`` without a target."""
+    return "-".join([paper_key(paper), family] + ([target.id] if target else []) + ([claim_id] if claim_id else []))
+
+
+def random_twin_name(model: str) -> str:
+    """The random-init twin a model's negative control runs on (a twin is its own twin)."""
+    from ..engine.model import RANDOM_PREFIX
+
+    return model if model.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{model}"
+
+
+def selection(select) -> Callable[[str], bool]:
+    """A predicate over test ids from a ``-k`` expression (None or "": everything; a callable: itself)."""
+    if select is None or select == "":
+        return lambda _id: True
+    if callable(select):
+        return select
+    from _pytest.mark.expression import Expression
+
+    try:
+        expr = Expression.compile(select)
+    except Exception as exc:  # pytest's ParseError: say which argument
+        raise BenchError(f"select={select!r}: not a -k expression ({exc})") from None
+
+    def matches(id_: str) -> bool:
+        low = id_.lower()
+        return expr.evaluate(lambda word, **_: word.lower() in low)
+
+    return matches
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One pass of a run's plan and the claims judged on it, in the order of tests and tables."""
+
+    target: Target
+    claims: tuple
+    test_id: str  # the pass's test id (test_attention_core's; the negative control's test)
+    negative_control: bool = False
+
+    def claim_test_id(self, claim) -> str:
+        return plan_id(claim.paper, self.target.family, self.target, claim.id)
+
+
+@dataclass
+class Finish:
+    """What a run leaves: the lines to print, the report files, the job summary, the baselines."""
+
+    lines: list[str] = field(default_factory=list)
+    reports: list[Path] = field(default_factory=list)
+    summary: Path | None = None
+    baselines: list[Path] = field(default_factory=list)
+
+
 def resolve_tier(tier: str | None) -> str:
     """The tier asked for (option, else ``$BERTATTN_TIER``, else the default), checked."""
     if tier:
@@ -206,8 +262,11 @@ class Runner:
     def model(self, name: str):
         """Load once per run; a load error is kept (and raised again, naming the model) without retrying."""
         from ..base.errors import ModelLoadError
-        from ..engine.model import load_model
+        from ..engine.model import RANDOM_PREFIX, LoadedModel, load_model, random_twin
 
+        base = name[len(RANDOM_PREFIX):] if name.startswith(RANDOM_PREFIX) else None
+        if name not in self.models and isinstance(self.models.get(base), LoadedModel):
+            self.models[name] = random_twin(self.models[base])  # the twin of a model object the caller handed in
         if name not in self.models:
             try:
                 self.models[name] = load_model(name, device=self.options.device)
@@ -331,7 +390,72 @@ class Runner:
         self.on_outcome(out)
         return out
 
+    # ---- the plan ----------------------------------------------------------------------------------------------
+    def plan(self, select=None, families: list[str] | None = None, negative_control: bool = True) -> list[PlanRow]:
+        """The run's passes in order (by family: each model and corpus, then the first model's random-init twin on
+        the family's first corpus for its learned claims), each with the claims ``select`` (a ``-k`` expression over
+        :func:`plan_id`, or a predicate) keeps; a row with no claim left is dropped. ``families``: these (default:
+        every registered family)."""
+        from ..claims.catalog import load_claims
+
+        matches = selection(select)
+        catalog = load_claims()
+        rows = []
+        for family in families if families is not None else family_order():
+            claims = [c for c in catalog if c.family == family]
+            if not claims:
+                continue
+            for m in self.options.models:
+                for corpus in self.options.corpora(family):
+                    t = Target(m, corpus, family)
+                    row = PlanRow(t, (), plan_id(claims[0].paper, family, t))
+                    chosen = tuple(c for c in claims if matches(row.claim_test_id(c)))
+                    if chosen:
+                        rows.append(PlanRow(t, chosen, row.test_id))
+            learned = [c for c in claims if c.learned]
+            if negative_control and learned and self.options.models:
+                t = Target(random_twin_name(self.options.models[0]), self.options.corpora(family)[0], family)
+                row = PlanRow(t, (), plan_id(claims[0].paper, family, t), negative_control=True)
+                chosen = tuple(c for c in learned if matches(row.claim_test_id(c)))
+                if chosen:
+                    rows.append(PlanRow(t, chosen, row.test_id, negative_control=True))
+        return rows
+
+    def judge(self, row: PlanRow) -> list:
+        """Every claim of a plan row judged on its pass (computed or read from the cache first)."""
+        self.result(row.target)
+        return [self.outcome(c, row.target, negative_control=row.negative_control) for c in row.claims]
+
     # ---- outputs ---------------------------------------------------------------------------------------------
+    def finish(self, missing: list[str] | None = None, width: int = 120, summary_file: str | Path | None = None,
+               write: bool = True) -> Finish:
+        """The end of a run, from its outcomes and passes: the lines to print (the claims table, version notes, one
+        line per pass, the files written), and, when ``write``, the claims report (--claims-report), the job summary
+        (appended to ``summary_file``: $GITHUB_STEP_SUMMARY, given by the face) and the baselines (--record-baseline).
+        ``missing``: the selected claims that did not run (the report is marked incomplete and names them)."""
+        from ..report.claims_report import terminal_table, version_notes
+        from ..report.summary import job_summary, write_job_summary
+
+        out = Finish(lines=[terminal_table(self.outcomes, width=width), *version_notes(self.outcomes)])
+        passes = pass_lines(self.passes)
+        out.lines += [""] + passes if passes else []
+        if missing:
+            out.lines.append(f"INCOMPLETE: {len(missing)} selected claim test(s) did not run (interrupted); "
+                             f"the report says so and names them")
+        if not write:
+            return out
+        if self.options.claims_report:
+            out.reports = self.write_report(self.options.claims_report, missing=missing or None)
+            out.lines.append("claims report: " + ", ".join(str(p) for p in out.reports))
+        out.summary = write_job_summary(job_summary(self.outcomes, missing=missing or None), summary_file) \
+            if summary_file else None
+        if out.summary:
+            out.lines.append(f"job summary: appended to {out.summary}")
+        if self.options.record_baseline:
+            out.baselines = self.record_baselines(self.options.record_baseline)
+            out.lines += [f"recorded baseline: {p}" for p in out.baselines]
+        return out
+
     def provenance(self) -> dict:
         from ..report.claims_report import run_provenance
 
