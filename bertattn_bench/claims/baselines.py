@@ -82,7 +82,7 @@ def spread_tolerances(directory: Path, slug: str) -> dict[str, tuple[float, str]
 
 
 def record_baselines(outcomes: list, passes: list[dict], directory: Path, command: str = "",
-                     limit: int | None = None, date: str | None = None) -> list[Path]:
+                     limit: int | None = None, date: str | None = None, settings: dict | None = None) -> list[Path]:
     """Write (or merge into) ``directory/<slug>.json`` for each model of a run (its claim ``outcomes`` and pass
     summaries ``passes``); ``date`` defaults to now (UTC)."""
     import torch
@@ -112,6 +112,7 @@ def record_baselines(outcomes: list, passes: list[dict], directory: Path, comman
             "attn_implementation": info["attn_implementation"], "device": info["device"],
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "limit": limit,
+            **({"settings": settings} if settings else {}),  # every option that can change a value (RunOptions)
         }
         for r in results.values():
             r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it

@@ -29,7 +29,7 @@ from . import learned
 from .verdicts import INCONCLUSIVE, NOT_JUDGED, SKIPPED, verdict_of
 from ..base import resources
 from ..base.errors import BenchError
-from ..base.settings import ASSUME_SHAPE_ENV, env
+from ..base.settings import ASSUME_SHAPE_ENV
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 
 REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
@@ -142,7 +142,7 @@ class Claim:
             return "inconclusive"
         return "holds" if self.compare(value) else "does not hold"
 
-    def unmet_requirement(self, info, corpus: str | None = None) -> str | None:
+    def unmet_requirement(self, info, corpus: str | None = None, assume_shape: str | None = None) -> str | None:
         if self.judged_on and corpus is not None and corpus != self.judged_on:
             return f"judged once per model, on the {self.judged_on} pass (it reads {self.inputs})"
         if self.requires.get("unavailable"):
@@ -157,7 +157,7 @@ class Claim:
         if shape:
             want = SHAPES.get(shape)
             have = (info.n_layers, info.n_heads, int(info.extra.get("hidden_size", 0)))
-            assumed = env(ASSUME_SHAPE_ENV) == shape
+            assumed = assume_shape == shape  # the run's assume_shape option ($BERTATTN_ASSUME_SHAPE as read)
             if want is None:
                 return f"unknown model shape {shape!r} (known: {', '.join(SHAPES)})"
             if have != want and not assumed:
@@ -316,7 +316,8 @@ def baseline_key(claim_id: str, corpus: str) -> str:
 
 
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
-             others=None, limit: int | None = None, compare_fail_on: str = "lost") -> ClaimOutcome:
+             others=None, limit: int | None = None, compare_fail_on: str = "lost",
+             assume_shape: str | None = None) -> ClaimOutcome:
     """Measure ``claim`` on a pass result and judge it against the paper and against a recorded baseline.
 
     ``mode="own"``: the baseline is this model's; the check is value within tolerance, same verdict, same n.
@@ -330,7 +331,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                 model=info.name, model_slug=info.slug, data=pass_result.data, corpus=corpus_label(pass_result),
                 reference=claim.reference, comparison=claim.describe_comparison(),
                 attn_implementation=info.attn_implementation, tolerance=claim.tolerance)
-    reason = claim.unmet_requirement(info, pass_result.corpus)
+    reason = claim.unmet_requirement(info, pass_result.corpus, assume_shape)
     m: Measurement | None = None
     resolved: list = []
     if reason is None:

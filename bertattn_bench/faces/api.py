@@ -106,7 +106,9 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
         corpora: dict | None = None, limit: int | None = None, device: str | None = None, batch_size: int = 32,
         cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
         compare_fail_on: str = "lost",
-        baseline: bool = True, name: str | None = None, progress: bool = False) -> Results:
+        baseline: bool = True, name: str | None = None, progress: bool = False, seed: int | None = None,
+        precision: str | None = None, prune_exact: bool | None = None, assume_shape: str | None = None,
+        allow_download: bool | None = None) -> Results:
     """Run the selected claims on ``model`` and return the results.
 
     ``model``: ``"embedded"``, a folder, a hub name, ``"random:<model>[@seed]"``, a transformers model object (with
@@ -117,11 +119,23 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     ``compare_to``: judge against another model's recorded baseline; ``compare_fail_on``: what fails a check then
     (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
+    ``seed``: the training seed (probes; a fine-tune the tier trains once); ``precision``: the fine-tunes' (auto,
+    bf16, fp32, recipe); ``prune_exact``: importance recomputed before every pruning step; ``assume_shape``: judge
+    claims naming a paper model's heads on a model of another shape; ``allow_download``: let transformers download
+    a hub model. Each left out is the environment's (``BERTATTN_SEED``, ...), else the default; all are in the run's
+    provenance.
     """
-    names, loaded = _models(model, tokenizer, name, device)
-    options = RunOptions(models=names, data_dir=data_dir, device=device,
+    from ..base.settings import from_environment
+
+    envs = from_environment()
+    given = {"seed": seed, "precision": precision, "prune_exact": prune_exact, "assume_shape": assume_shape,
+             "allow_download": allow_download, "tier": tier, "device": device}
+    settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}
+    settings = {k: v for k, v in settings.items() if v is not None}
+    names, loaded = _models(model, tokenizer, name, settings.get("device"))
+    options = RunOptions(**settings, offline=envs.get("offline", False), models=names, data_dir=data_dir,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
-                         batch_size=batch_size, tier=tier, cache_dir=None if cache_dir is None else Path(cache_dir),
+                         batch_size=batch_size, cache_dir=None if cache_dir is None else Path(cache_dir),
                          compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,
                          command=f"bertattn_bench.run(select={select!r})", progress=progress)
     options.check()

@@ -22,12 +22,17 @@ from .pytest_options import option
 
 
 def options_from_config(config) -> RunOptions:
-    """The run's options from pytest's (either spelling) and the environment; a BenchError names a bad one."""
-    from ..base.settings import CACHE_ENV, DEVICE_ENV, MODEL_ENV, env
+    """The run's options from pytest's (either spelling) over the environment's (read once); a BenchError names a
+    bad one."""
+    from ..base.settings import TIER_ENV, from_environment
+    from ..claims import tiers
 
-    names = option(config, "model") or [m for m in env(MODEL_ENV).split(",") if m] or ["embedded"]
+    envs = from_environment()
+    if "tier" in envs and not option(config, "tier"):
+        tiers.check(envs["tier"], f"{TIER_ENV}=")
+    names = option(config, "model") or envs.get("models") or ["embedded"]
     cache = None if option(config, "no-cache") else Path(
-        option(config, "cache-dir") or env(CACHE_ENV) or Path(config.rootpath) / ".bertattn_cache")
+        option(config, "cache-dir") or envs.get("cache_dir") or Path(config.rootpath) / ".bertattn_cache")
     record = option(config, "record-baseline")
     if record == "":  # the option without a folder: the package's baselines
         from ..claims.baselines import BASELINE_DIR
@@ -35,14 +40,17 @@ def options_from_config(config) -> RunOptions:
         record = str(BASELINE_DIR)
     report = option(config, "claims-report")
     return RunOptions(
+        **{k: envs[k] for k in ("seed", "precision", "prune_exact", "assume_shape", "allow_download", "offline")
+           if k in envs},
         models=list(dict.fromkeys(names)), data_dir=option(config, "data-dir"),
-        device=option(config, "device") or env(DEVICE_ENV) or None, corpus_options=option(config, "corpus") or [],
-        limit=option(config, "limit"), batch_size=option(config, "batch-size"), tier=option(config, "tier"),
+        device=option(config, "device") or envs.get("device"), corpus_options=option(config, "corpus") or [],
+        limit=option(config, "limit"), batch_size=option(config, "batch-size"),
+        tier=option(config, "tier") or envs.get("tier"),
         cache_dir=cache, time_cores=bool(option(config, "time-cores")),
         record_baseline=Path(record) if record else None, compare_to=option(config, "compare-to"),
         compare_fail_on=option(config, "compare-fail-on") or "lost",
         claims_report=Path(report) if report else None,
-        command="pytest " + " ".join(config.invocation_params.args), progress=not env("CI"))
+        command="pytest " + " ".join(config.invocation_params.args), progress=envs["progress"])
 
 
 class BenchSession(Runner):

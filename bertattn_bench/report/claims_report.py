@@ -332,7 +332,8 @@ def guard_section(trained: list[dict] | None) -> str:
             "one-sided, p < 0.01).\n\n| trained model | learned | test |\n|---|---|---|\n" + rows)
 
 
-def run_provenance(passes: list[dict], limit: int | None, tier: str, command: str) -> dict:
+def run_provenance(passes: list[dict], limit: int | None, tier: str, command: str,
+                   settings: dict | None = None) -> dict:
     """``run.json`` of a run: the versions ``merge`` must find equal (code, references, limit), the data each pass
     read (family/corpus -> files and checksum), and, for the reader, commit, command, date, models, versions.
     ``passes``: the run's pass summaries (:func:`runner.pass_summary`)."""
@@ -355,6 +356,7 @@ def run_provenance(passes: list[dict], limit: int | None, tier: str, command: st
         "torch": torch.__version__, "transformers": transformers.__version__,
         "devices": sorted({p["device"] for p in passes}),
         "trained_models": trained_models(passes),
+        **({"settings": settings} if settings else {}),  # every option that can change a value (RunOptions)
     }
 
 

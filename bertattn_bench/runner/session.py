@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..claims import tiers
 from ..base.errors import BenchError
+from ..claims import tiers
 
-from ..base.settings import TIER_ENV, env
 EVERY_FAMILY = "*"
 COMPARE_POLICIES = ("lost", "flips", "never")  # a benchmark module's FAMILY that stands for every registered family
 
@@ -113,11 +112,8 @@ class Finish:
 
 
 def resolve_tier(tier: str | None) -> str:
-    """The tier asked for (option, else ``$BERTATTN_TIER``, else the default), checked."""
-    if tier:
-        return tiers.check(tier, "--tier")
-    value = env(TIER_ENV)
-    return tiers.check(value, f"{TIER_ENV}=") if value else tiers.DEFAULT
+    """The tier asked for (the option, or ``$BERTATTN_TIER`` as the face read it; else the default), checked."""
+    return tiers.check(tier, "--tier") if tier else tiers.DEFAULT
 
 
 @dataclass
@@ -141,16 +137,40 @@ class RunOptions:
     check_baseline: bool = True  # False: values reported, never checked against the model's recorded baseline
     command: str = ""
     progress: bool = False
+    # settings that change values (each in the run's provenance, "settings"; the faces fill them from their options
+    # and the environment, read once by base.settings.from_environment)
+    seed: int | None = None  # training seed of the probes and of a fine-tune the tier trains with one seed (None: 0)
+    precision: str | None = None  # fine-tuning precision: auto (None), bf16, fp32, recipe
+    prune_exact: bool = False  # recompute head importance before every pruning step (always in the full tier)
+    assume_shape: str | None = None  # judge claims naming this paper model's heads on a model of another shape
+    allow_download: bool = False  # let transformers download a hub model
+    offline: bool = False  # the hub is offline (HF_HUB_OFFLINE): load errors say so
 
     def __post_init__(self):
         self.tier = resolve_tier(self.tier)
+
+    def settings(self) -> dict:
+        """The settings that can change a value, as the provenance records them."""
+        return {"tier": self.tier, "seed": self.seed, "precision": self.precision or "auto",
+                "prune_exact": self.prune_exact, "assume_shape": self.assume_shape, "limit": self.limit,
+                "device": self.device, "allow_download": self.allow_download, "offline": self.offline}
+
+    def training(self) -> dict:
+        """What a family that trains receives (``options=``) beside its tier and checkpoint cache."""
+        return {"seed": self.seed, "precision": self.precision, "prune_exact": self.prune_exact}
 
     def check(self) -> None:
         """Every option that can be judged without a model or data: a BenchError naming the option."""
         from ..engine.model import RANDOM_PREFIX, choose_device
         from ..base.settings import output_dir, parse_random_model, positive_int
 
+        from ..training.glue_finetune import PRECISIONS
+
         positive_int("--batch-size", self.batch_size)
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise BenchError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise BenchError(f"seed {self.seed!r}: a training seed is a whole number >= 0")
         positive_int("--limit", self.limit)
         choose_device(self.device)
         for name in self.models:
@@ -269,7 +289,8 @@ class Runner:
             self.models[name] = random_twin(self.models[base])  # the twin of a model object the caller handed in
         if name not in self.models:
             try:
-                self.models[name] = load_model(name, device=self.options.device)
+                self.models[name] = load_model(name, device=self.options.device,
+                                               allow_download=self.options.allow_download, offline=self.options.offline)
             except BenchError as exc:
                 self.models[name] = exc
         loaded = self.models[name]
@@ -286,7 +307,7 @@ class Runner:
         if fam.trains:  # families that train: tier, checkpoint cache (none from a read-only cache: trained in memory)
             kwargs["options"] = {"tier": self.options.tier,
                                  "cache_dir": None if self.cache.read_only else self.cache.directory,
-                                 "progress": self.options.progress}
+                                 "progress": self.options.progress, **self.options.training()}
         try:
             return fam.prepare(loaded, self.data_dir, target.corpus, limit=self.options.family_limit(target.family)[0],
                                batch_size=self.options.batch_size, **kwargs)
@@ -374,11 +395,11 @@ class Runner:
         comparing = self.options.compare_to is not None and not negative_control
         if comparing:
             out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit,
-                           compare_fail_on=self.options.compare_fail_on)
+                           compare_fail_on=self.options.compare_fail_on, assume_shape=self.options.assume_shape)
         else:
             own = not (recording or negative_control or not self.options.check_baseline)
             out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,
-                           limit=self.options.limit)
+                           limit=self.options.limit, assume_shape=self.options.assume_shape)
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
             # a learned-structure claim must fail on random weights, clearly (an inconclusive "does not hold" fails)
@@ -460,7 +481,7 @@ class Runner:
         from ..report.claims_report import run_provenance
 
         return run_provenance(self.passes, limit=self.options.limit, tier=self.options.tier,
-                              command=self.options.command)
+                              command=self.options.command, settings=self.options.settings())
 
     def write_report(self, directory: Path | str, missing: list[str] | None = None) -> list[Path]:
         """claims.md/.csv/.json, run.json, the matrix and each family's figures, from this run's results;
@@ -471,7 +492,7 @@ class Runner:
         from ..claims.baselines import record_baselines
 
         return record_baselines(self.outcomes, self.passes, Path(directory), command=self.options.command,
-                                limit=self.options.limit, date=date)
+                                limit=self.options.limit, date=date, settings=self.options.settings())
 
 
 def make_pass(prepared, progress: bool, run: Callable | None = None):
