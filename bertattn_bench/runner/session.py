@@ -289,8 +289,8 @@ class Runner:
             self.models[name] = random_twin(self.models[base])  # the twin of a model object the caller handed in
         if name not in self.models:
             try:
-                self.models[name] = load_model(name, device=self.options.device,
-                                               allow_download=self.options.allow_download, offline=self.options.offline)
+                hub = {k: True for k in ("allow_download", "offline") if getattr(self.options, k)}  # default: False
+                self.models[name] = load_model(name, device=self.options.device, **hub)
             except BenchError as exc:
                 self.models[name] = exc
         loaded = self.models[name]
