@@ -199,3 +199,35 @@ def test_the_environment_check_finds_a_planted_read(tmp_path):
     assert sorted(environment_reads(planted)) == ["m.py:5 env()", "m.py:5 os.environ"]
     planted.write_text("def f(seed=None):\n    return seed\n")
     assert environment_reads(planted) == []
+
+
+def family_of(module: str) -> str | None:
+    """The family a module of the families floor belongs to: its module or package under ``families``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "families" else None
+
+
+def cross_family_imports(graph: dict[str, set[str]]) -> set[str]:
+    return {f"{m} -> {d}" for m, deps in graph.items() for d in deps
+            if family_of(m) and family_of(d) and family_of(m) != family_of(d)}
+
+
+# Issue 44 asks that no family import another: what several share (reducers, sweep scoring, bounds) moves below them
+# (claims.stats, training.sweeps, or a shared module of the families floor no family owns). These imports are the
+# ones left to move (pure moves, after the reducers' parallel edits land); the list may only shrink.
+CROSS_FAMILY_TO_MOVE = {f"{PKG}.families.{a} -> {PKG}.families.{b}" for a, b in (
+    ("arct_trained", "arct.metrics"), ("clustering", "surface"), ("coref", "patterns.maps"),
+    ("coref", "patterns.metrics"), ("figures_clark", "surface"), ("figures_clark", "syntax"),
+    ("framenet", "disabling"), ("probes.data", "syntax"), ("probes.run", "syntax"), ("pruning.run", "disabling"),
+    ("speedup", "pruning.measure"), ("speedup", "pruning.run"))}
+
+
+def test_no_family_imports_another_beyond_the_known_moves():
+    found = cross_family_imports(import_graph())
+    assert found - CROSS_FAMILY_TO_MOVE == set(), "a new import across families: move the shared code below them"
+
+
+def test_the_family_checker_finds_a_planted_import():
+    graph = {f"{PKG}.families.probes.run": {f"{PKG}.families.syntax", f"{PKG}.families.probes.models",
+                                            f"{PKG}.engine.attention"}}
+    assert cross_family_imports(graph) == {f"{PKG}.families.probes.run -> {PKG}.families.syntax"}

@@ -289,7 +289,7 @@ class Runner:
             self.models[name] = random_twin(self.models[base])  # the twin of a model object the caller handed in
         if name not in self.models:
             try:
-                hub = {k: True for k in ("allow_download", "offline") if getattr(self.options, k)}  # default: False
+                hub = {"allow_download": True} if self.options.allow_download else {}  # default: local files only
                 self.models[name] = load_model(name, device=self.options.device, **hub)
             except BenchError as exc:
                 self.models[name] = exc
