@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertattn_bench.engine.batching import iter_batches
-from bertattn_bench.faces.pytest_session import Target, benchmark_group, requested_corpora, requested_models
+from bertattn_bench.faces.pytest_session import Target, benchmark_group
 
 NAIVE_SENTENCES = 40  # the loop is slow by design; enough sentences for a stable rate
 
@@ -22,12 +22,12 @@ def _sync(device: str):
 
 
 @pytest.fixture(scope="module")
-def dep_target(request):
+def dep_target(request, bench):
     if not request.config.getoption("--time-cores"):
         # a warm re-run of the claim benchmarks takes seconds; these time the core again (and check the naive
         # loop's counts), which CI asks for with --time-cores
         pytest.skip("core-vs-floor timings and the naive loop's agreement run with --time-cores")
-    return Target(requested_models(request.config)[0], requested_corpora(request.config, "dependency")[0], "dependency")
+    return Target(bench.options.models[0], bench.options.corpora("dependency")[0], "dependency")
 
 
 def test_speed_floor_bare_forward(benchmark, bench, dep_target):

@@ -9,6 +9,7 @@ import torch
 from bertattn_bench.training import glue_finetune as finetune, sweeps
 from bertattn_bench.data import glue
 from bertattn_bench.base.errors import DataError
+from bertattn_bench.base.settings import from_environment
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
@@ -289,16 +290,17 @@ def test_training_precision_choice(monkeypatch):
     monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"amx_bf16", "amx_tile"})
     assert finetune.with_precision(r, cpu, "auto")[0].bf16_autocast is True
     monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
-    fp32, why = finetune.with_precision(r, cpu)
+    fp32, why = finetune.with_precision(r, cpu, from_environment()["precision"])
     assert fp32.bf16_autocast is False and "fp32" in why and fp32.key() != r.key()  # the precision is in the key
     monkeypatch.setenv(finetune.PRECISION_ENV, "half")
     with pytest.raises(DataError, match="BERTATTN_FT_PRECISION='half'"):
-        finetune.with_precision(r, cpu)
+        finetune.with_precision(r, cpu, from_environment()["precision"])
 
 
 def test_meta_records_precision(tiny, glue_dir, monkeypatch):
     monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
-    ft = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, finetune.Recipe(epochs=1, batch_size=16))
+    ft = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, finetune.Recipe(epochs=1, batch_size=16),
+                            precision=from_environment()["precision"])
     assert ft.meta["precision"] == "fp32" and ft.meta["recipe"]["bf16_autocast"] is False
 
 
@@ -323,6 +325,8 @@ def test_a_model_whose_code_fails_under_bf16_trains_in_fp32(tokenizer, tiny, glu
     assert finetune.bf16_failure(finetune.task_model(tiny, t, 0), tokenizer) is None
     monkeypatch.setenv(finetune.PRECISION_ENV, "bf16")
     recipe = finetune.Recipe(epochs=1, batch_size=16)
-    ft = finetune.finetuned(deberta, "mrpc", 0, glue_dir, None, recipe)
+    precision = from_environment()["precision"]
+    ft = finetune.finetuned(deberta, "mrpc", 0, glue_dir, None, recipe, precision=precision)
     assert ft.meta["precision"] == "fp32" and "fails in this model's code" in ft.meta["precision_why"]
-    assert finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, recipe).meta["precision"] == "bf16 autocast"
+    assert finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, recipe,
+                              precision=precision).meta["precision"] == "bf16 autocast"

@@ -21,8 +21,8 @@ OUTS = [outcome("a.kept", True, True, True), outcome("b.lost", False, False, Tru
 
 def test_summary_counts_lost_first_then_table():
     text = job_summary(OUTS)
-    assert "| minilm | 1 | 2 | 0 | 1 | 2 | 1 |" in text
-    assert "| random-minilm (negative control) | 1 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert "| minilm | 1 | 2 | 0 | 0 | 1 | 2 | 1 |" in text  # holds, does not, inconclusive, not judged, skipped
+    assert "| random-minilm (negative control) | 1 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
     assert text.index("### Lost claims (1)") < text.index("### Failed checks (1)") < text.index("### All claims")
     assert "- **b.lost** on wikitext2 (minilm): held on A (0.9), does not hold here (0.5)" in text
     assert "d.twin" in text.split("### Failed checks")[1].split("###")[0]
@@ -62,6 +62,6 @@ def test_negative_control_fails_only_where_a_claim_holds():
                     interval=[-1.0, 1.0]),
             outcome("t.held", True, False, control=True, model=twin)]
     text = job_summary(outs)
-    assert "| random-minilm (negative control) | 1 | 0 | 1 | 0 | 1 | 1 |" in text
+    assert "| random-minilm (negative control) | 1 | 0 | 1 | 0 | 0 | 1 | 1 |" in text
     assert "t.held" in text.split("### Failed checks")[1].split("###")[0] and "t.unsure" not in \
         text.split("### Failed checks")[1].split("###")[0]

@@ -74,7 +74,7 @@ def test_best_of_runs_is_bonferroni_corrected():
 
 def test_a_claim_on_a_model_that_did_not_learn_is_not_judged():
     out = evaluate(claim(">=", 0.0), TrainedFakePass(5.0, learning=(DEGENERATE,)))
-    assert out.not_judged == DEGENERATE.reason and out.holds is False
+    assert out.not_judged == DEGENERATE.reason and out.holds is None  # neither side (issue 44: was False)
     assert out.verdict == f"not judged: {DEGENERATE.reason}"
     assert "dev acc 67.19 vs majority 67.19 (n=64)" in out.verdict
     assert out.passed  # no baseline: reported, not failed
@@ -148,7 +148,7 @@ def test_a_zero_learning_rate_fine_tune_turns_every_claim_reading_it_into_not_ju
         n_not_judged += bool(out.not_judged)
         if c in guarded:
             assert out.verdict.startswith("not judged: ") and check.text in out.verdict, c.id
-            assert out.holds is False
+            assert out.holds is None  # no side (issue 44: was False)
         else:
             assert out.not_judged is None, c.id
     assert n_not_judged >= 2, f"{family}: too few claims measured on the planted pass ({n_not_judged})"

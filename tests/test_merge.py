@@ -128,11 +128,11 @@ def test_matrix_command_joins_reports_of_other_versions_with_a_note(tmp_path, mo
 
 
 def test_merge_names_the_claims_that_compare_the_models_of_one_part(tmp_path, monkeypatch, capsys):
-    from bertattn_bench.faces.cli import cross_model_claims
+    from bertattn_bench.runner.merge import cross_model_claims
 
     assert "clark.uncased_similar" in cross_model_claims()
     monkeypatch.setattr("bertattn_bench.claims.baselines.git_commit", lambda: "abc")
-    monkeypatch.setattr("bertattn_bench.faces.cli.cross_model_claims", lambda: {"clark.sep"})
+    monkeypatch.setattr("bertattn_bench.runner.merge.cross_model_claims", lambda: {"clark.sep"})
     parts = [part(tmp_path, "p1", [A]), part(tmp_path, "p2", [B])]
     assert main(["merge", str(tmp_path / "out"), *map(str, parts)]) == 0
     assert "note: clark.sep compare(s) the models of one part" in capsys.readouterr().out

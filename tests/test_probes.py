@@ -386,16 +386,20 @@ def test_training_seed_from_env(monkeypatch):
     """$BERTATTN_SEED moves the training seed of all probes (the structural one too), never the data samples;
     unset keeps the recorded baseline's seed 0; a bad value names the variable."""
     from bertattn_bench.base.errors import DataError
+    from bertattn_bench.base.settings import from_environment
+
+    def from_env():  # as a face reads the run's seed (issue 44: the environment is read once, by the faces)
+        return P.ProbeSettings.with_seed(from_environment().get("seed"))
 
     monkeypatch.delenv("BERTATTN_SEED", raising=False)
-    s = P.ProbeSettings.from_env()
+    s = from_env()
     assert (s.seed, s.training_seed, s.structural.seed) == (0, 0, 0)
     monkeypatch.setenv("BERTATTN_SEED", "3")
-    s = P.ProbeSettings.from_env()
+    s = from_env()
     assert (s.seed, s.training_seed, s.structural.seed) == (0, 3, 3)
     monkeypatch.setenv("BERTATTN_SEED", "x1")
     with pytest.raises(DataError, match="BERTATTN_SEED='x1'"):
-        P.ProbeSettings.from_env()
+        from_env()
 
 
 def test_train_probes_uses_the_training_seed(monkeypatch):

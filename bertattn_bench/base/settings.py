@@ -60,6 +60,40 @@ def env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+def _flag(name: str) -> bool:
+    return env(name).strip().lower() in ("1", "true", "yes")
+
+
+def from_environment() -> dict:
+    """Every run setting the environment gives, read once, as :class:`~bertattn_bench.runner.session.RunOptions`
+    fields (only those set; a face lays its options over them). Called by the faces only: below them every setting
+    is an argument, so a run's values depend on its options and its provenance records them all."""
+    out: dict = {}
+    for field_name, name in (("data_dir", DATA_DIR_ENV), ("device", DEVICE_ENV), ("tier", TIER_ENV),
+                             ("cache_dir", CACHE_ENV), ("assume_shape", ASSUME_SHAPE_ENV)):
+        if env(name).strip():
+            out[field_name] = env(name).strip()
+    models = [m for m in env(MODEL_ENV).split(",") if m]
+    if models:
+        out["models"] = models
+    if env(SEED_ENV).strip():
+        out["seed"] = training_seed()
+    if env(PRECISION_ENV).strip():
+        out["precision"] = env(PRECISION_ENV).strip().lower()  # checked by RunOptions.check
+    if env(PRUNE_EXACT_ENV).strip() == "1":
+        out["prune_exact"] = True
+    if _flag(ALLOW_DOWNLOAD_ENV):
+        out["allow_download"] = True
+    if env("HF_HUB_OFFLINE") or env("TRANSFORMERS_OFFLINE"):
+        out["hub_offline"] = True
+    if env(OFFLINE_ENV).strip() not in ("", "0"):
+        out["offline"] = True  # no data download
+    if env(DATA_MIRROR_ENV).strip():
+        out["data_mirror"] = env(DATA_MIRROR_ENV).strip()
+    out["progress"] = not env("CI")
+    return out
+
+
 def default_data_home() -> Path:
     """Where ``data fetch`` puts the corpora and runs look when neither --data-dir nor $BERTATTN_DATA_DIR is given:
     ``$BERTATTN_DATA_HOME``, else ``${XDG_CACHE_HOME:-~/.cache}/bertattn-bench/data``."""
@@ -108,11 +142,6 @@ def resolve_data_dir(option: str | None = None) -> Path:
     if not any(path.iterdir()):
         raise DataError(f"{source}={value!r}: the directory is empty")
     return path.resolve()
-
-
-def offline(option: bool = False) -> bool:
-    """``--offline`` or ``$BERTATTN_OFFLINE`` set (to anything but 0/empty): no data download."""
-    return bool(option) or env(OFFLINE_ENV).strip() not in ("", "0")
 
 
 def data_hosts() -> tuple[str | None, str | None]:

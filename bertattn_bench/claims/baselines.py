@@ -12,6 +12,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..base.hashing import DigestIndex, files_digest
+from . import verdicts
 from .catalog import REFERENCE_DIR, baseline_key
 from ..base.documents import baseline_document, read_baseline_text
 from ..base.errors import BenchError
@@ -83,7 +84,7 @@ def spread_tolerances(directory: Path, slug: str) -> dict[str, tuple[float, str]
 
 
 def record_baselines(outcomes: list, passes: list[dict], directory: Path, command: str = "",
-                     limit: int | None = None, date: str | None = None) -> list[Path]:
+                     limit: int | None = None, date: str | None = None, settings: dict | None = None) -> list[Path]:
     """Write (or merge into) ``directory/<slug>.json`` for each model of a run (its claim ``outcomes`` and pass
     summaries ``passes``); ``date`` defaults to now (UTC)."""
     import torch
@@ -113,6 +114,7 @@ def record_baselines(outcomes: list, passes: list[dict], directory: Path, comman
             "attn_implementation": info["attn_implementation"], "device": info["device"],
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "limit": limit,
+            **({"settings": settings} if settings else {}),  # every option that can change a value (RunOptions)
         }
         for r in results.values():
             r["recorded"] = provenance["date"]  # which run (provenance or earlier_runs) measured it
@@ -213,15 +215,7 @@ def read_baseline(spec: str, root: Path | None = None) -> dict:
 
 
 def verdict_of(entry: dict | None) -> str:
-    if entry is None:
-        return "—"
-    if entry.get("skipped"):
-        return "skipped"
-    if entry.get("not_judged"):
-        return "not judged"
-    if entry.get("inconclusive"):
-        return "inconclusive"
-    return "holds" if entry.get("holds") else "does not hold"
+    return "—" if entry is None else verdicts.verdict_of(entry)
 
 
 def _interval(entry: dict | None) -> str:

@@ -26,9 +26,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import learned
+from .verdicts import INCONCLUSIVE, NOT_JUDGED, SKIPPED, verdict_of
 from ..base import resources
 from ..base.errors import BenchError
-from ..base.settings import ASSUME_SHAPE_ENV, env
+from ..base.settings import ASSUME_SHAPE_ENV
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 
 REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
@@ -141,7 +142,7 @@ class Claim:
             return "inconclusive"
         return "holds" if self.compare(value) else "does not hold"
 
-    def unmet_requirement(self, info, corpus: str | None = None) -> str | None:
+    def unmet_requirement(self, info, corpus: str | None = None, assume_shape: str | None = None) -> str | None:
         if self.judged_on and corpus is not None and corpus != self.judged_on:
             return f"judged once per model, on the {self.judged_on} pass (it reads {self.inputs})"
         if self.requires.get("unavailable"):
@@ -156,7 +157,7 @@ class Claim:
         if shape:
             want = SHAPES.get(shape)
             have = (info.n_layers, info.n_heads, int(info.extra.get("hidden_size", 0)))
-            assumed = env(ASSUME_SHAPE_ENV) == shape
+            assumed = assume_shape == shape  # the run's assume_shape option ($BERTATTN_ASSUME_SHAPE as read)
             if want is None:
                 return f"unknown model shape {shape!r} (known: {', '.join(SHAPES)})"
             if have != want and not assumed:
@@ -203,12 +204,13 @@ class ClaimOutcome:
 
     @property
     def verdict(self) -> str:
-        if self.skipped:
-            return "skipped"
-        if self.not_judged:
+        word = verdict_of(self)
+        if word == SKIPPED:
+            return word
+        if word == NOT_JUDGED:
             return f"not judged: {self.not_judged}"
         side = "holds" if self.holds else "does not hold"
-        if self.inconclusive:
+        if word == INCONCLUSIVE:
             if not self.symmetric:  # explicit bounds (Measurement.bounds), not value ± z SE
                 return f"{side} (inconclusive: the threshold lies within the bounds {self.interval_text})"
             return f"{side} (inconclusive: margin {self.margin:+.3g} ± {self.half_width:.2g}, 95% CI)"
@@ -319,7 +321,8 @@ def baseline_key(claim_id: str, corpus: str) -> str:
 
 
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
-             others=None, limit: int | None = None, compare_fail_on: str = "lost") -> ClaimOutcome:
+             others=None, limit: int | None = None, compare_fail_on: str = "lost",
+             assume_shape: str | None = None) -> ClaimOutcome:
     """Measure ``claim`` on a pass result and judge it against the paper and against a recorded baseline.
 
     ``mode="own"``: the baseline is this model's; the check is value within tolerance, same verdict, same n.
@@ -333,7 +336,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                 model=info.name, model_slug=info.slug, data=pass_result.data, corpus=corpus_label(pass_result),
                 reference=claim.reference, comparison=claim.describe_comparison(),
                 attn_implementation=info.attn_implementation, tolerance=claim.tolerance)
-    reason = claim.unmet_requirement(info, pass_result.corpus)
+    reason = claim.unmet_requirement(info, pass_result.corpus, assume_shape)
     m: Measurement | None = None
     resolved: list = []
     if reason is None:
@@ -361,7 +364,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     untrained = learned.not_learned(pass_result, *resolved, keys=keys) \
         if claim.reads_trained and not claim.reads_degenerate else None
     if untrained:  # the learned-model guard: a claim on a model that learned nothing is not judged
-        out.not_judged, out.holds, out.interval = untrained, False, None
+        out.not_judged, out.holds, out.interval = untrained, None, None  # neither side: the claim is not judged
         out.detail += f" [not judged: {untrained}]"
     if out.interval is not None:
         lo, hi = out.interval
@@ -397,7 +400,9 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         pinned = recorded["measured"] is None or claim.verdict_pinned(recorded["measured"], tol)
         # an inconclusive verdict (now or when recorded) is noise: reported, not checked
         pinned = pinned and not out.inconclusive and not recorded.get("inconclusive")
-        out.baseline_ok = within and (recorded["holds"] == out.holds or not pinned) and recorded.get("n") == m.n
+        # (a not-judged baseline recorded no side, or "does not hold" before issue 44: either reads as not holding)
+        same_side = bool(recorded["holds"]) == bool(out.holds)
+        out.baseline_ok = within and (same_side or not pinned) and recorded.get("n") == m.n
         if out.not_judged:  # a lost judgement fails; not judged now and then: the same n passes
             within, pinned = True, False
             out.baseline_ok = bool(recorded.get("not_judged")) and recorded.get("n") == m.n
@@ -409,7 +414,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
                 ("no recorded value" if out.delta is None else
                  f"value off by {out.delta:+.4g} (tolerance {tol:g})", not within),
                 (f"verdict {out.verdict!r} where the baseline {'holds' if recorded['holds'] else 'does not hold'}",
-                 recorded["holds"] != out.holds and pinned),
+                 not same_side and pinned),
                 (f"n {m.n} where the baseline has {recorded.get('n')}", recorded.get("n") != m.n),
                 ("not judged where the baseline was judged (a lost judgement)",
                  bool(out.not_judged) and not recorded.get("not_judged"))) if bad)

@@ -14,7 +14,7 @@ import torch
 
 from . import attention
 from ..base.errors import BenchError, ModelLoadError
-from ..base.settings import ALLOW_DOWNLOAD_ENV, env, parse_random_model
+from ..base.settings import ALLOW_DOWNLOAD_ENV, parse_random_model
 
 EMBEDDED = "embedded"
 RANDOM_PREFIX = "random:"
@@ -120,10 +120,21 @@ def baseline_slugs(names) -> list[str]:
     return out
 
 
-def _hub_kwargs() -> dict:
-    """Hub names resolve from the local Hugging Face cache only, unless $BERTATTN_ALLOW_DOWNLOAD=1 (no retries
-    against an unreachable hub on offline machines; an explicit opt-in where a network exists)."""
-    return {"local_files_only": env(ALLOW_DOWNLOAD_ENV) not in ("1", "true", "yes")}
+@dataclass(frozen=True)
+class Hub:
+    """How hub names resolve: from the local Hugging Face cache only, unless the run allows downloads (its
+    allow_download option, $BERTATTN_ALLOW_DOWNLOAD=1 as the face read it: no retries against an unreachable hub on
+    offline machines, an explicit opt-in where a network exists); ``offline``: the hub is known offline
+    (HF_HUB_OFFLINE), which a load error says."""
+
+    allow_download: bool = False
+    offline: bool = False
+
+    def kwargs(self) -> dict:
+        return {"local_files_only": not self.allow_download}
+
+
+LOCAL_ONLY = Hub()
 
 
 def _check_folder(source: str, name: str) -> None:
@@ -150,29 +161,34 @@ def _folder_error(name: str, source: str, exc: Exception) -> ModelLoadError:
     return ModelLoadError(f"--model {name}: loading the folder {source} failed: {type(exc).__name__}: {first}")
 
 
-def _load_tokenizer(source: str, name: str):
+def _load_tokenizer(source: str, name: str, hub: Hub = LOCAL_ONLY):
     from transformers import AutoTokenizer
 
     _check_folder(source, name)
-    tok = _from_source(AutoTokenizer.from_pretrained, source, name)
+    tok = _from_source(AutoTokenizer.from_pretrained, source, name, hub=hub)
     if not getattr(tok, "is_fast", False):
         raise ModelLoadError(f"--model {name!r}: a fast tokenizer is needed (word_ids() maps pieces to words)")
     return tok
 
 
-def _from_source(load, source: str, name: str, hub_name: str | None = None, **kwargs):
+def _from_source(load, source: str, name: str, hub_name: str | None = None, hub: Hub = LOCAL_ONLY, **kwargs):
     """``load(source, **kwargs)`` (a ``from_pretrained``), any failure turned into the project's error: a folder's
     (what the folder lacks) where ``source`` exists on disk, else the hub's (offline, not in the local cache)."""
     try:
-        return load(source, **kwargs, **_hub_kwargs())
+        return load(source, **kwargs, **hub.kwargs())
     except Exception as exc:
         if Path(source).exists():
             raise _folder_error(name, source, exc) from exc
-        raise _hub_error(hub_name or name, exc) from exc
+        raise _hub_error(hub_name or name, exc, hub.offline) from exc
 
 
-def _hub_error(name: str, exc: Exception) -> ModelLoadError:
-    offline = env("HF_HUB_OFFLINE") or env("TRANSFORMERS_OFFLINE")
+def _hub_error(name: str, exc: Exception, offline: bool = False) -> ModelLoadError:
+    try:  # the hub library's own reading of HF_HUB_OFFLINE (the package reads no environment variable here)
+        from huggingface_hub import constants
+
+        offline = offline or bool(constants.HF_HUB_OFFLINE)
+    except ImportError:
+        pass
     return ModelLoadError(
         f"could not load model {name!r}: it is not a local folder and its weights are not in the Hugging Face "
         f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}. Provide weights: on a machine with network run "
@@ -221,12 +237,15 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
     )
 
 
-def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_head: bool = False) -> LoadedModel:
+def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_head: bool = False,
+               allow_download: bool = False, offline: bool = False) -> LoadedModel:
     """Load a BERT-like encoder for attention analysis.
 
     ``name``: ``embedded`` (default), a local folder, a hub name, or ``random:<any of those>[@seed]`` for the
     randomly initialised twin of that model's config (the negative control; weights never loaded).
+    ``allow_download``: let transformers download a hub model; ``offline``: the hub is known offline (said in errors).
     """
+    hub = Hub(allow_download, offline)
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     dev = choose_device(device)
@@ -239,15 +258,15 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
             raise ModelLoadError(str(exc)) from None
         source, base_name, base_slug = _resolve_source(base or EMBEDDED)
         _check_folder(source, base_name)
-        config = _from_source(AutoConfig.from_pretrained, source, base_name)
-        tok = _load_tokenizer(source, base_name)
+        config = _from_source(AutoConfig.from_pretrained, source, base_name, hub=hub)
+        tok = _load_tokenizer(source, base_name, hub)
         return model_from_config(config, tok, f"random-init({base_name})@{seed}", f"random-init-{base_slug}-seed{seed}",
                                  seed=seed, device=device, with_mlm_head=with_mlm_head, source=source)
     source, readable, slug = _resolve_source(name)
-    tok = _load_tokenizer(source, readable)
+    tok = _load_tokenizer(source, readable, hub)
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
     # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
-    model, loading = _from_source(cls.from_pretrained, source, name, readable,
+    model, loading = _from_source(cls.from_pretrained, source, name, readable, hub,
                                   attn_implementation=attention.ATTN_IMPLEMENTATION, dtype=torch.float32,
                                   output_loading_info=True)
     prefix = getattr(model, "base_model_prefix", "")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BenchError
-from ..runner.session import RunOptions, Runner, Target, family_order, paper_key
+from ..runner.session import RunOptions, Runner
 
 DEFAULT_CACHE = Path(".bertattn_cache")
 
@@ -86,26 +86,6 @@ class Results:
         return self.runner.record_baselines(directory)
 
 
-def _selector(select):
-    """A predicate over test ids from a ``-k`` expression (None: everything)."""
-    if select is None or select == "":
-        return lambda _id: True
-    if callable(select):
-        return select
-    from _pytest.mark.expression import Expression
-
-    try:
-        expr = Expression.compile(select)
-    except Exception as exc:  # pytest's ParseError: say which argument
-        raise BenchError(f"select={select!r}: not a -k expression ({exc})") from None
-
-    def matches(test_id: str) -> bool:
-        low = test_id.lower()
-        return expr.evaluate(lambda word, **_: word.lower() in low)
-
-    return matches
-
-
 def _models(model, tokenizer, name, device) -> tuple[list[str], dict]:
     """Model names for the run, and the objects the caller handed in (wrapped) under their names."""
     from ..engine.model import LoadedModel, wrap_model
@@ -129,7 +109,9 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
         corpora: dict | None = None, limit: int | None = None, device: str | None = None, batch_size: int = 32,
         cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
         compare_fail_on: str = "lost",
-        baseline: bool = True, name: str | None = None, progress: bool = False, offline: bool = False) -> Results:
+        baseline: bool = True, name: str | None = None, progress: bool = False, seed: int | None = None,
+        precision: str | None = None, prune_exact: bool | None = None, assume_shape: str | None = None,
+        allow_download: bool | None = None, offline: bool | None = None) -> Results:
     """Run the selected claims on ``model`` and return the results.
 
     ``model``: ``"embedded"``, a folder, a hub name, ``"random:<model>[@seed]"``, a transformers model object (with
@@ -140,67 +122,44 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     ``compare_to``: judge against another model's recorded baseline; ``compare_fail_on``: what fails a check then
     (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
-    ``offline``: never download data (else, without ``data_dir``, the default data folder is filled with what the
-    selection reads).
+    ``seed``: the training seed (probes; a fine-tune the tier trains once); ``precision``: the fine-tunes' (auto,
+    bf16, fp32, recipe); ``prune_exact``: importance recomputed before every pruning step; ``assume_shape``: judge
+    claims naming a paper model's heads on a model of another shape; ``allow_download``: let transformers download
+    a hub model; ``offline``: never download data (else, without ``data_dir``, the default data folder is filled
+    with what the selection reads). Each left out is the environment's (``BERTATTN_SEED``, ...), else the default;
+    all are in the run's provenance.
     """
-    from ..base.settings import data_hosts, offline as offline_setting
-    from ..claims.catalog import load_claims
-    from ..engine.model import RANDOM_PREFIX
+    from ..base.settings import data_hosts, from_environment
 
-    names, loaded = _models(model, tokenizer, name, device)
-    options = RunOptions(models=names, data_dir=data_dir, device=device,
+    envs = from_environment()
+    given = {"seed": seed, "precision": precision, "prune_exact": prune_exact, "assume_shape": assume_shape,
+             "allow_download": allow_download, "offline": offline, "tier": tier, "device": device}
+    settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}
+    settings = {k: v for k, v in settings.items() if v is not None}
+    names, loaded = _models(model, tokenizer, name, settings.get("device"))
+    options = RunOptions(**settings, hub_offline=envs.get("hub_offline", False), models=names, data_dir=data_dir,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
-                         batch_size=batch_size, tier=tier, cache_dir=None if cache_dir is None else Path(cache_dir),
+                         batch_size=batch_size, cache_dir=None if cache_dir is None else Path(cache_dir),
                          compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,
                          command=f"bertattn_bench.run(select={select!r})", progress=progress,
-                         offline=offline_setting(offline), data_hosts=data_hosts())
+                         data_hosts=data_hosts())
     options.check()
     runner = Runner(options, loaded=loaded)
     for m in names:  # a model that cannot be loaded raises here, naming it and how to provide it (the command: 4)
         if m not in loaded and not m.startswith(RANDOM_PREFIX):
             runner.model(m)
-    matches = _selector(select)
-    catalog = load_claims()
     results = Results(runner=runner)
-    selected = 0
-    runner.ensure_data([(f, corpus) for f in family_order() for corpus in options.corpora(f)
-                        if any(matches(f"{paper_key(c.paper)}-{f}-{Target(m, corpus, f).id}-{c.id}")
-                               for c in catalog if c.family == f for m in names)])  # now, not once per pass
-    for family in family_order():
-        claims = [c for c in catalog if c.family == family]
-        for m in names:
-            for corpus in options.corpora(family):
-                target = Target(m, corpus, family)
-                chosen = [c for c in claims if matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
-                selected += len(chosen)
-                if chosen:
-                    _judge(runner, results, target, chosen)
-        if negative_control and claims and names:
-            base = names[0]
-            twin = base if base.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{base}"
-            if base in loaded and twin not in loaded:
-                from ..engine.model import random_twin
-
-                runner.models[twin] = random_twin(loaded[base])
-            target = Target(twin, options.corpora(family)[0], family)
-            chosen = [c for c in claims if c.learned and matches(f"{paper_key(c.paper)}-{family}-{target.id}-{c.id}")]
-            selected += len(chosen)
-            if chosen:
-                _judge(runner, results, target, chosen, negative_control=True)
-    if not selected:  # nothing ran: said at the call, as the command's exit status 5
+    rows = runner.plan(select, negative_control=negative_control)  # a bad select: a BenchError now
+    if not any(row.claims for row in rows):  # nothing to run: said at the call, as the command's exit status 5
         from ..base.errors import NothingSelected
 
         raise NothingSelected(f"select={select!r}: matches no claim of {', '.join(names)} (ids read "
                               f"paper-family-model-corpus-claim: e.g. 'dependency', 'clark.dep_dobj', 'kovaleva')")
+    runner.ensure_data([(row.target.family, row.target.corpus) for row in rows])  # now, not once per pass
+    for row in rows:
+        try:
+            runner.judge(row)
+        except BenchError as exc:
+            results.errors[f"{row.target.family}-{row.target.id}"] = str(exc)
     results.outcomes, results.passes = runner.outcomes, runner.passes
     return results
-
-
-def _judge(runner: Runner, results: Results, target: Target, claims, negative_control: bool = False) -> None:
-    key = f"{target.family}-{target.id}"
-    try:
-        runner.result(target)
-        for c in claims:
-            runner.outcome(c, target, negative_control=negative_control)
-    except BenchError as exc:
-        results.errors[key] = str(exc)

@@ -86,7 +86,7 @@ def list_main(argv: list[str]) -> int:
     from ..claims.catalog import load_claims
     from ..base.errors import BenchError
     from ..claims.registry import families
-    from ..runner.session import family_order, paper_key
+    from ..runner.session import family_order, plan_id, selection
 
     parser = _Parser(prog=f"{PROG} list", description="the claims of the catalog (no data or model needed)")
     parser.add_argument("-k", dest="select", default=None, help="a -k expression over paper-family-claim ids")
@@ -94,9 +94,7 @@ def list_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="as JSON")
     args = parser.parse_args(argv)
     try:
-        from .api import _selector
-
-        matches = _selector(args.select)
+        matches = selection(args.select)
         if args.families:
             rows = [{"family": f.name, "default": f.default_corpus, "corpora": list(f.corpora)}
                     for f in (families()[n] for n in family_order())]
@@ -107,7 +105,7 @@ def list_main(argv: list[str]) -> int:
         catalog = load_claims()
         rows = [{"id": c.id, "paper": c.paper, "section": c.section, "family": c.family, "learned": c.learned,
                  "catalog": c.catalog_id, "statement": c.statement} for name in family_order() for c in catalog
-                if c.family == name and matches(f"{paper_key(c.paper)}-{c.family}-{c.id}")]
+                if c.family == name and matches(plan_id(c.paper, c.family, claim_id=c.id))]
     except BenchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -175,70 +173,18 @@ def _report_parser(command: str, what: str) -> _Parser:
     return parser
 
 
-def _copy_figures(inputs: list[Path], out: Path) -> list[Path]:
-    """Every ``IN/figures/*.png`` into ``OUT/figures`` (a name in two parts keeps the first copy, and says so)."""
-    import shutil
-
-    copied: dict[str, Path] = {}
-    for folder in inputs:
-        for png in sorted((folder / "figures").glob("*.png")):
-            if png.name in copied:
-                if copied[png.name].read_bytes() != png.read_bytes():
-                    print(f"note: {png} differs from {copied[png.name]}'s copy of {png.name}: kept the first")
-                continue
-            (out / "figures").mkdir(parents=True, exist_ok=True)
-            dest = out / "figures" / png.name
-            shutil.copyfile(png, dest)
-            copied[png.name] = png
-    return sorted(out / "figures" / n for n in copied)
-
-
-def cross_model_claims() -> set[str]:
-    """Claims that read another model of the same run (``inputs = [{model = "other"}]``)."""
-    from ..claims.catalog import load_claims
-
-    return {c.id for c in load_claims() if any(i.get("model") == "other" for i in c.inputs)}
-
-
 def merge_main(argv: list[str]) -> int:
-    from ..report import matrix as mx
-    from ..claims.baselines import write_merged_baselines
     from ..base.errors import BenchError
-    from ..report.claims_report import check_same_measurement, merge_records, outcome_from_record, read_run, write_report
+    from ..runner.merge import merge_reports
 
     args = _report_parser("merge", "join the claims reports and baseline fragments of a split run").parse_args(argv)
-    inputs, out = [Path(p) for p in args.inputs], Path(args.out)
     try:
-        if out.resolve() in {p.resolve() for p in inputs}:
-            raise BenchError(f"merge: OUT {out} is one of the inputs: give a new folder")
-        runs = {str(p): read_run(p) for p in inputs}
-        data = check_same_measurement(runs)
-        records = merge_records({str(p): mx.read_records(p) for p in inputs})
-        out.mkdir(parents=True, exist_ok=True)
-        figures = _copy_figures(inputs, out)
-        first = next(iter(runs.values()))
-        provenance = {**{k: first[k] for k in ("format", "version", "code", "references", "limit")},
-                      "data": data, "models": sorted({m for r in runs.values() for m in r.get("models", [])}),
-                      "command": "python -m bertattn_bench merge " + " ".join(argv),
-                      "parts": [{"input": name, **{k: v for k, v in r.items() if k != "data"}}
-                                for name, r in runs.items()]}
-        paths = write_report([outcome_from_record(r) for r in records], out, figures, provenance, matrix=False)
-        # the records as written (report order), so the columns come in the order one combined run gives them
-        m = mx.build(mx.read_records(out), args.reference, [out / "figures"])
-        paths += mx.write_matrix(m, out, self_contained=args.self_contained)
-        fragments = [f for p in inputs for f in sorted((p / "baselines").glob("*.json"))]
-        paths += write_merged_baselines(fragments, out / "baselines") if fragments else []
+        _, lines = merge_reports([Path(p) for p in args.inputs], Path(args.out), args.reference,
+                                 "python -m bertattn_bench merge " + " ".join(argv), self_contained=args.self_contained)
     except BenchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    print(f"merged {len(inputs)} part(s): {len(records)} claim results, {len(m.columns)} model column(s), "
-          f"{len(fragments)} baseline fragment(s)")
-    across = cross_model_claims() & {r["claim_id"] for r in records}
-    if across:
-        print(f"note: {', '.join(sorted(across))} compare(s) the models of one part (claim inputs model = \"other\"): "
-              f"in a split by model they are judged against (or skipped for lack of) the models of the same part only")
-    for p in paths:
-        print(f"  {p}")
+    print("\n".join(lines))
     return 0
 
 

@@ -12,22 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from ..claims.catalog import ClaimOutcome, load_claims
 from ..base.errors import BenchError
-from ..base.settings import env
+from ..base.settings import SUMMARY_ENV, env
+from ..claims.catalog import ClaimOutcome
 from ..engine.passes import NothingToMeasure, PassResult
+from ..report.claims_report import failure_message
+from ..runner.session import EVERY_FAMILY, RunOptions, Runner, Target, make_pass, model_id
 from .pytest_options import option
-from ..report.claims_report import _num
-from ..runner.session import EVERY_FAMILY, RunOptions, Runner, Target, family_order, make_pass, model_id, paper_key
 
 
 def options_from_config(config) -> RunOptions:
-    """The run's options from pytest's (either spelling) and the environment; a BenchError names a bad one."""
-    from ..base.settings import CACHE_ENV, DATA_MIRROR_ENV, DEVICE_ENV, MODEL_ENV, data_hosts, env, offline
+    """The run's options from pytest's (either spelling) over the environment's (read once); a BenchError names a
+    bad one."""
+    from ..base.settings import TIER_ENV, data_hosts, from_environment
+    from ..claims import tiers
 
-    names = option(config, "model") or [m for m in env(MODEL_ENV).split(",") if m] or ["embedded"]
+    envs = from_environment()
+    if "tier" in envs and not option(config, "tier"):
+        tiers.check(envs["tier"], f"{TIER_ENV}=")
+    names = option(config, "model") or envs.get("models") or ["embedded"]
     cache = None if option(config, "no-cache") else Path(
-        option(config, "cache-dir") or env(CACHE_ENV) or Path(config.rootpath) / ".bertattn_cache")
+        option(config, "cache-dir") or envs.get("cache_dir") or Path(config.rootpath) / ".bertattn_cache")
     record = option(config, "record-baseline")
     if record == "":  # the option without a folder: the package's baselines
         from ..claims.baselines import BASELINE_DIR
@@ -35,15 +40,19 @@ def options_from_config(config) -> RunOptions:
         record = str(BASELINE_DIR)
     report = option(config, "claims-report")
     return RunOptions(
+        **{k: envs[k] for k in ("seed", "precision", "prune_exact", "assume_shape", "allow_download", "hub_offline")
+           if k in envs},
         models=list(dict.fromkeys(names)), data_dir=option(config, "data-dir"),
-        device=option(config, "device") or env(DEVICE_ENV) or None, corpus_options=option(config, "corpus") or [],
-        limit=option(config, "limit"), batch_size=option(config, "batch-size"), tier=option(config, "tier"),
+        device=option(config, "device") or envs.get("device"), corpus_options=option(config, "corpus") or [],
+        limit=option(config, "limit"), batch_size=option(config, "batch-size"),
+        tier=option(config, "tier") or envs.get("tier"),
         cache_dir=cache, time_cores=bool(option(config, "time-cores")),
         record_baseline=Path(record) if record else None, compare_to=option(config, "compare-to"),
         compare_fail_on=option(config, "compare-fail-on") or "lost",
         claims_report=Path(report) if report else None,
-        command="pytest " + " ".join(config.invocation_params.args), progress=not env("CI"),
-        offline=offline(option(config, "offline")), data_hosts=data_hosts(), data_mirror=env(DATA_MIRROR_ENV) or None)
+        command="pytest " + " ".join(config.invocation_params.args), progress=envs["progress"],
+        offline=bool(option(config, "offline")) or envs.get("offline", False), data_hosts=data_hosts(),
+        data_mirror=envs.get("data_mirror"), self_contained=bool(option(config, "self-contained")))
 
 
 class BenchSession(Runner):
@@ -132,30 +141,14 @@ def worker_threads(cores: int, workers: int) -> int:
 
 # ---- collection --------------------------------------------------------------------------------------------------
 
-def module_families(module) -> list[str]:
-    """The families a benchmark module's tests run: its ``FAMILY``, or every registered family for
-    :data:`EVERY_FAMILY`, ordered by paper (the first claim's) and name."""
-    family = getattr(module, "FAMILY", None)
-    if family is None:
-        return []
-    return family_order() if family == EVERY_FAMILY else [family]
-
-
-def requested_models(config) -> list[str]:
-    return session(config).options.models
-
-
-def requested_corpora(config, family: str) -> list[str]:
-    return session(config).options.corpora(family)
-
-
 def generate_tests(metafunc):
-    """Parametrize a benchmark module's tests from the registry: ``target`` over (model, corpus) of each family,
-    ``claim`` over the family's claims, jointly. Ids read ``paper-family-model-corpus[-claim]`` so that ``-k``
-    selects by paper, family, model, corpus or claim. A bad option is kept for the end of the collection (a usage
-    error raised here would be a collection error, not exit status 4)."""
+    """Parametrize a benchmark module's tests from the runner's plan: ``target`` over its rows (model, corpus) of
+    the module's families, ``claim`` over each row's claims, jointly; ``control`` over the negative-control rows.
+    Ids are the plan's (``paper-family-model-corpus[-claim]``), so that ``-k`` selects by paper, family, model,
+    corpus or claim. A bad option is kept for the end of the collection (a usage error raised here would be a
+    collection error, not exit status 4)."""
     config = metafunc.config
-    names = [n for n in ("target", "claim") if n in metafunc.fixturenames]
+    names = [n for n in ("target", "claim", "control") if n in metafunc.fixturenames]
     if not names:
         return
     try:
@@ -163,22 +156,26 @@ def generate_tests(metafunc):
     except pytest.UsageError as exc:
         config._bertattn_usage_error = str(exc)
         return
-    fams = module_families(metafunc.module)
-    params, ids = [], []
-    catalog = load_claims()  # read once, split by family
-    for family in fams:
-        claims = [c for c in catalog if c.family == family]
-        fam_paper = paper_key(claims[0].paper) if claims else "other"
-        targets = [Target(m, c, family) for m in s.options.models for c in s.options.corpora(family)]
-        for t in targets:
-            if "claim" not in names:
-                params.append(t)
-                ids.append(f"{fam_paper}-{family}-{t.id}")
-                continue
-            for c in claims:
-                params.append((t, c) if "target" in names else c)
-                ids.append(f"{paper_key(c.paper)}-{family}-{t.id}-{c.id}")
+    family = getattr(metafunc.module, "FAMILY", None)
+    rows = s.plan(families=None if family == EVERY_FAMILY else [family])
+    if "control" in names:
+        controls = [r for r in rows if r.negative_control]
+        metafunc.parametrize("control", controls, ids=[r.test_id for r in controls])
+        return
+    rows = [r for r in rows if not r.negative_control]
+    if "claim" not in names:
+        metafunc.parametrize("target", [r.target for r in rows], ids=[r.test_id for r in rows])
+        return
+    params = [((r.target, c) if "target" in names else c) for r in rows for c in r.claims]
+    ids = [r.claim_test_id(c) for r in rows for c in r.claims]
     metafunc.parametrize(names if len(names) > 1 else names[0], params, ids=ids)
+
+
+def _target(item) -> Target | None:
+    """The pass a collected benchmark test runs on (a claim's or the pass's target, a negative control's twin)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    target = params.get("target") or getattr(params.get("control"), "target", None)
+    return target if isinstance(target, Target) else None
 
 
 def check_collected(config, items) -> None:
@@ -193,9 +190,7 @@ def check_collected(config, items) -> None:
     s = session(config)
     try:
         # a missing corpus: fetched into the default data folder, else one line naming it and the fetch command
-        s.ensure_data(list(dict.fromkeys(
-            (t.family, t.corpus) for t in (getattr(getattr(i, "callspec", None), "params", {}).get("target")
-                                           for i in items) if isinstance(t, Target))))
+        s.ensure_data(list(dict.fromkeys((t.family, t.corpus) for t in map(_target, items) if t)))
     except BenchError as exc:
         raise pytest.UsageError(str(exc)) from exc
     if hasattr(config, "workerinput"):
@@ -204,8 +199,8 @@ def check_collected(config, items) -> None:
     for item in items:
         if "bench" not in getattr(item, "fixturenames", ()):
             continue
-        target = getattr(item, "callspec", None) and item.callspec.params.get("target")
-        needed += [target.model] if isinstance(target, Target) else s.options.models[:1]
+        target = _target(item)
+        needed += [target.model] if target else s.options.models[:1]
     diagnose_models(config, dict.fromkeys(needed))
 
 
@@ -227,18 +222,16 @@ def diagnose_models(config, names) -> None:
 
 # ---- the tests' bodies ---------------------------------------------------------------------------------------------
 
-def failure_message(o: ClaimOutcome) -> str:
-    if o.baseline_ok is not None and o.baseline_model and o.baseline_model != o.model:
-        return (f"{o.claim_id} regressed on {o.model} / {o.corpus}: it holds on {o.baseline_model} "
-                f"(measured {_num(o.baseline)}) but not here: {o.measured:.4g} {o.unit} (n={o.n} {o.n_unit}), "
-                f"needs {o.comparison}: {o.detail}")
-    if o.baseline_ok is not None:
-        return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
-                f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
-                f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}"
-                f"{' — failed: ' + o.check_failure if o.check_failure else ''}: {o.detail}")
-    return (f"{o.claim_id} on {o.model} / {o.corpus}: {o.statement} — measured {o.measured:.4g} {o.unit} "
-            f"(n={o.n} {o.n_unit}), needs {o.comparison}: {o.detail}")
+def check_negative_control(bench: BenchSession, row) -> None:
+    """What a negative-control test does (benchmarks/test_negative_control.py): the family's learned claims judged
+    on the random-init twin; none may hold (an inconclusive side fails too: the outcome does not pass)."""
+    pr = bench.result(row.target)
+    if isinstance(pr.result, NothingToMeasure):
+        pytest.skip(f"{row.target.family} on {row.target.model}: {pr.result.reason}")
+    judged = [o for o in bench.judge(row) if not o.skipped]
+    held = [f"{o.claim_id}: {o.measured:.4g} {o.unit} ({o.detail})" for o in judged if o.holds]
+    assert judged, f"no learned {row.target.family} claim could be judged on {row.target.model}"
+    assert not held, f"learned-structure claims hold on the random-init model {row.target.model}:\n" + "\n".join(held)
 
 
 def check_claim(bench: BenchSession, claim, target: Target) -> ClaimOutcome:
@@ -345,36 +338,12 @@ def is_xdist_worker(config) -> bool:
 
 
 def terminal_summary(terminalreporter, config) -> None:
-    from ..report.claims_report import terminal_table, version_notes
-    from ..runner.session import pass_lines
-
+    """The runner's finish, printed: the claims table and what the run wrote (the controller only, under xdist)."""
     s = config._bertattn_session
     if not s.outcomes or is_xdist_worker(config):
         return
     terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
     # a terminal: its width (80..120); a log file (CI): 120
     width = max(80, min(terminalreporter._tw.fullwidth, 120)) if terminalreporter.isatty else 120
-    terminalreporter.write_line(terminal_table(s.outcomes, width=width))
-    for note in version_notes(s.outcomes):
-        terminalreporter.write_line(note)
-    lines = pass_lines(s.passes)
-    if lines:
-        terminalreporter.write_line("")
-        for line in lines:
-            terminalreporter.write_line(line)
-    missing = missing_claims(config)
-    if missing:
-        terminalreporter.write_line(f"INCOMPLETE: {len(missing)} selected test(s) did not run (claims, negative "
-                                    f"controls, timing rows; interrupted): the report says so and names them")
-    if s.options.claims_report:
-        paths = s.write_report(s.options.claims_report, missing=missing or None,
-                               self_contained=bool(option(config, "self-contained")))
-        terminalreporter.write_line("claims report: " + ", ".join(str(p) for p in paths))
-    from ..report.summary import job_summary, write_job_summary
-
-    summary = write_job_summary(job_summary(s.outcomes, missing=missing or None))  # only where $GITHUB_STEP_SUMMARY
-    if summary:
-        terminalreporter.write_line(f"job summary: appended to {summary}")
-    if s.options.record_baseline:
-        for path in s.record_baselines(s.options.record_baseline):
-            terminalreporter.write_line(f"recorded baseline: {path}")
+    for line in s.finish(missing_claims(config) or None, width=width, summary_file=env(SUMMARY_ENV) or None).lines:
+        terminalreporter.write_line(line)

@@ -157,7 +157,8 @@ def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("disable", loaded, data_dir, corpus, limit,
                                                                       options)
     desc += f"; disabling = uniform attention over real tokens, {1 + loaded.info.n_layers * (loaded.info.n_heads + 1)} configurations"
-    return DisablePass("disable", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason)
+    return DisablePass("disable", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
+                       (options or {}).get("precision"))
 
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_disable.toml) ------------------------------------

@@ -163,7 +163,8 @@ def prepare_finetune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
                      options: dict | None = None) -> FinetunePass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("finetune", loaded, data_dir, corpus, limit,
                                                                       options)
-    return FinetunePass("finetune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason)
+    return FinetunePass("finetune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
+                        (options or {}).get("precision"))
 
 
 def _fmt(scores: dict[int, TaskScores]) -> str:

@@ -243,12 +243,12 @@ def checkpoint_keys(source: str) -> list[str] | None:
 
     from transformers.utils import cached_file
 
-    from ..engine.model import _hub_kwargs
+    from ..engine.model import LOCAL_ONLY
 
     for name in _WEIGHT_FILES:
         try:
             path = cached_file(source, name, _raise_exceptions_for_missing_entries=False,
-                               _raise_exceptions_for_connection_errors=False, **_hub_kwargs())
+                               _raise_exceptions_for_connection_errors=False, **LOCAL_ONLY.kwargs())
         except Exception:  # noqa: BLE001 - any failure to resolve a file means: not available here
             path = None
         if not path:

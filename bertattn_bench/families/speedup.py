@@ -155,7 +155,7 @@ def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
             f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; fine-tuned seed {seeds[0]}; "
             f"{FRACTION:.0%} of heads removed by importance ({IMPORTANCE_EXAMPLES} training examples) ({tier} tier)")
     return SpeedPass("speedup", corpus, desc, loaded, t, dev, seeds[:1], tier, Path(data_dir), cache_dir, paths,
-                     reason, n_importance=IMPORTANCE_EXAMPLES, rounds=cfg["rounds"])
+                     reason, (options or {}).get("precision"), n_importance=IMPORTANCE_EXAMPLES, rounds=cfg["rounds"])
 
 
 # ---- claim metric (reference_numbers/michel2019_speedup.toml) ---------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..claims.catalog import ClaimOutcome
+from ..claims.verdicts import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, VERDICTS, verdict_of
 from ..base.documents import read_json, short_model  # noqa: F401 (re-exported: report.short_model)
 
 
@@ -81,8 +82,7 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     columns, the skip reasons in full below it, and the counts per model (the random twin counted apart). The full
     table (section, the paper's reference, the comparison) is in the --claims-report files."""
     table = [{"claim": o.claim_id, "model": short_model(o.model), "data": o.corpus, "measured": _measured(o),
-              "n": f"{o.n} {o.n_unit}", "verdict": "skipped" if o.skipped else "not judged" if o.not_judged
-              else "inconclusive" if o.inconclusive else o.verdict, "check": _terminal_check(o)}
+              "n": f"{o.n} {o.n_unit}", "verdict": verdict_of(o), "check": _terminal_check(o)}
              for o in in_report_order(outcomes)]
     lines = [tabulate(_fit(table, width), headers="keys", tablefmt="simple", disable_numparse=True)]
     reasons: dict[str, list[str]] = {}
@@ -97,6 +97,21 @@ def terminal_table(outcomes: list[ClaimOutcome], width: int = 120) -> str:
     return "\n".join(lines)
 
 
+def failure_message(o: ClaimOutcome) -> str:
+    """Why a claim's test failed, with its numbers (the pytest face's failure text)."""
+    if o.baseline_ok is not None and o.baseline_model and o.baseline_model != o.model:
+        return (f"{o.claim_id} regressed on {o.model} / {o.corpus}: it holds on {o.baseline_model} "
+                f"(measured {_num(o.baseline)}) but not here: {o.measured:.4g} {o.unit} (n={o.n} {o.n_unit}), "
+                f"needs {o.comparison}: {o.detail}")
+    if o.baseline_ok is not None:
+        return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
+                f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
+                f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}"
+                f"{' — failed: ' + o.check_failure if o.check_failure else ''}: {o.detail}")
+    return (f"{o.claim_id} on {o.model} / {o.corpus}: {o.statement} — measured {o.measured:.4g} {o.unit} "
+            f"(n={o.n} {o.n_unit}), needs {o.comparison}: {o.detail}")
+
+
 def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
     """Per model: how many claims hold and how many checks pass; the negative control (random twin) apart, since
     there a claim that holds is the failure."""
@@ -105,13 +120,10 @@ def summary_lines(outcomes: list[ClaimOutcome]) -> list[str]:
         groups.setdefault((o.negative_control, o.model), []).append(o)
     out = []
     for (control, model), group in sorted(groups.items()):
-        judged = [o for o in group if o.holds is not None]
-        held = sum(1 for o in judged if o.holds and not o.inconclusive)
-        unsure = sum(1 for o in judged if o.inconclusive)
+        count = {v: sum(1 for o in group if verdict_of(o) == v) for v in VERDICTS}
+        held, unsure, skipped, unjudged = count[HOLDS], count[INCONCLUSIVE], count[SKIPPED], count[NOT_JUDGED]
+        judged = [o for o in group if verdict_of(o) in (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE)]
         passed = sum(1 for o in group if o.passed)
-        skipped = sum(1 for o in group if o.skipped)
-        unjudged = sum(1 for o in group if o.not_judged)
-        judged = [o for o in judged if not o.not_judged]
         if control:
             out.append(f"{model} (negative control): {held} of {len(judged)} learned-structure claims hold "
                        f"(should be 0)" + (f", {unsure} inconclusive (not shown to hold: pass)" if unsure else "")
@@ -322,7 +334,8 @@ def guard_section(trained: list[dict] | None) -> str:
             "one-sided, p < 0.01).\n\n| trained model | learned | test |\n|---|---|---|\n" + rows)
 
 
-def run_provenance(passes: list[dict], limit: int | None, tier: str, command: str) -> dict:
+def run_provenance(passes: list[dict], limit: int | None, tier: str, command: str,
+                   settings: dict | None = None) -> dict:
     """``run.json`` of a run: the versions ``merge`` must find equal (code, references, limit), the data each pass
     read (family/corpus -> files and checksum), and, for the reader, commit, command, date, models, versions.
     ``passes``: the run's pass summaries (:func:`runner.pass_summary`)."""
@@ -345,6 +358,7 @@ def run_provenance(passes: list[dict], limit: int | None, tier: str, command: st
         "torch": torch.__version__, "transformers": transformers.__version__,
         "devices": sorted({p["device"] for p in passes}),
         "trained_models": trained_models(passes),
+        **({"settings": settings} if settings else {}),  # every option that can change a value (RunOptions)
     }
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..base.errors import BenchError
 from ..base.documents import checked, read_json, short_model
+from ..claims.verdicts import verdict_of  # noqa: F401 (the one verdict; matrix.verdict_of is this function)
 
 MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "not judged": "∅", "skipped": "–", None: ""}
 LEGEND = ("✓ holds · ✗ does not hold · ? inconclusive (a threshold inside the value's 95% interval) · "
@@ -53,17 +54,6 @@ class Matrix:
     rows: list[dict]  # {paper, section, claim, corpus, statement, reference, comparison, cells: {col key: record}}
     reference: Column | None = None
     figures: dict[tuple[str, bool], list[Path]] = field(default_factory=dict)
-
-
-def verdict_of(record: dict) -> str:
-    """holds / does not hold / inconclusive / skipped, from a claims.json record."""
-    if record.get("skipped"):
-        return "skipped"
-    if record.get("not_judged"):
-        return "not judged"
-    if record.get("inconclusive"):
-        return "inconclusive"
-    return "holds" if record.get("holds") else "does not hold"
 
 
 def read_records(source: Path) -> list[dict]:

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from ..base.settings import SUMMARY_ENV, env
-
-VERDICTS = ("holds", "does not hold", "inconclusive", "skipped")
+from ..claims.verdicts import NOT_JUDGED, SKIPPED, VERDICTS, verdict_of
 
 
 def _records(items) -> list[dict]:
@@ -28,14 +27,6 @@ def _records(items) -> list[dict]:
     return out
 
 
-def _verdict(r: dict) -> str:
-    if r.get("skipped"):
-        return "skipped"
-    if r.get("inconclusive"):
-        return "inconclusive"
-    return "holds" if r.get("holds") else "does not hold"
-
-
 def _model(r: dict) -> str:
     from .claims_report import short_model
 
@@ -44,16 +35,23 @@ def _model(r: dict) -> str:
 
 def lost_claims(records) -> list[dict]:
     """Claims that held on the baseline's model (``compare``: model A, or the model's own recorded run) and do not
-    hold here (an inconclusive side counts, as in the compare check); the negative control apart."""
-    return [r for r in _records(records) if not r.get("negative_control") and not r.get("skipped")
-            and r.get("baseline_holds") is True and r.get("holds") is False]
+    hold here (an inconclusive side counts, as in the compare check); the negative control apart. A claim not judged
+    here (a trained model it reads did not learn) is not lost: it has no side (its failed check, if any, is listed
+    by :func:`failed_checks`)."""
+    return [r for r in _records(records) if not r.get("negative_control") and r.get("baseline_holds") is True
+            and _judged_not_holding(r)]
+
+
+def _judged_not_holding(r: dict) -> bool:
+    """Judged (not skipped, not "not judged") and on the "does not hold" side, clearly or inconclusively."""
+    return verdict_of(r) not in (SKIPPED, NOT_JUDGED) and not r.get("holds")
 
 
 def _failed(r: dict) -> bool:
     """What fails the build: a check that failed; for the negative control (the random twin, one test per family)
     a learned-structure claim that holds there (benchmarks/test_negative_control.py), an inconclusive side apart."""
     if r.get("negative_control"):
-        return not r.get("skipped") and r.get("holds") is True
+        return verdict_of(r) not in (SKIPPED, NOT_JUDGED) and r.get("holds") is True
     return r.get("passed") is False
 
 
@@ -75,7 +73,7 @@ def _why(r: dict) -> str:
         return r["check_failure"]
     if r.get("negative_control"):
         return "holds on random weights (a learned-structure claim must not)"
-    if r.get("baseline_holds") is True and r.get("holds") is False:
+    if r.get("baseline_holds") is True and _judged_not_holding(r):
         who = r.get("baseline_model") or "the baseline"
         return f"held on {who} ({_num(r.get('baseline'))}), does not hold here ({_num(r.get('measured'))})"
     return "does not hold" if r.get("baseline") is None else "check failed"
@@ -94,7 +92,7 @@ def job_summary(items, title: str = "bertattn-bench: claims vs measured", missin
     lines += ["| model | " + " | ".join(VERDICTS) + " | checks passed | checks failed |",
               "|---|" + "---|" * (len(VERDICTS) + 2)]
     for model, group in sorted(groups.items()):
-        counts = {v: sum(1 for r in group if _verdict(r) == v) for v in VERDICTS}
+        counts = {v: sum(1 for r in group if verdict_of(r) == v) for v in VERDICTS}
         failed = sum(1 for r in group if _failed(r))
         passed = sum(1 for r in group if not r.get("skipped") and not _failed(r))
         lines.append(f"| {_cell(model)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + f" | {passed} | {failed} |")
@@ -119,7 +117,7 @@ def job_summary(items, title: str = "bertattn-bench: claims vs measured", missin
     for r in order:
         check = "skip" if r.get("skipped") else ("FAIL" if _failed(r) else "pass")
         lines.append(f"| {_cell(r['claim_id'])} | {_cell(_model(r))} | {_cell(r['corpus'])} | {_num(r.get('measured'))}"
-                     f" | {_num(r.get('n'))} | {_cell(_verdict(r))} | {check} |")
+                     f" | {_num(r.get('n'))} | {_cell(verdict_of(r))} | {check} |")
     return "\n".join(lines) + "\n"
 
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..claims import tiers
 from ..base.errors import BenchError
+from ..claims import tiers
 
-from ..base.settings import TIER_ENV, env
 EVERY_FAMILY = "*"
 COMPARE_POLICIES = ("lost", "flips", "never")  # a benchmark module's FAMILY that stands for every registered family
 
@@ -56,12 +55,65 @@ def paper_key(paper: str | None) -> str:
     return (paper or "other").split()[0].lower()
 
 
+def plan_id(paper: str | None, family: str, target: Target | None = None, claim_id: str | None = None) -> str:
+    """The one id of a test (every face selects by it: pytest's ``-k``, the API's ``select``, ``list -k``):
+    ``paper-family-model-corpus`` for a pass, ``...-claim`` for a claim, ``paper-family-claim`` without a target."""
+    return "-".join([paper_key(paper), family] + ([target.id] if target else []) + ([claim_id] if claim_id else []))
+
+
+def random_twin_name(model: str) -> str:
+    """The random-init twin a model's negative control runs on (a twin is its own twin)."""
+    from ..engine.model import RANDOM_PREFIX
+
+    return model if model.startswith(RANDOM_PREFIX) else f"{RANDOM_PREFIX}{model}"
+
+
+def selection(select) -> Callable[[str], bool]:
+    """A predicate over test ids from a ``-k`` expression (None or "": everything; a callable: itself)."""
+    if select is None or select == "":
+        return lambda _id: True
+    if callable(select):
+        return select
+    from _pytest.mark.expression import Expression
+
+    try:
+        expr = Expression.compile(select)
+    except Exception as exc:  # pytest's ParseError: say which argument
+        raise BenchError(f"select={select!r}: not a -k expression ({exc})") from None
+
+    def matches(id_: str) -> bool:
+        low = id_.lower()
+        return expr.evaluate(lambda word, **_: word.lower() in low)
+
+    return matches
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One pass of a run's plan and the claims judged on it, in the order of tests and tables."""
+
+    target: Target
+    claims: tuple
+    test_id: str  # the pass's test id (test_attention_core's; the negative control's test)
+    negative_control: bool = False
+
+    def claim_test_id(self, claim) -> str:
+        return plan_id(claim.paper, self.target.family, self.target, claim.id)
+
+
+@dataclass
+class Finish:
+    """What a run leaves: the lines to print, the report files, the job summary, the baselines."""
+
+    lines: list[str] = field(default_factory=list)
+    reports: list[Path] = field(default_factory=list)
+    summary: Path | None = None
+    baselines: list[Path] = field(default_factory=list)
+
+
 def resolve_tier(tier: str | None) -> str:
-    """The tier asked for (option, else ``$BERTATTN_TIER``, else the default), checked."""
-    if tier:
-        return tiers.check(tier, "--tier")
-    value = env(TIER_ENV)
-    return tiers.check(value, f"{TIER_ENV}=") if value else tiers.DEFAULT
+    """The tier asked for (the option, or ``$BERTATTN_TIER`` as the face read it; else the default), checked."""
+    return tiers.check(tier, "--tier") if tier else tiers.DEFAULT
 
 
 @dataclass
@@ -85,19 +137,45 @@ class RunOptions:
     check_baseline: bool = True  # False: values reported, never checked against the model's recorded baseline
     command: str = ""
     progress: bool = False
+    # settings that change values (each in the run's provenance, "settings"; the faces fill them from their options
+    # and the environment, read once by base.settings.from_environment)
+    seed: int | None = None  # training seed of the probes and of a fine-tune the tier trains with one seed (None: 0)
+    precision: str | None = None  # fine-tuning precision: auto (None), bf16, fp32, recipe
+    prune_exact: bool = False  # recompute head importance before every pruning step (always in the full tier)
+    assume_shape: str | None = None  # judge claims naming this paper model's heads on a model of another shape
+    allow_download: bool = False  # let transformers download a hub model
+    hub_offline: bool = False  # the hub is offline (HF_HUB_OFFLINE): load errors say so
     offline: bool = False  # never download data (else the default data folder is filled with what a run lacks)
     data_hosts: tuple = (None, None)  # (raw-file host, archive host) base URLs; None: the real ones
     data_mirror: str | None = None  # a mirror holding the data folder's layout (data fetch --mirror)
+    self_contained: bool = False  # the report's matrix.html embeds its figures (else links them by relative path)
 
     def __post_init__(self):
         self.tier = resolve_tier(self.tier)
+
+    def settings(self) -> dict:
+        """The settings that can change a value, as the provenance records them."""
+        return {"tier": self.tier, "seed": self.seed, "precision": self.precision or "auto",
+                "prune_exact": self.prune_exact, "assume_shape": self.assume_shape, "limit": self.limit,
+                "device": self.device, "allow_download": self.allow_download, "hub_offline": self.hub_offline,
+                "offline": self.offline}
+
+    def training(self) -> dict:
+        """What a family that trains receives (``options=``) beside its tier and checkpoint cache."""
+        return {"seed": self.seed, "precision": self.precision, "prune_exact": self.prune_exact}
 
     def check(self) -> None:
         """Every option that can be judged without a model or data: a BenchError naming the option."""
         from ..engine.model import RANDOM_PREFIX, choose_device
         from ..base.settings import output_dir, parse_random_model, positive_int
 
+        from ..training.glue_finetune import PRECISIONS
+
         positive_int("--batch-size", self.batch_size)
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise BenchError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise BenchError(f"seed {self.seed!r}: a training seed is a whole number >= 0")
         positive_int("--limit", self.limit)
         choose_device(self.device)
         for name in self.models:
@@ -228,11 +306,15 @@ class Runner:
     def model(self, name: str):
         """Load once per run; a load error is kept (and raised again, naming the model) without retrying."""
         from ..base.errors import ModelLoadError
-        from ..engine.model import load_model
+        from ..engine.model import RANDOM_PREFIX, LoadedModel, load_model, random_twin
 
+        base = name[len(RANDOM_PREFIX):] if name.startswith(RANDOM_PREFIX) else None
+        if name not in self.models and isinstance(self.models.get(base), LoadedModel):
+            self.models[name] = random_twin(self.models[base])  # the twin of a model object the caller handed in
         if name not in self.models:
             try:
-                self.models[name] = load_model(name, device=self.options.device)
+                hub = {"allow_download": True} if self.options.allow_download else {}  # default: local files only
+                self.models[name] = load_model(name, device=self.options.device, **hub)
             except BenchError as exc:
                 self.models[name] = exc
         loaded = self.models[name]
@@ -249,7 +331,7 @@ class Runner:
         if fam.trains:  # families that train: tier, checkpoint cache (none from a read-only cache: trained in memory)
             kwargs["options"] = {"tier": self.options.tier,
                                  "cache_dir": None if self.cache.read_only else self.cache.directory,
-                                 "progress": self.options.progress}
+                                 "progress": self.options.progress, **self.options.training()}
         try:
             return fam.prepare(loaded, self.data_dir, target.corpus, limit=self.options.family_limit(target.family)[0],
                                batch_size=self.options.batch_size, **kwargs)
@@ -329,6 +411,7 @@ class Runner:
         model's, or --compare-to's); a negative control passes when a learned claim does not hold."""
         from ..claims.baselines import load_baseline
         from ..claims.catalog import evaluate
+        from ..claims.verdicts import HOLDS, verdict_of
 
         pr = self.result(target)
         others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
@@ -336,28 +419,94 @@ class Runner:
         comparing = self.options.compare_to is not None and not negative_control
         if comparing:
             out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit,
-                           compare_fail_on=self.options.compare_fail_on)
+                           compare_fail_on=self.options.compare_fail_on, assume_shape=self.options.assume_shape)
         else:
             own = not (recording or negative_control or not self.options.check_baseline)
             out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,
-                           limit=self.options.limit)
+                           limit=self.options.limit, assume_shape=self.options.assume_shape)
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
             # the twin's check: "this learned-structure claim does not hold here"; it fails only where the claim
-            # clearly holds (an inconclusive row passes, as it prints; the benchmark fails on this same flag)
-            out.passed = not (out.holds and not out.inconclusive)
+            # clearly holds (an inconclusive or not-judged row passes, as it prints; the benchmark fails on this flag)
+            out.passed = verdict_of(out) != HOLDS
             out.comparison = f"NOT {out.comparison} (negative control)"
         elif recording and out.skipped is None and not comparing:
             out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
         self.on_outcome(out)
         return out
 
+    # ---- the plan ----------------------------------------------------------------------------------------------
+    def plan(self, select=None, families: list[str] | None = None, negative_control: bool = True) -> list[PlanRow]:
+        """The run's passes in order (by family: each model and corpus, then the first model's random-init twin on
+        the family's first corpus for its learned claims), each with the claims ``select`` (a ``-k`` expression over
+        :func:`plan_id`, or a predicate) keeps; a row with no claim left is dropped. ``families``: these (default:
+        every registered family)."""
+        from ..claims.catalog import load_claims
+
+        matches = selection(select)
+        catalog = load_claims()
+        rows = []
+        for family in families if families is not None else family_order():
+            claims = [c for c in catalog if c.family == family]
+            if not claims:
+                continue
+            for m in self.options.models:
+                for corpus in self.options.corpora(family):
+                    t = Target(m, corpus, family)
+                    row = PlanRow(t, (), plan_id(claims[0].paper, family, t))
+                    chosen = tuple(c for c in claims if matches(row.claim_test_id(c)))
+                    if chosen:
+                        rows.append(PlanRow(t, chosen, row.test_id))
+            learned = [c for c in claims if c.learned]
+            if negative_control and learned and self.options.models:
+                t = Target(random_twin_name(self.options.models[0]), self.options.corpora(family)[0], family)
+                row = PlanRow(t, (), plan_id(claims[0].paper, family, t), negative_control=True)
+                chosen = tuple(c for c in learned if matches(row.claim_test_id(c)))
+                if chosen:
+                    rows.append(PlanRow(t, chosen, row.test_id, negative_control=True))
+        return rows
+
+    def judge(self, row: PlanRow) -> list:
+        """Every claim of a plan row judged on its pass (computed or read from the cache first)."""
+        self.result(row.target)
+        return [self.outcome(c, row.target, negative_control=row.negative_control) for c in row.claims]
+
     # ---- outputs ---------------------------------------------------------------------------------------------
+    def finish(self, missing: list[str] | None = None, width: int = 120, summary_file: str | Path | None = None,
+               write: bool = True) -> Finish:
+        """The end of a run, from its outcomes and passes: the lines to print (the claims table, version notes, one
+        line per pass, the files written), and, when ``write``, the claims report (--claims-report), the job summary
+        (appended to ``summary_file``: $GITHUB_STEP_SUMMARY, given by the face) and the baselines (--record-baseline).
+        ``missing``: the selected claims that did not run (the report is marked incomplete and names them)."""
+        from ..report.claims_report import terminal_table, version_notes
+        from ..report.summary import job_summary, write_job_summary
+
+        out = Finish(lines=[terminal_table(self.outcomes, width=width), *version_notes(self.outcomes)])
+        passes = pass_lines(self.passes)
+        out.lines += [""] + passes if passes else []
+        if missing:
+            out.lines.append(f"INCOMPLETE: {len(missing)} selected test(s) did not run (claims, negative controls, "
+                             f"timing rows; interrupted): the report says so and names them")
+        if not write:
+            return out
+        if self.options.claims_report:
+            out.reports = self.write_report(self.options.claims_report, missing=missing or None,
+                                            self_contained=self.options.self_contained)
+            out.lines.append("claims report: " + ", ".join(str(p) for p in out.reports))
+        out.summary = write_job_summary(job_summary(self.outcomes, missing=missing or None), summary_file) \
+            if summary_file else None
+        if out.summary:
+            out.lines.append(f"job summary: appended to {out.summary}")
+        if self.options.record_baseline:
+            out.baselines = self.record_baselines(self.options.record_baseline)
+            out.lines += [f"recorded baseline: {p}" for p in out.baselines]
+        return out
+
     def provenance(self) -> dict:
         from ..report.claims_report import run_provenance
 
         return run_provenance(self.passes, limit=self.options.limit, tier=self.options.tier,
-                              command=self.options.command)
+                              command=self.options.command, settings=self.options.settings())
 
     def write_report(self, directory: Path | str, missing: list[str] | None = None,
                      self_contained: bool = False) -> list[Path]:
@@ -370,7 +519,7 @@ class Runner:
         from ..claims.baselines import record_baselines
 
         return record_baselines(self.outcomes, self.passes, Path(directory), command=self.options.command,
-                                limit=self.options.limit, date=date)
+                                limit=self.options.limit, date=date, settings=self.options.settings())
 
 
 def make_pass(prepared, progress: bool, run: Callable | None = None):

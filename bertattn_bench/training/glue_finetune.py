@@ -33,7 +33,7 @@ from . import checkpoints
 from ..engine.batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs
 from ..data import glue
 from ..base.errors import DataError
-from ..base.settings import PRECISION_ENV, env
+from ..base.settings import PRECISION_ENV
 
 TRAINER_VERSION = "1"  # bump when a change to training changes the weights it produces
 
@@ -124,12 +124,12 @@ def measured_precision(device_cls: str, n_layers: int, table: Path = PRECISION_T
 
 
 def with_precision(recipe: Recipe, device, choice: str | None = None, n_layers: int | None = None) -> tuple[Recipe, str]:
-    """The recipe with the training precision of ``choice`` (default: ``$BERTATTN_FT_PRECISION``, else "auto"):
+    """The recipe with the training precision of ``choice`` (the run's precision option; default "auto"):
     "auto" takes the measured table's precision for the device class and ``n_layers`` (:func:`measured_precision`),
     where it has none bf16 autocast only where :func:`bf16_pays`, else fp32; "recipe" keeps ``recipe.bf16_autocast``;
     "bf16" / "fp32" force one. Returns (recipe, why); the precision is in the recipe, so in the checkpoint's key and
     its meta."""
-    choice = (choice if choice is not None else env(PRECISION_ENV)).strip().lower() or "auto"
+    choice = (choice or "").strip().lower() or "auto"
     if choice not in PRECISIONS:
         raise DataError(f"{PRECISION_ENV}={choice!r}: expected one of {', '.join(PRECISIONS)}")
     if choice == "recipe":
@@ -408,10 +408,11 @@ def training_rows(data_dir: Path, task_name: str, recipe: Recipe, seed: int) -> 
 
 
 def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path | None,
-              recipe: Recipe = Recipe(), force: bool = False, progress: bool = False) -> FineTuned:
+              recipe: Recipe = Recipe(), force: bool = False, progress: bool = False,
+              precision: str | None = None) -> FineTuned:
     """The model fine-tuned on ``task_name`` with ``seed``: from the cache, else trained (resuming) and cached."""
     t = glue.task(task_name)
-    recipe, why = with_precision(recipe, loaded.info.device, n_layers=loaded.info.n_layers)
+    recipe, why = with_precision(recipe, loaded.info.device, precision, n_layers=loaded.info.n_layers)
     model = task_model(loaded, t, seed)
     if recipe.bf16_autocast:
         failure = _bf16_failure_of(loaded, model)

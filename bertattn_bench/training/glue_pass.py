@@ -20,7 +20,6 @@ from ..engine.batching import Skipped
 from ..data import glue
 from ..engine.passes import NothingToMeasure, PassResult
 from ..claims.registry import NotApplicable
-from ..base.settings import training_seed
 
 
 GLUE_TASKS = ("mrpc", "rte", "sts-b", "sst-2", "qnli")
@@ -51,14 +50,15 @@ COSINE_MAX_EXAMPLES = 1000  # Kovaleva §4.3: at most 1000 dev examples per task
 SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sample of 8,000 fits the CPU budget
 
 
-def tier_seeds(tier: str, task: str) -> tuple[int, ...]:
-    """The fine-tuning seeds of ``task`` at ``tier``; a task trained with one seed takes ``$BERTATTN_SEED`` (default:
-    the tier's), which is how scripts/spread.py measures the seed spread behind the tolerances."""
+def tier_seeds(tier: str, task: str, seed: int | None = None) -> tuple[int, ...]:
+    """The fine-tuning seeds of ``task`` at ``tier``; a task trained with one seed takes ``seed`` (the run's option,
+    ``$BERTATTN_SEED`` as the face read it; default: the tier's), which is how scripts/spread.py measures the seed
+    spread behind the tolerances."""
     t = TIERS[tier]
     if task in t["seeds"]:
         return tuple(t["seeds"][task])
     seeds = tuple(t["default_seeds"])
-    return (training_seed(seeds[0]),) if len(seeds) == 1 else seeds
+    return ((seeds[0] if seed is None else seed),) if len(seeds) == 1 else seeds
 
 
 def recipe_for(task: str, tier: str = tiers.RECORDED) -> finetune.Recipe:
@@ -149,6 +149,7 @@ class GluePass:
     cache_dir: Path | None
     data_paths: list
     reason: str | None = None
+    precision: str | None = None  # the run's fine-tuning precision (None: auto; glue_finetune.with_precision)
 
     @property
     def encoded(self):
@@ -159,7 +160,7 @@ class GluePass:
 
     def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
-                                  recipe_for(self.task.name, self.tier), progress=progress)
+                                  recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
 
     def checkpoints(self) -> list[tuple[object, int]]:
         """The (model, seed) fine-tunes :meth:`measure` reads."""
@@ -201,7 +202,8 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     t = glue.task(corpus)
     # the random-init twin (negative control) trains TWIN_SEEDS only: its learned claims must fail, and its seed 0 is
     # the checkpoint the model's own pass already trained for Table 1's random column (no second set of seeds)
-    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus)
+    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus,
+                                                                                   (options or {}).get("seed"))
     limit = dev_limit(tier, limit)
     dev_rows = glue.load_split(data_dir, corpus, "dev", limit)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))

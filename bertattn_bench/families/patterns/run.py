@@ -16,7 +16,6 @@ from ...engine.batching import Skipped, drop_too_long, encode_words, iter_batche
 from ...data import glue
 from ...engine.passes import PassResult
 from ...claims.registry import family
-from ...base.settings import training_seed
 from ...training.glue_pass import GLUE_TASKS, TIERS, guard_dev, learning_check, options_of, recipe_for
 from .reduce import FeatureReducer, ModelStats, PatternReducer, PatternsResult
 from .constants import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, UD_CORPUS
@@ -68,6 +67,7 @@ class PatternsPass:
     data_paths: list
     batch_size: int = 32
     ud_control: dict | None = None  # per UD sentence: its determiners (settings.RISE_CONTROL)
+    precision: str | None = None  # the run's fine-tuning precision (None: auto)
 
     @property
     def encoded(self):
@@ -78,7 +78,7 @@ class PatternsPass:
 
     def _finetuned(self, progress: bool) -> finetune.FineTuned:
         return finetune.finetuned(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
-                                  recipe_for(self.task.name, self.tier), progress=progress)
+                                  recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
 
     def artifacts(self, progress: bool = False) -> None:
         """The fine-tuned checkpoint, made (or found in the cache) before ``run`` is timed; without a cache the
@@ -142,11 +142,13 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
     elif loaded.info.random_init_seed is not None and not TIERS[tier]["twin"]:
         note = f"the {tier} tier fine-tunes no random-init model (--tier full does)"
     else:
-        ft_seed = training_seed()  # $BERTATTN_SEED (default 0): another seed's checkpoint measures the seed spread
+        # the run's seed ($BERTATTN_SEED as the face read it; default 0): another seed's checkpoint measures the spread
+        ft_seed = (options or {}).get("seed") or 0
         paths.insert(0, glue.split_path(data_dir, t, "train"))
         note = f"fine-tuned on {corpus} with seed {ft_seed} (finetune's checkpoint cache)"
     desc = (f"GLUE {t.folder} dev ({len(dev.examples)} of {total} examples{', first %d' % limit if limit else ''}"
             f"{', seeded sample' if total > cap else ''}; {dev.n_truncated} cut to {max_tokens} pieces) + UD "
             f"{UD_CORPUS} ({len(ud)} sentences); {note} ({tier} tier)")
     return PatternsPass("patterns", corpus, desc, loaded, t, dev.examples, total, ud, ud_skipped, flags, arcs, tier,
-                        ft_seed, note, Path(data_dir), cache_dir, paths, batch_size, ud_control=control)
+                        ft_seed, note, Path(data_dir), cache_dir, paths, batch_size, ud_control=control,
+                        precision=(options or {}).get("precision"))

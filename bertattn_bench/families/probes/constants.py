@@ -36,12 +36,11 @@ class ProbeSettings:
         return self.seed if self.train_seed is None else self.train_seed
 
     @classmethod
-    def from_env(cls) -> "ProbeSettings":
-        """The defaults, with the training seed of ``$BERTATTN_SEED`` (unset: 0, the recorded baseline's) for the
-        three probes and the structural probe alike; the data samples keep seed 0."""
-        from ...base.settings import training_seed
-
-        seed = training_seed(default=cls.seed)
+    def with_seed(cls, seed: int | None = None) -> "ProbeSettings":
+        """The defaults, with the run's training seed (its ``seed`` option, ``$BERTATTN_SEED`` as the face read it;
+        None: 0, the recorded baseline's) for the three probes and the structural probe alike; the data samples keep
+        seed 0."""
+        seed = cls.seed if seed is None else seed
         return cls(train_seed=seed, structural=StructuralSettings(seed=seed))
 
 

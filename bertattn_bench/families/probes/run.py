@@ -190,7 +190,7 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
     from ...base.settings import data_file
 
     tier = tiers.of_options(options, TIERS)
-    s = settings or dataclasses.replace(ProbeSettings.from_env(), **TIERS[tier])
+    s = settings or dataclasses.replace(ProbeSettings.with_seed((options or {}).get("seed")), **TIERS[tier])
     base = corpus[:-3] if corpus.endswith("_ud") else corpus
     if base != corpus:
         s = dataclasses.replace(s, trees="ud")

@@ -12,11 +12,10 @@ from ...engine.attention import head_name
 from ...data import glue
 from ...engine.passes import timed
 from ...claims.registry import family
-from ...base.settings import env
 from ..disabling import score_configs
 from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
 from .measure import all_but_one_configs, auc_points, binarised_stsb, delta_order, exact_pruning_steps, head_importance, normalize_by_layer, one_head_per_layer, order_from_scores, pruning_steps, step_counts
-from .constants import EXACT_ENV, EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
+from .constants import EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
 
 
 # ---- the pass ----------------------------------------------------------------------------------------------------
@@ -229,8 +228,10 @@ class PrunePass(GluePass):
         return out
 
 
-def _exact_requested(tier: str) -> bool:
-    return tier == "full" or env(EXACT_ENV) == "1"
+def _exact_requested(tier: str, exact: bool = False) -> bool:
+    """Exact pruning (importance recomputed before every step): always in the full tier, else when the run asks
+    (its prune_exact option, $BERTATTN_PRUNE_EXACT=1 as the face read it)."""
+    return tier == "full" or bool(exact)
 
 
 @family("prune", corpora=GLUE_TASKS, default_corpus="mrpc",
@@ -239,7 +240,7 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
                   options: dict | None = None) -> PrunePass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("prune", loaded, data_dir, corpus, limit,
                                                                       options)
-    exact = _exact_requested(tier)
+    exact = _exact_requested(tier, (options or {}).get("prune_exact", False))
     L, H = loaded.info.n_layers, loaded.info.n_heads
     n_imp = TIER_IMPORTANCE_EXAMPLES[tier]
     desc += (f"; head masking (ξ_h = 0); importance on {n_imp} seeded training examples, "
@@ -254,4 +255,4 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
             paths = paths + [glue.split_path(data_dir, st, "dev")]
             desc += f"; cross-set: STS-B dev binarised ({len(rows)} pairs)"
     return PrunePass("prune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                     exact=exact, cross_dev=cross, n_importance=n_imp)
+                     (options or {}).get("precision"), exact=exact, cross_dev=cross, n_importance=n_imp)

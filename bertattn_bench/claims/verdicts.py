@@ -1,0 +1,40 @@
+"""The one verdict of a claim result: holds, does not hold, inconclusive, not judged or skipped.
+
+Every table, matrix, job summary and baseline diff names a result's verdict through :func:`verdict_of`, from a
+:class:`~bertattn_bench.claims.catalog.ClaimOutcome`, its ``record()`` (a row of ``claims.json``) or a recorded
+baseline's entry: the same five words everywhere, in the same order of precedence (a skipped claim was not measured;
+a not-judged one was measured on a model that did not learn, whatever side its value fell on; an inconclusive one
+has a threshold inside its interval; else its side).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_JUDGED, SKIPPED = (
+    "holds", "does not hold", "inconclusive", "not judged", "skipped")
+VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_JUDGED, SKIPPED)
+
+
+def _field(result: Any, name: str) -> Any:
+    return result.get(name) if isinstance(result, dict) else getattr(result, name, None)
+
+
+def verdict_of(result: Any) -> str:
+    """One of :data:`VERDICTS` for an outcome, a ``claims.json`` record or a baseline entry."""
+    if _field(result, "skipped"):
+        return SKIPPED
+    if _field(result, "not_judged"):
+        return NOT_JUDGED
+    if _field(result, "inconclusive"):
+        return INCONCLUSIVE
+    return HOLDS if _field(result, "holds") else DOES_NOT_HOLD
+
+
+def clearly_holds(result: Any) -> bool:
+    """Judged and holds on a clear side (not skipped, not judged, nor inconclusive)."""
+    return verdict_of(result) == HOLDS
+
+
+def clearly_fails(result: Any) -> bool:
+    """Judged and clearly does not hold (a not-judged or inconclusive result is neither)."""
+    return verdict_of(result) == DOES_NOT_HOLD
