@@ -20,8 +20,8 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoTokenizer
 
-    from bertattn_bench.runner import architectures as A
     from bertattn_bench.engine.model import embedded_model_path
+    from bertattn_bench.runner import architectures as A
 
     torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))

@@ -23,8 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bertattn_bench.data.manifest import (MANIFEST_PATH, archive_rule, family_needs, members_digest,  # noqa: E402
-                                          rebuild, sha256_file)
+from bertattn_bench.data.manifest import MANIFEST_PATH, archive_rule, family_needs, members_digest, rebuild, sha256_file  # noqa: E402
 
 # corpus -> (repo, commit, [(local prefix, source prefix)] first match wins, {local file: override})
 SPECS = {

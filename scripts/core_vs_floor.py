@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
+from bertattn_bench.claims.registry import families
 from bertattn_bench.engine.batching import iter_batches
 from bertattn_bench.engine.model import load_model
-from bertattn_bench.claims.registry import families
 
 
 def main() -> None:
@@ -73,10 +73,11 @@ def main() -> None:
 def sweep_vs_plain(args, loaded) -> None:
     import numpy as np
 
-    from bertattn_bench.training import glue_finetune as finetune, sweeps
     from bertattn_bench.data import glue
-    from bertattn_bench.families import disabling, pruning
     from bertattn_bench.engine.passes import timed
+    from bertattn_bench.families import disabling, pruning
+    from bertattn_bench.training import glue_finetune as finetune
+    from bertattn_bench.training import sweeps
 
     t = glue.task(args.task)
     dev = finetune.encode_split(loaded.tokenizer, glue.load_split(Path(args.data_dir), args.task, "dev", args.limit),

@@ -14,7 +14,6 @@ import statistics
 import time
 import warnings
 
-
 SIZES = {"tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
          "MiniLM": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536)}
 
@@ -35,8 +34,8 @@ def main(argv=None) -> int:
     from bertattn_bench.engine.model import embedded_model_path, model_from_config
 
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
-    print(f"| model type | size | path | fallback path s/pass (min, median) | eager output_attentions s/pass "
-          f"(min, median) | ratio of medians |\n|---|---|---|---|---|---|")
+    print("| model type | size | path | fallback path s/pass (min, median) | eager output_attentions s/pass "
+          "(min, median) | ratio of medians |\n|---|---|---|---|---|---|")
     for model_type in args.types:
         for size, shape in SIZES.items():
             cfg = AutoConfig.for_model(model_type, vocab_size=tok.vocab_size, max_position_embeddings=512, **shape)

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertattn_bench.training import glue_finetune as finetune
 from bertattn_bench.data import glue
 from bertattn_bench.engine.model import load_model
+from bertattn_bench.training import glue_finetune as finetune
 
 VARIANTS = ("ours-bf16", "ours-fp32", "naive")
 

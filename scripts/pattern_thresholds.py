@@ -20,11 +20,11 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from bertattn_bench.claims.registry import families
 from bertattn_bench.engine.attention import Reducer, run_reducers
 from bertattn_bench.engine.batching import iter_batches
 from bertattn_bench.engine.model import load_model
 from bertattn_bench.families import patterns as P
-from bertattn_bench.claims.registry import families
 
 CLAIMS = {  # pre-trained share claims: (types, test)
     "kov.patterns_five_types": "min share >= 0.05",

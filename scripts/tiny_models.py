@@ -17,9 +17,9 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     from transformers import AutoTokenizer
 
-    from bertattn_bench.runner import architectures as A
     from bertattn_bench.base.errors import ModelLoadError
     from bertattn_bench.engine.model import embedded_model_path, slugify
+    from bertattn_bench.runner import architectures as A
 
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
     for arch in A.MATRIX:

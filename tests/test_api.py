@@ -5,8 +5,8 @@ import json
 import pytest
 
 import bertattn_bench as bb
-from bertattn_bench.runner.architectures import toy_data_dir
 from bertattn_bench.base.errors import BenchError
+from bertattn_bench.runner.architectures import toy_data_dir
 
 
 @pytest.fixture(scope="module")

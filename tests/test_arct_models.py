@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.training import arct_finetune as arct_ft, glue_finetune as finetune
-from bertattn_bench.engine.batching import make_batch
-from bertattn_bench.data.arct import ArctItem
-from bertattn_bench.families import arct_trained as m
 from bertattn_bench.claims.registry import NotApplicable, families
+from bertattn_bench.data.arct import ArctItem
+from bertattn_bench.engine.batching import make_batch
+from bertattn_bench.families import arct_trained as m
+from bertattn_bench.training import arct_finetune as arct_ft
+from bertattn_bench.training import glue_finetune as finetune
 
 
 def item(w0, w1, label, claim="cats are good", reason="they purr", id="x", flag=None):

@@ -145,8 +145,8 @@ def test_own_code_maps_equal_output_attentions_and_never_pile_up(tokenizer):
     maps (the model is not asked for output_attentions)."""
     import torch
 
-    from bertattn_bench.runner import architectures as A
     from bertattn_bench.engine.batching import model_inputs
+    from bertattn_bench.runner import architectures as A
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
     enc = model_inputs(loaded.model, _inputs(tokenizer, ["the cat sat on the mat", "a dog"]))

@@ -15,13 +15,17 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_claims_registry import FakePass
 
 from bertattn_bench.claims.catalog import evaluate, load_claims
-from bertattn_bench.families.disabling import DisableResult, disable_best_gain, disable_best_head_margin, disable_shared_harmful_heads
 from bertattn_bench.claims.registry import NotApplicable
 from bertattn_bench.claims.stats import binomial_above_p, paired_gain_bounds, sign_test_p
-
-from test_claims_registry import FakePass
+from bertattn_bench.families.disabling import (
+    DisableResult,
+    disable_best_gain,
+    disable_best_head_margin,
+    disable_shared_harmful_heads,
+)
 
 N, L, H = 408, 6, 12  # MRPC's dev set, MiniLM's shape
 CLAIMS = {c.id: c for c in load_claims(family="disable")}

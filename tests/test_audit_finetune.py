@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from bertattn_bench.claims.catalog import load_claims
+from bertattn_bench.claims.registry import NotApplicable
 from bertattn_bench.data import glue
 from bertattn_bench.families import finetune as F
-from bertattn_bench.claims.registry import NotApplicable
 
 # glue.constant_scores' dev-mean predictor for STS-B is a constant that scipy sees (float rounding) as not quite one
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")

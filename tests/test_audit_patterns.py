@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import torch
 
+from bertattn_bench.claims.stats import length_matched_difference
 from bertattn_bench.engine.batching import Encoded, make_batch
 from bertattn_bench.families import patterns as P
-from bertattn_bench.claims.stats import length_matched_difference
-
 
 # ---- planted maps through the real reducer -------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Recording baselines: values with n, provenance of every run that measured a kept value, data checksums."""
 import json
-
-import pytest
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from bertattn_bench.claims.baselines import describe_data, record_baselines
 
@@ -66,13 +66,13 @@ def test_negative_control_outcomes_are_not_recorded(tmp_path):
 def test_xdist_workers_write_no_report_or_baseline(tmp_path):
     """Under pytest-xdist only the controller writes the claims report and the baseline; a worker (a config with
     ``workerinput``) writes nothing, the controller (same session, no ``workerinput``) writes both."""
-    from bertattn_bench.faces import pytest_plugin as plugin
     from bertattn_bench.claims.catalog import ClaimOutcome
+    from bertattn_bench.faces import pytest_plugin as plugin
 
     outcome = ClaimOutcome(claim_id="c.one", paper="p", section="§1", statement="s", model="m", model_slug="m",
                            data="d", corpus="a", measured=1.0, unit="", n=7, n_unit="arcs", reference="r",
                            comparison=">= 0", holds=True, head=None, detail="", attn_implementation="eager")
-    from bertattn_bench.runner.session import RunOptions, Runner
+    from bertattn_bench.runner.session import Runner, RunOptions
 
     session = Runner(RunOptions(claims_report=tmp_path / "report", record_baseline=tmp_path / "baselines"))
     session.outcomes = [outcome]
@@ -139,9 +139,10 @@ def test_an_entry_carries_the_tolerance_its_measured_spread_asks_for(tmp_path):
     than the claim's."""
     import json
 
+    from test_claims_registry import FakePass, claim
+
     from bertattn_bench.claims.baselines import baseline_diff, diff_failures, record_baselines, spread_tolerances
     from bertattn_bench.claims.catalog import evaluate
-    from test_claims_registry import FakePass, claim
 
     (tmp_path / "spread").mkdir()
     (tmp_path / "spread" / "m-glue.json").write_text(json.dumps({"claims": {

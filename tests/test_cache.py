@@ -386,7 +386,8 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
     """A fine-tuned checkpoint's code version follows the trainer and what it imports (attention core, batching,
     the GLUE reader) but not the key-naming cache module, nor through it the registry and every metric: editing a
     metric or a report must not retrain every checkpoint; editing the attention core must."""
-    from bertattn_bench.training import arct_finetune as arct_ft, glue_finetune as finetune
+    from bertattn_bench.training import arct_finetune as arct_ft
+    from bertattn_bench.training import glue_finetune as finetune
 
     for module in ("bertattn_bench.training.glue_finetune", "bertattn_bench.training.arct_finetune"):
         closure = H.module_closure(module, exclude=H.KEY_ONLY_MODULES)
@@ -423,7 +424,6 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
 
 import json
 import pickle
-import warnings
 from collections import Counter, OrderedDict, defaultdict
 
 import numpy as np
@@ -443,8 +443,8 @@ def _surface_pass(tiny, tokenizer):
     """A real pass result: the surface reducer on the tiny model, wrapped as the plugin stores it."""
     from bertattn_bench.engine.attention import run_reducers
     from bertattn_bench.engine.batching import Encoded, Skipped, iter_batches
-    from bertattn_bench.families.surface import SurfaceReducer
     from bertattn_bench.engine.passes import PassResult
+    from bertattn_bench.families.surface import SurfaceReducer
 
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     word = tokenizer.convert_tokens_to_ids("cat")
@@ -586,8 +586,8 @@ from tests.test_finetune import RECIPE, glue_dir  # noqa: E402,F401  (the fixtur
 
 
 def _train_setup(tiny, glue_dir):
-    from bertattn_bench.training import glue_finetune as finetune
     from bertattn_bench.data import glue
+    from bertattn_bench.training import glue_finetune as finetune
 
     t = glue.task("mrpc")
     data = finetune.encode_split(tiny.tokenizer, finetune.training_rows(glue_dir, "mrpc", RECIPE, 0), RECIPE.max_tokens)

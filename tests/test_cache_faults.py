@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from bertattn_bench.runner import cache as cache_mod
-from bertattn_bench.base.errors import CacheWarning
 from bertattn_bench.base import hashing
+from bertattn_bench.base.errors import BenchError, CacheWarning
 from bertattn_bench.base.hashing import INDEX_NAME, DigestIndex
+from bertattn_bench.runner import cache as cache_mod
 from bertattn_bench.runner.cache import PassCache, check_cache_dir
-from bertattn_bench.base.errors import BenchError
 
 
 @pytest.mark.parametrize("content", ["[]", "{not json", '"a string"', '{"/x": 5}', '{"/x": [[1, 2], "ab"]}'])

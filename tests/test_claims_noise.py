@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_claims_registry import FakePass, baseline, claim
 
 from bertattn_bench.claims import registry
 from bertattn_bench.claims.catalog import evaluate
 from bertattn_bench.claims.registry import Measurement
-from bertattn_bench.claims.stats import binomial_se_points as binomial_se, difference_se
+from bertattn_bench.claims.stats import binomial_se_points as binomial_se
+from bertattn_bench.claims.stats import difference_se
 from bertattn_bench.report.claims_report import rows, summary_lines, terminal_table, write_report
-
-from test_claims_registry import FakePass, baseline, claim
 
 SE_METRIC = "test_se_metric_xyz"
 
@@ -108,8 +108,8 @@ def test_dependency_best_head_gap_carries_its_interval():
     accuracy over the relation's arcs (independent: wide); by hand for 30/40 correct vs an offset at 50% of 40."""
     import torch
 
-    from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
     from bertattn_bench.claims.registry import METRICS, load_all_metrics
+    from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
 
     load_all_metrics()
     correct = torch.zeros(1, 2, 1, 2, dtype=torch.float64)

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from bertattn_bench.base.errors import BenchError
 from bertattn_bench.claims import registry
-from bertattn_bench.engine.batching import Skipped
 from bertattn_bench.claims.baselines import load_baseline
 from bertattn_bench.claims.catalog import COMPARISONS, REFERENCE_DIR, Claim, baseline_key, evaluate, load_claims
-from bertattn_bench.base.errors import BenchError
-from bertattn_bench.engine.model import ModelInfo
 from bertattn_bench.claims.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, relative_depth
+from bertattn_bench.engine.batching import Skipped
+from bertattn_bench.engine.model import ModelInfo
 
 # ---- the catalogue ------------------------------------------------------------------------------------------
 

@@ -33,8 +33,8 @@ def test_diff_lists_moved_values_and_flipped_verdicts(tmp_path, capsys):
     counts as its own verdict) and a key on one side only are listed; a bad file is one clear line."""
     import json
 
-    from bertattn_bench.faces.cli import main
     from bertattn_bench.claims.baselines import baseline_diff
+    from bertattn_bench.faces.cli import main
 
     def entry(v, n=10, holds=True, **kw):
         return {"measured": v, "n": n, "holds": holds, **kw}

@@ -1,20 +1,18 @@
 """Clark §6 head clustering (JS distances, permutation test, behaviour silhouette) and the §3/§4/§6 figures, on
 planted attention maps and distance matrices with known answers, and the tiny model."""
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from bertattn_bench.engine.attention import run_reducers
-from bertattn_bench.engine.batching import encode_pair, iter_batches, make_batch
+from bertattn_bench.engine.batching import Skipped, encode_pair, iter_batches, make_batch
 from bertattn_bench.engine.model import ModelInfo
+from bertattn_bench.engine.passes import PassResult
 from bertattn_bench.families import clustering as C
 from bertattn_bench.families.surface import FIELDS, SurfaceResult
 from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
-from bertattn_bench.engine.passes import PassResult
-from bertattn_bench.engine.batching import Skipped
 
 LN2 = math.log(2.0)
 

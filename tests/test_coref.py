@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.engine.batching import encode_words, make_batch
-from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
 from bertattn_bench.base.errors import DataError
-from bertattn_bench.families.coref import CorefReducer, CorefResult, baseline_counts
 from bertattn_bench.claims.registry import METRICS, NotApplicable, load_all_metrics
 from bertattn_bench.claims.stats import difference_se
+from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
+from bertattn_bench.engine.batching import encode_words, make_batch
+from bertattn_bench.families.coref import CorefReducer, CorefResult, baseline_counts
 
 TOY = Path(__file__).resolve().parent.parent / "fixtures" / "coref" / "GUM_toy_coref.conllu"
 EXPECTED = {  # head word -> (kind, antecedent heads, nearest, head_word, rules)
@@ -350,8 +350,8 @@ def test_baseline_rank_nominal_gap_and_named_head():
 
 
 def test_figure_writes_png(tmp_path):
-    from bertattn_bench.families.coref import coref_figure
     from bertattn_bench.claims.registry import FIGURES, load_all_metrics
+    from bertattn_bench.families.coref import coref_figure
 
     load_all_metrics()
     assert FIGURES["coref"] is coref_figure  # the report draws it (a decorator once slid onto the next function)
@@ -491,11 +491,11 @@ def test_litbank_malformed_brackets_name_file_and_line(tmp_path, coref, line, me
 
 
 def test_litbank_corpus_loading_paths_and_fingerprint(tmp_path, tiny):
-    from bertattn_bench.claims.baselines import describe_data
     from bertattn_bench.base.hashing import data_files, data_fingerprint
+    from bertattn_bench.claims.baselines import describe_data
+    from bertattn_bench.claims.registry import FAMILIES
     from bertattn_bench.data.coref import corpus_data_paths
     from bertattn_bench.families.coref import prepare_coref
-    from bertattn_bench.claims.registry import FAMILIES
 
     data = tmp_path / "data"
     (data / "litbank_coref" / "conll").mkdir(parents=True)

@@ -15,8 +15,8 @@ import pytest
 
 from bertattn_bench.data import fetch as fetch_mod
 from bertattn_bench.data import manifest as manifest_mod
-from bertattn_bench.faces.data_cli import main as data_main
 from bertattn_bench.data.manifest import PART_SUFFIX, parse_manifest, verify
+from bertattn_bench.faces.data_cli import main as data_main
 
 # --- a loopback mirror with faults ------------------------------------------------------------------------------
 

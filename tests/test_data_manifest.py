@@ -12,12 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from bertattn_bench.data import manifest as manifest_mod
-from bertattn_bench.faces.data_cli import main as data_main
-from bertattn_bench.data.manifest import FileEntry, family_needs, load_manifest, missing_files, parse_manifest, rebuild, require_data, verify
 from bertattn_bench.base.errors import DataError
-from bertattn_bench.claims.registry import families
 from bertattn_bench.base.settings import DATA_DIR_ENV, DATA_HOME_ENV, default_data_home, resolve_data_dir
+from bertattn_bench.claims.registry import families
+from bertattn_bench.data import manifest as manifest_mod
+from bertattn_bench.data.manifest import (
+    FileEntry,
+    family_needs,
+    load_manifest,
+    missing_files,
+    parse_manifest,
+    rebuild,
+    require_data,
+    verify,
+)
+from bertattn_bench.faces.data_cli import main as data_main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.data.ud import Sentence
+from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.families.syntax import RELATIONS, Arc, DependencyReducer, sd_arcs
 
 CPU = torch.device("cpu")

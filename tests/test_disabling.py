@@ -7,7 +7,6 @@ import pytest
 
 from bertattn_bench.families.finetune import FinetuneResult, TaskScores, ft_margin_over_majority
 
-
 # the best-gain claims (issue 36 items 2, 6, 7a): tests/test_audit_disable.py (the seed-spread bar is gone)
 
 
@@ -40,8 +39,8 @@ def test_last_layers_must_actually_change():
 def test_disabling_sweep_layer_passes_by_hand():
     """Issue 27's counts: a 6 x 12 model's 79 configurations cost 6 + 12 x (6+5+4+3+2+1) + (6+...+1) = 279 layer
     passes per example with the prefix shared, against 79 x 6 = 474; a 12 x 12 model 1,026 against 1,884."""
-    from bertattn_bench.training import sweeps
     from bertattn_bench.families.disabling import configurations
+    from bertattn_bench.training import sweeps
 
     assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6) == 279
     assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6, share_prefix=False) == 474

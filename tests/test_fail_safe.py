@@ -111,9 +111,9 @@ def test_a_read_only_cache_trains_in_memory_and_stores_nothing(tmp_path, monkeyp
     """A read-only cache folder: passes are read from it, and a family that trains gets no checkpoint folder (its
     fine-tune is made in memory) instead of failing to write one."""
     from bertattn_bench.claims import registry
-    from bertattn_bench.runner.cache import PassCache
     from bertattn_bench.claims.registry import Family
-    from bertattn_bench.runner.session import RunOptions, Runner, Target
+    from bertattn_bench.runner.cache import PassCache
+    from bertattn_bench.runner.session import Runner, RunOptions, Target
 
     seen = []
 

@@ -1,15 +1,15 @@
 """GLUE reading and metrics, fine-tuning (seeded, resumable, cached) and the batched sweep, on a tiny model."""
 import json
-import math
 
 import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.training import glue_finetune as finetune, sweeps
-from bertattn_bench.data import glue
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.base.settings import from_environment
+from bertattn_bench.data import glue
+from bertattn_bench.training import glue_finetune as finetune
+from bertattn_bench.training import sweeps
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
 WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()

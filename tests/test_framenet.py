@@ -2,7 +2,6 @@
 the claim metrics on results with known numbers, and a tiny model's pass batched = one by one."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -10,11 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.engine.batching import encode_words, make_batch
-from bertattn_bench.data import framenet as F
 from bertattn_bench.base.errors import DataError
+from bertattn_bench.data import framenet as F
+from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.families import framenet as M
-from bertattn_bench.claims.registry import NotApplicable
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "framenet"
 JSONL = FIX / "exemplars_toy.jsonl"

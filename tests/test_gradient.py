@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from bertattn_bench.claims.registry import NotApplicable
 from bertattn_bench.engine.batching import encode_pair, make_batch
 from bertattn_bench.families import gradient as g
-from bertattn_bench.claims.registry import NotApplicable
 
 PAIRS = [("the cat sat on the mat .", "it was , happy"), ("short", "pair"),
          ("a much longer first paragraph , with commas .", "and a second one that is long too .")]

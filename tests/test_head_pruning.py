@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.engine import attention
-from bertattn_bench.training import glue_finetune as finetune
-from bertattn_bench.engine import head_removal as head_pruning
-from bertattn_bench.data import glue
 from bertattn_bench.base.errors import ModelLoadError
+from bertattn_bench.data import glue
+from bertattn_bench.engine import attention
+from bertattn_bench.engine import head_removal as head_pruning
+from bertattn_bench.training import glue_finetune as finetune
 
 SENTS = [("the cat sat on the mat", "a dog ran"), ("red blue", "quickly slowly under the big log today"),
          ("one", "two three four five six seven eight nine ten")]

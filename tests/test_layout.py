@@ -138,9 +138,9 @@ def test_environment_variables_are_read_in_one_place():
             if ("os.environ.get(" in code or "os.getenv(" in code or "os.environ[" in code) and "environ=" not in code:
                 offenders.append(f"{path.relative_to(ROOT)}:{i}")
     assert offenders == []
-    from bertattn_bench.base import settings
-
     import pytest
+
+    from bertattn_bench.base import settings
 
     with pytest.raises(KeyError, match="not in settings.ENVIRONMENT"):
         settings.env("BERTATTN_NO_SUCH_VARIABLE")

@@ -2,21 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-
-from bertattn_bench.claims import learned, registry, stats
-from bertattn_bench.claims.registry import Measurement
-from bertattn_bench.claims.catalog import evaluate, load_claims
-from bertattn_bench.report.claims_report import summary_lines, terminal_table
-
 from test_claims_registry import FakePass, baseline, claim
 from test_finetune import glue_dir  # noqa: F401  (the planted MRPC fixture)
 
+from bertattn_bench.claims import learned, registry, stats
+from bertattn_bench.claims.catalog import evaluate, load_claims
+from bertattn_bench.claims.registry import Measurement
+from bertattn_bench.report.claims_report import summary_lines, terminal_table
 
 PASSES_METRIC = "test_learned_passes_metric_xyz"
 

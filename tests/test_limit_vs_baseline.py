@@ -1,9 +1,9 @@
 """A --limit run against a baseline recorded on the whole corpus (issue 37): where n differs, the value and the
 verdict are another sample's, so they are reported, not checked (the check passes and says what it skipped); where n
 matches, or the run is not limited, the usual checks apply."""
-from bertattn_bench.claims.catalog import evaluate
-
 from test_claims_registry import FakePass, baseline, claim
+
+from bertattn_bench.claims.catalog import evaluate
 
 
 def test_limited_run_with_other_n_is_not_checked():

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from bertattn_bench.report import matrix as mx
-from bertattn_bench.claims.catalog import ClaimOutcome
 from bertattn_bench.base.errors import BenchError
+from bertattn_bench.claims.catalog import ClaimOutcome
+from bertattn_bench.report import matrix as mx
 from bertattn_bench.report.claims_report import write_report
 
 A, B = "embedded:all-MiniLM-L6-v2", "/models/tiny-roberta"

@@ -96,7 +96,7 @@ def report(browser, tmp_path_factory) -> Path:
 
 def _open(driver, page: Path):
     driver.get(page.resolve().as_uri())
-    driver.get_log("browser")  # noqa: the log of the previous page is dropped with this read
+    driver.get_log("browser")  # the log of the previous page is dropped with this read
 
 
 def _visible_rows(driver) -> list[tuple[str, str]]:
@@ -186,7 +186,7 @@ def test_real_report_disagreement_filter_and_search(browser, report, request):
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
-    from test_matrix import A, B, TWIN, records
+    from test_matrix import TWIN, A, B, records
 
     out = tmp_path_factory.mktemp("synthetic-matrix")
     (out / "figures").mkdir()

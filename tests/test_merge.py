@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from bertattn_bench.faces.cli import USAGE_ERROR, main
-from bertattn_bench.claims.baselines import merge_baseline_fragments, record_baselines
 from bertattn_bench.base.errors import BenchError
+from bertattn_bench.claims.baselines import merge_baseline_fragments, record_baselines
+from bertattn_bench.faces.cli import USAGE_ERROR, main
 from bertattn_bench.report.claims_report import write_report
-from tests.test_matrix import A, B, SLUG, TWIN, outcomes_of
+from tests.test_matrix import SLUG, TWIN, A, B, outcomes_of
 
 DATA = {"surface/wikitext2": "wikitext-2/test.txt sha256:aaaa (1 file(s))",
         "dependency/ewt_dev": "ud/en_ewt-dev.conllu sha256:bbbb (1 file(s))"}

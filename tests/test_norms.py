@@ -242,10 +242,9 @@ def test_rank_table_reader(tmp_path):
 
 
 def test_refused_model_measures_nothing_and_says_why(tokenizer, tmp_path):
-    from bertattn_bench.engine.passes import NothingToMeasure
-    from bertattn_bench.families.norms import prepare_norms
     from bertattn_bench.claims.registry import NotApplicable
-    from bertattn_bench.families.norms import mixing_mean
+    from bertattn_bench.engine.passes import NothingToMeasure
+    from bertattn_bench.families.norms import mixing_mean, prepare_norms
 
     arch = next(a for a in A.MATRIX if a.label == "ModernBERT")
     loaded = A.build(arch, tokenizer)

@@ -13,8 +13,8 @@ import pytest
 from bertattn_bench.base import documents
 from bertattn_bench.claims.baselines import merge_baseline_fragments, read_baseline, write_merged_baselines
 from bertattn_bench.claims.catalog import REFERENCE_DIR, ClaimOutcome
-from bertattn_bench.report.matrix import read_records
 from bertattn_bench.report.claims_report import read_run, write_report
+from bertattn_bench.report.matrix import read_records
 
 
 def outcome(claim_id="t.a", measured=0.5, **kw) -> ClaimOutcome:

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bertattn_bench.claims.catalog import load_claims
-from bertattn_bench.runner.session import RunOptions, Runner, plan_id, random_twin_name
-
 from test_job_summary import outcome
+
+from bertattn_bench.claims.catalog import load_claims
+from bertattn_bench.runner.session import Runner, RunOptions, plan_id, random_twin_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,10 +52,10 @@ def test_pytest_collects_the_plans_ids():
 
 
 def test_list_selects_by_the_same_ids():
-    from bertattn_bench.faces.cli import main
-
     import contextlib
     import io
+
+    from bertattn_bench.faces.cli import main
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

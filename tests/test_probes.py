@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.engine.batching import encode_words, make_batch
-from bertattn_bench.data.ud import Sentence
 from bertattn_bench.base.errors import DataError
+from bertattn_bench.claims.registry import NotApplicable
+from bertattn_bench.data.ud import Sentence
+from bertattn_bench.engine.batching import encode_words, make_batch
+from bertattn_bench.engine.model import LoadedModel
 from bertattn_bench.families import probes as P
 from bertattn_bench.families.syntax import HeadScore
-from bertattn_bench.engine.model import LoadedModel
-from bertattn_bench.claims.registry import NotApplicable
 
 CPU = torch.device("cpu")
 

@@ -5,12 +5,12 @@ import json
 import warnings
 
 import pytest
+from test_baselines import _session, rec
 
 from bertattn_bench.base.documents import checked, envelope
 from bertattn_bench.base.errors import BenchError
 from bertattn_bench.claims.baselines import BaselineWarning, check_record_target, load_baseline_file
 from bertattn_bench.runner.session import RunOptions
-from test_baselines import _session, rec
 
 BAD = {"results": {"clark.x@y": 5}}  # an entry that is not an object (was an AttributeError traceback, exit 1)
 GOOD_ENTRY = {"measured": 1.0, "n": 3, "holds": True}

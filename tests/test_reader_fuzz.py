@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bertattn_bench.base.errors import BenchError, DataError
 from bertattn_bench.base.settings import FUZZ_EXAMPLES_ENV, env
@@ -145,8 +146,9 @@ def _report() -> Path:
     """A claims report written by the suite's own writer (claims.json and run.json as a run writes them)."""
     import tempfile
 
-    from bertattn_bench.report.claims_report import write_report
     from test_output_schemas import PROVENANCE, outcome
+
+    from bertattn_bench.report.claims_report import write_report
 
     folder = Path(tempfile.mkdtemp(prefix="fuzz-report-")) / "rep"
     write_report([outcome("t.a"), outcome("t.b", measured=0.1, holds=False, negative_control=True)], folder,

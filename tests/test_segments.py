@@ -7,10 +7,9 @@ import random
 
 import pytest
 
-from bertattn_bench.engine.batching import encode_pair, encode_piece_pair
-from bertattn_bench.data import segments as S
 from bertattn_bench.base.errors import DataError
-
+from bertattn_bench.data import segments as S
+from bertattn_bench.engine.batching import encode_pair, encode_piece_pair
 
 # ---- the authors' code, verbatim (clarkkev/attention-analysis b609cfc, preprocess_unlabeled.py l.13-86) -------
 

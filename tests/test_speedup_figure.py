@@ -4,8 +4,8 @@ figure to a model by the slug in its file name)."""
 from pathlib import Path
 from types import SimpleNamespace
 
-from bertattn_bench.families.speedup import SpeedResult, speedup_figures
 from bertattn_bench.engine.model import ModelInfo
+from bertattn_bench.families.speedup import SpeedResult, speedup_figures
 
 
 def test_speedup_figure_file_is_named_by_slug(tmp_path: Path):

@@ -1,7 +1,6 @@
 """Every bad option or model stops the run at start-up: one line naming the option, pytest's usage-error exit status
 (4), no test run. Most cases run pytest in-process on a one-test benchmark (pytester); the last ones run the real
 `pytest benchmarks` and the CLI in a subprocess, as a user would."""
-import json
 import os
 import subprocess
 import sys

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from bertattn_bench.claims.registry import NotApplicable
 from bertattn_bench.engine.attention import run_reducers
 from bertattn_bench.engine.batching import encode_words, iter_batches
 from bertattn_bench.families import probes as P
 from bertattn_bench.families.probes import structural as S
-from bertattn_bench.claims.registry import NotApplicable
 
 CPU = torch.device("cpu")
 # "The cat sat on the mat ." as 0-based heads (-1 = root); "." is punctuation
@@ -153,9 +153,10 @@ def test_the_structural_probe_is_guarded_against_itself_untrained():
     """The learned-model guard of the structural probe: trained, it recovers the planted trees above its own
     initialisation on the same edges (learned); with 0 epochs it is its initialisation (gained = lost = 0: not
     learned), and clark.probe_vs_structural, which reads it, is then not judged."""
+    from types import SimpleNamespace
+
     from bertattn_bench.claims.catalog import evaluate, load_claims
     from bertattn_bench.families.syntax import HeadScore
-    from types import SimpleNamespace
 
     train_states, train_trees = planted(80, seed=0)
     eval_states, eval_trees = planted(30, seed=1)

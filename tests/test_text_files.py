@@ -4,12 +4,12 @@ import codecs
 
 import pytest
 
+from bertattn_bench.base.errors import DataError
 from bertattn_bench.data import read_text
 from bertattn_bench.data.arct import read_arct
 from bertattn_bench.data.framenet import read_jsonl
 from bertattn_bench.data.glue import TASKS, read_tsv
 from bertattn_bench.data.ud import read_conllu
-from bertattn_bench.base.errors import DataError
 
 BOM = codecs.BOM_UTF8
 CONLLU = ("# sent_id = 1\n# text = The cat sat.\n"

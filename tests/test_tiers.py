@@ -1,10 +1,10 @@
 """The budget tiers: quick (smoke run), regression (recorded), full — what each one changes, and how it shows."""
 import pytest
 
-from bertattn_bench.claims import tiers
 from bertattn_bench.base.errors import BenchError
-from bertattn_bench.training import glue_pass as finetuned
+from bertattn_bench.claims import tiers
 from bertattn_bench.claims.registry import families
+from bertattn_bench.training import glue_pass as finetuned
 
 
 def test_tier_names_and_errors():
@@ -76,7 +76,8 @@ def test_families_that_train_say_so_at_registration():
 
 def test_every_per_tier_table_names_every_tier():
     """A per-tier budget table that misses a tier would fail (KeyError) only when that tier runs: checked here."""
-    from bertattn_bench.families import arct_trained as arct_models, framenet, patterns, probes, pruning, speedup
+    from bertattn_bench.families import arct_trained as arct_models
+    from bertattn_bench.families import framenet, patterns, probes, pruning, speedup
 
     tables = {"finetuned.TIERS": finetuned.TIERS, "pruning.TIER_IMPORTANCE_EXAMPLES": pruning.TIER_IMPORTANCE_EXAMPLES,
               "patterns.TIER_DEV_MAX": patterns.TIER_DEV_MAX, "patterns.TIER_UD_MAX": patterns.TIER_UD_MAX,

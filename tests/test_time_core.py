@@ -2,10 +2,10 @@
 seconds); --time-cores recomputes and times every pass."""
 from types import SimpleNamespace
 
-from bertattn_bench.faces import pytest_session as P
 from bertattn_bench.engine.batching import Skipped
 from bertattn_bench.engine.model import ModelInfo
 from bertattn_bench.engine.passes import PassResult
+from bertattn_bench.faces import pytest_session as P
 from bertattn_bench.runner.cache import PassCache
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from bertattn_bench.data.ud import Sentence, read_conllu
 from bertattn_bench.base.errors import BenchError, DataError
 from bertattn_bench.base.settings import DATA_DIR_ENV, data_file, resolve_data_dir
+from bertattn_bench.data.ud import Sentence, read_conllu
 
 
 def row(*cols) -> str:

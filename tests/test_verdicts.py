@@ -4,16 +4,15 @@ never a lost claim."""
 from __future__ import annotations
 
 import pytest
+from test_claims_registry import baseline, claim
+from test_job_summary import outcome
+from test_learned import DEGENERATE, LEARNED, TrainedFakePass
 
 from bertattn_bench.claims import baselines, verdicts
 from bertattn_bench.claims.catalog import evaluate
 from bertattn_bench.claims.verdicts import VERDICTS, verdict_of
 from bertattn_bench.report import matrix, summary
 from bertattn_bench.report.claims_report import summary_lines, terminal_table
-
-from test_job_summary import outcome
-from test_learned import DEGENERATE, LEARNED, TrainedFakePass
-from test_claims_registry import baseline, claim
 
 RECORDS = {  # one record per state, with fields that would mislead a reader that checks them in another order
     "holds": {"holds": True},

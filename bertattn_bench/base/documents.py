@@ -16,7 +16,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from .settings import VALIDATE_OUTPUTS_ENV as VALIDATE_ENV, env
+from .settings import VALIDATE_OUTPUTS_ENV as VALIDATE_ENV
+from .settings import env
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"  # bertattn_bench/schemas
 PREFIX = "bertattn-bench/"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ..base.documents import baseline_document, read_baseline_text
+from ..base.errors import BenchError
 from ..base.hashing import DigestIndex, files_digest
 from . import verdicts
 from .catalog import REFERENCE_DIR, baseline_key
-from ..base.documents import baseline_document, read_baseline_text
-from ..base.errors import BenchError
 
 BASELINE_DIR = REFERENCE_DIR / "baselines"  # the package's recorded baselines, one JSON per model
 

@@ -25,12 +25,12 @@ import tomllib  # Python 3.11+: the version pyproject.toml declares
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import learned
-from .verdicts import INCONCLUSIVE, NOT_JUDGED, SKIPPED, verdict_of
 from ..base import resources
 from ..base.errors import BenchError
 from ..base.settings import ASSUME_SHAPE_ENV
+from . import learned
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
+from .verdicts import INCONCLUSIVE, NOT_JUDGED, SKIPPED, verdict_of
 
 REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
 # Claims that name a paper model's heads apply to models of that shape (layers, heads, hidden), never by name: a

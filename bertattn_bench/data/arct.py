@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..base.errors import DataError
-from . import read_text
 from ..base.settings import data_file
+from . import read_text
 
 ORIGINAL_FILES = {  # split -> file (relative to the data directory)
     "train": "arct_original/train-full.txt",

@@ -69,8 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import DataError
-from . import read_text
-from . import gum
+from . import gum, read_text
 from .gum import GUM_DOCUMENTS, SPLIT_FILES
 from .ud import _blocks, _check_block
 

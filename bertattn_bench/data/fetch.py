@@ -25,8 +25,21 @@ from pathlib import Path
 
 from ..base.errors import DataError
 from ..base.settings import DATA_MIRROR_ENV as MIRROR_ENV  # noqa: F401 (re-exported)
-from .manifest import (PART_SUFFIX, Archive, Corpus, FileEntry, Hosts, archive_rule, check_file, load_manifest,
-                       members_digest, missing_files, rebuild, require_data, sha256_file)
+from .manifest import (
+    PART_SUFFIX,
+    Archive,
+    Corpus,
+    FileEntry,
+    Hosts,
+    archive_rule,
+    check_file,
+    load_manifest,
+    members_digest,
+    missing_files,
+    rebuild,
+    require_data,
+    sha256_file,
+)
 
 USER_AGENT = "bertattn-bench-data-fetch"
 CONNECTIONS = 6  # downloads at once (a small pool: the hosts are shared)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
 from functools import lru_cache

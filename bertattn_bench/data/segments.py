@@ -46,8 +46,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine.batching import Encoded, Skipped, encode_pair, encode_piece_pair, pair_template
 from ..base.errors import DataError
+from ..engine.batching import Encoded, Skipped, encode_pair, encode_piece_pair, pair_template
 from . import read_text
 
 SOURCES = {

@@ -19,8 +19,8 @@ from typing import Iterable
 
 import torch
 
-from . import attention
 from ..base.errors import ModelLoadError
+from . import attention
 
 _HEAD_COUNTS = ("num_attention_heads", "n_heads")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from . import attention
 from ..base.errors import BenchError, ModelLoadError
 from ..base.settings import ALLOW_DOWNLOAD_ENV, parse_random_model
+from . import attention
 
 EMBEDDED = "embedded"
 RANDOM_PREFIX = "random:"
@@ -363,9 +363,9 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
 def model_from_config(config, tokenizer, name: str, slug: str, seed: int = 0, device: str | None = None,
                       with_mlm_head: bool = False, source: str = "config") -> LoadedModel:
     """A randomly initialised model of ``config`` (the negative control; tiny models in the unit tests)."""
-    from transformers import AutoModel, AutoModelForMaskedLM
-
     import copy
+
+    from transformers import AutoModel, AutoModelForMaskedLM
 
     attention.register()
     config = copy.deepcopy(config)  # never change the caller's config

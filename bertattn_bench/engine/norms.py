@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 
@@ -144,7 +144,8 @@ def _refuse(model, why: str) -> NormsRefused:
 def discover_norms(model: torch.nn.Module) -> NormSite:
     """Find each layer's value projection, output projection and post-attention LayerNorm (see the module doc)."""
     s = site(model)
-    n_layers, heads = int(model.config.num_hidden_layers), s.n_heads
+    config: Any = model.config
+    n_layers, heads = int(config.num_hidden_layers), s.n_heads
     dev = next(model.parameters()).device
     t = 8
     ids = (torch.arange(t, device=dev)[None] + 5) % int(getattr(model.config, "vocab_size", 100) or 100)
@@ -193,7 +194,7 @@ def discover_norms(model: torch.nn.Module) -> NormSite:
             if found:
                 break
         if not found:
-            known = REFUSED_WHY.get(getattr(model.config, "model_type", None))
+            known = REFUSED_WHY.get(str(getattr(model.config, "model_type", "")))
             raise _refuse(model, f"{known + ': ' if known else ''}no linear module outputs layer {layer + 1}'s value "
                                  f"vectors V on their own with alpha V the input of another (the output projection), "
                                  f"so f(x) = (x W_V + b_V) W_O cannot be taken from the model's own modules")

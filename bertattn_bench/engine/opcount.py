@@ -117,7 +117,10 @@ def reducer_counts(reducer, batches, probs_of, n_layers: int) -> dict:
     outside it). Returns ``{"ops_per_layer": ..., "ops_per_batch": ..., "syncs": Counter, "ops": Counter}``:
     ops_per_layer = the operators of ``update`` and ``end_batch`` per layer, ops_per_batch those of
     ``start_batch``, both averaged over the batches."""
-    per_layer, per_batch, syncs, ops = [], [], Counter(), Counter()
+    per_layer: list[float] = []
+    per_batch: list[float] = []
+    syncs: Counter[str] = Counter()
+    ops: Counter[str] = Counter()
     for batch in batches:
         maps = [probs_of(batch, layer) for layer in range(n_layers)]
         with OpCount() as start:

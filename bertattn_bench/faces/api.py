@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BenchError
-from ..runner.session import RunOptions, Runner
+from ..runner.session import Runner, RunOptions
 
 DEFAULT_CACHE = Path(".bertattn_cache")
 
@@ -130,6 +130,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     all are in the run's provenance.
     """
     from ..base.settings import data_hosts, from_environment
+    from ..engine.model import RANDOM_PREFIX
 
     envs = from_environment()
     given = {"seed": seed, "precision": precision, "prune_exact": prune_exact, "assume_shape": assume_shape,

@@ -83,8 +83,8 @@ def pytest_args(argv: list[str] | None = None) -> list[str]:
 
 def list_main(argv: list[str]) -> int:
     """The claims (id, paper, section, family, statement) or the families with their corpora: no data, no model."""
-    from ..claims.catalog import load_claims
     from ..base.errors import BenchError
+    from ..claims.catalog import load_claims
     from ..claims.registry import families
     from ..runner.session import family_order, plan_id, selection
 
@@ -123,7 +123,7 @@ def list_main(argv: list[str]) -> int:
                 beyond[r["paper"]] = beyond.get(r["paper"], 0) + 1
         added = sum(1 for r in rows if not r["catalog"]) - sum(beyond.values())
         print(f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}: {len(tested)} claim(s) of the catalog"
-              f"{f' (with their variants)' if len(rows) - added - sum(beyond.values()) > len(tested) else ''}"
+              f"{' (with their variants)' if len(rows) - added - sum(beyond.values()) > len(tested) else ''}"
               f"{f', {added} addition(s) of the project' if added else ''}"
               + "".join(f", {n} of {paper}" for paper, n in sorted(beyond.items())))
     return 0
@@ -131,8 +131,8 @@ def list_main(argv: list[str]) -> int:
 
 def diff_main(argv: list[str]) -> int:
     """0: nothing that fails under --fail-on moved; 1: something did (listed); 4: bad usage or input."""
-    from ..claims.baselines import FAIL_ON, baseline_diff, diff_failures, diff_markdown, read_baseline
     from ..base.errors import BenchError
+    from ..claims.baselines import FAIL_ON, baseline_diff, diff_failures, diff_markdown, read_baseline
 
     parser = _Parser(prog=f"{PROG} diff", description="what moved between two recorded baselines")
     parser.add_argument("old", help="baseline JSON, or REV:PATH (e.g. HEAD~3:reference_numbers/baselines/X.json)")
@@ -189,8 +189,8 @@ def merge_main(argv: list[str]) -> int:
 
 
 def matrix_main(argv: list[str]) -> int:
-    from ..report import matrix as mx
     from ..base.errors import BenchError
+    from ..report import matrix as mx
     from ..report.claims_report import MUST_MATCH, RUN_FILE, read_run
 
     args = _report_parser("matrix", "the claims x models table of any claims reports").parse_args(argv)

@@ -20,6 +20,7 @@ import pytest
 
 from .pytest_options import add_options
 
+
 def pytest_addoption(parser):
     add_options(parser)
 

@@ -17,7 +17,7 @@ from ..base.settings import SUMMARY_ENV, env
 from ..claims.catalog import ClaimOutcome
 from ..engine.passes import NothingToMeasure, PassResult
 from ..report.claims_report import failure_message
-from ..runner.session import EVERY_FAMILY, RunOptions, Runner, Target, make_pass, model_id
+from ..runner.session import EVERY_FAMILY, Runner, RunOptions, Target, make_pass, model_id
 from .pytest_options import option
 
 

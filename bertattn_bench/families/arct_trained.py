@@ -25,15 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training import arct_finetune as arct_ft
-from ..claims import learned
-from ..engine.batching import Skipped
-from ..data import arct
-from ..claims.stats import binomial_se
 from ..base.errors import DataError
-from ..engine.passes import NothingToMeasure, PassResult
 from ..base.plotting import pyplot, save_figure
+from ..claims import learned
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
+from ..claims.stats import binomial_se
+from ..data import arct
+from ..engine.batching import Skipped
+from ..engine.passes import NothingToMeasure, PassResult
+from ..training import arct_finetune as arct_ft
 from ..training import glue_pass
 
 SETTING_NAMES = tuple(arct_ft.SETTINGS)

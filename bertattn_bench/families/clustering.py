@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.attention import Reducer, head_name
-from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import permutation_p
+from ..data.segments import CORPORA as SEGMENT_CORPORA
+from ..engine.attention import Reducer, head_name
 from .surface import SurfaceReducer, SurfaceResult
 
 QUERY_FRACTION = 0.05  # of the query tokens: ~6,300 on the 1,000 WikiText-2 segments

@@ -20,14 +20,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.attention import Reducer, head_name, parse_head_name
-from ..engine.batching import to_device
-from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
+from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import binomial_se_points, difference_se, paired_difference_se
-from ..base.plotting import pyplot, save_figure
-from .patterns.metrics import top_heads_neighbour_ratio
+from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
+from ..engine.attention import Reducer, head_name, parse_head_name
+from ..engine.batching import to_device
 from .patterns.maps import map_masks, neighbour_mass
+from .patterns.metrics import top_heads_neighbour_ratio
 
 BASELINES = ("nearest", "head_word", "rules")
 BASELINE_NAMES = {"nearest": "nearest mention", "head_word": "head-word match", "rules": "rule-based"}
@@ -167,8 +167,8 @@ def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | 
     paper (footnote 3); a ``_windows`` corpus variant cuts every document into windows of whole sentences instead,
     a ``_ud`` variant types mentions by UPOS with UD name heads (``bertattn_bench.data.coref.parse_corpus``).
     ``limit`` = at most that many windows. Windows without an anaphor are not run (they add nothing)."""
-    from ..engine.batching import to_device, Skipped, drop_too_long, encode_words
     from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows, parse_corpus, truncate_documents
+    from ..engine.batching import Skipped, drop_too_long, encode_words
     from ..engine.passes import PreparedPass
 
     base, all_windows, typing, name_heads = parse_corpus(corpus)

@@ -22,14 +22,24 @@ from pathlib import Path
 
 import numpy as np
 
-from ..training import glue_finetune as finetune, sweeps
-from ..engine.attention import head_name
-from ..data import glue
-from ..engine.passes import NothingToMeasure, timed
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import (binomial_above_p, mcnemar_exact, noise_bar, one_sided_z, overlapping_correlation_bounds,
-                            paired_counts_se, paired_gain_bounds, rank_correlation, sign_test_p)
+from ..claims.stats import (
+    binomial_above_p,
+    mcnemar_exact,
+    noise_bar,
+    one_sided_z,
+    overlapping_correlation_bounds,
+    paired_counts_se,
+    paired_gain_bounds,
+    rank_correlation,
+    sign_test_p,
+)
+from ..data import glue
+from ..engine.attention import head_name
+from ..engine.passes import NothingToMeasure, timed
+from ..training import glue_finetune as finetune
+from ..training import sweeps
 from ..training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
 
 

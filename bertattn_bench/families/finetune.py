@@ -18,14 +18,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine import attention
-from ..training import glue_finetune as finetune
-from ..engine.batching import iter_batches
-from ..data import glue
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..training.glue_pass import (GLUE_TASKS, TIERS, TWIN_SEEDS, COSINE_MAX_EXAMPLES, TaskScores, _scores, GluePass,
-                                   prepare_glue, result_of)
+from ..data import glue
+from ..engine import attention
+from ..engine.batching import iter_batches
+from ..training import glue_finetune as finetune
+from ..training.glue_pass import (
+    COSINE_MAX_EXAMPLES,
+    GLUE_TASKS,
+    TIERS,
+    TWIN_SEEDS,
+    GluePass,
+    TaskScores,
+    _scores,
+    prepare_glue,
+    result_of,
+)
 
 
 @dataclass

@@ -42,12 +42,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.attention import Reducer, head_name
-from ..engine.batching import to_device
-from ..engine.passes import NothingToMeasure
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import one_sided_t_p
+from ..engine.attention import Reducer, head_name
+from ..engine.batching import to_device
+from ..engine.passes import NothingToMeasure
 
 DIRECTIONS = ("t2f", "f2t", "both")
 NOTEBOOK_MAX_LEN = 20  # analyze_sem_links: convert_to_bert_tokens(sentence, "", max_len=20)
@@ -277,8 +277,8 @@ def _prepare_notebook(loaded, fn, batch_size: int):
 def prepare_framenet(loaded, data_dir: Path, corpus: str = "notebook", limit: int | None = None,
                      batch_size: int = 32):
     """Kovaleva §4.2 on FrameNet 1.5 exemplars (filters and n per step in ``data/framenet.py``)."""
-    from ..engine.batching import drop_too_long, encode_words
     from ..data.framenet import load_corpus
+    from ..engine.batching import drop_too_long, encode_words
     from ..engine.passes import PreparedPass
 
     fn = load_corpus(data_dir, corpus, limit)

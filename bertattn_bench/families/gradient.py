@@ -30,11 +30,11 @@ from ..engine.attention import SEAM, attention_run, seam_reason
 from ..engine.attention import site as attention_site
 
 EDITS = "the attention-gradient pass edits the attention probabilities:"
-from ..engine.batching import Encoded, Skipped, iter_batches
-from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..base.plotting import pyplot, save_figure
-from ..engine.passes import NothingToMeasure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric, relative_depth
+from ..data.segments import CORPORA as SEGMENT_CORPORA
+from ..engine.batching import Encoded, Skipped, iter_batches
+from ..engine.passes import NothingToMeasure
 
 MASK_RATE = 0.15
 MASK_SEED = 0

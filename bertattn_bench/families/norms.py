@@ -35,6 +35,7 @@ from ..engine.norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
 from .surface import SurfaceResult
 
+
 def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """values (B,H,T), mask (B,T) bool -> (B,H) mean over the masked positions (0 where the mask is empty)."""
     m = mask.unsqueeze(1).to(values.dtype)

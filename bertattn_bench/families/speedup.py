@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..base.plotting import pyplot, save_figure
+from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..engine import attention
-from ..training import glue_finetune as finetune
 from ..engine import head_removal as head_pruning
 from ..engine.batching import iter_batches
 from ..engine.passes import timed
-from ..base.plotting import pyplot, save_figure
-from ..claims.registry import Measurement, NotApplicable, family, figure, metric
+from ..training import glue_finetune as finetune
 from ..training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, result_of
 from .pruning.measure import head_importance, normalize_by_layer, order_from_scores
 from .pruning.run import importance_data

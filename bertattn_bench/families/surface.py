@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.attention import Reducer, head_name
-from ..data.segments import CORPORA as SEGMENT_CORPORA
-from ..engine.model import LoadedModel
-from ..engine.passes import PreparedPass
 from ..claims.registry import Measurement, NotApplicable, family, in_band, metric, relative_depth
 from ..claims.stats import bootstrap_sd
+from ..data.segments import CORPORA as SEGMENT_CORPORA
+from ..engine.attention import Reducer, head_name
+from ..engine.model import LoadedModel
+from ..engine.passes import PreparedPass
 
 FIELDS = (
     "to_cls", "to_sep", "to_punct", "to_special", "self", "prev", "next",

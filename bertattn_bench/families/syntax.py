@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..claims.registry import Measurement, NotApplicable, family, metric
+from ..claims.stats import binomial_se_points, difference_se
 from ..engine.attention import Reducer, head_name
 from ..engine.batching import drop_too_long, encode_words
 from ..engine.model import LoadedModel
 from ..engine.passes import PreparedPass
-from ..claims.registry import Measurement, NotApplicable, family, metric
-from ..claims.stats import binomial_se_points, difference_se
 
 TABLE1 = ("All", "prep", "pobj", "det", "nn", "nsubj", "amod", "dobj", "advmod", "aux", "poss", "auxpass",
           "ccomp", "mark", "prt")
@@ -307,7 +307,6 @@ class DependencyReducer(Reducer):
 
 
 def _best_vs_baseline(res: DependencyResult, relation: str) -> tuple[HeadScore, OffsetBaseline]:
-    from ..claims.registry import NotApplicable
 
     if relation not in res.baselines:  # e.g. a --limit run: no arc of this relation was read
         raise NotApplicable(f"no {relation!r} arc in the data read")
@@ -331,7 +330,6 @@ def best_head_gap(pr, relation: str) -> Measurement:
 
 def _require_arcs(res: DependencyResult, relations) -> None:
     """A claim over several relations is judged only when the data read holds arcs of each (else it skips)."""
-    from ..claims.registry import NotApplicable
 
     missing = [r for r in relations if r not in res.baselines]
     if missing:

@@ -1,15 +1,14 @@
 """The claim-vs-measured table: terminal, Markdown, CSV and JSON (one record per claim, model and corpus)."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from tabulate import tabulate
 
+from ..base.documents import read_json, short_model  # noqa: F401 (re-exported: report.short_model)
 from ..claims.catalog import ClaimOutcome
 from ..claims.verdicts import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, VERDICTS, verdict_of
-from ..base.documents import read_json, short_model  # noqa: F401 (re-exported: report.short_model)
 
 
 def _measured(o: ClaimOutcome) -> str:
@@ -294,7 +293,6 @@ MUST_MATCH = ("code", "references", "limit")
 def code_version() -> str:
     """sha256 over the package's and the benchmarks' Python sources (what computes and judges every value)."""
     from ..base.hashing import files_digest
-
     from ..base.resources import BENCHMARKS, PACKAGE_DIR, folder
 
     root = PACKAGE_DIR

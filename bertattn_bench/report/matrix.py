@@ -26,8 +26,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..base.errors import BenchError
 from ..base.documents import checked, read_json, short_model
+from ..base.errors import BenchError
 from ..claims.verdicts import verdict_of  # noqa: F401 (the one verdict; matrix.verdict_of is this function)
 
 MARKS = {"holds": "✓", "does not hold": "✗", "inconclusive": "?", "not judged": "∅", "skipped": "–", None: ""}

@@ -135,8 +135,8 @@ def write_job_summary(text: str, path: str | Path | None = None) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     from ..base.errors import BenchError
-    from .matrix import read_records
     from .claims_report import read_json
+    from .matrix import read_records
 
     parser = argparse.ArgumentParser(prog="python -m bertattn_bench.report.summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from ..engine import attention
 from ..base.errors import ModelLoadError
+from ..engine import attention
 
 SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)
@@ -310,8 +310,9 @@ def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float, str]:
     configuration run alone| over the configurations and both kinds, the training precision)."""
     import math
 
-    from ..training import glue_finetune as finetune, sweeps
     from ..data import glue
+    from ..training import glue_finetune as finetune
+    from ..training import sweeps
 
     t = glue.task("mrpc")
     rows = [glue.Example(a, b, float(i % 2), f"toy:{i + 1}") for i, (a, b) in enumerate(_PAIRS)]
@@ -385,9 +386,9 @@ def run_families(loaded, data_dir: Path, families=FAMILIES, limit: int = 3) -> d
     (the same steps as a run of the suite, on the model object, no cache, no baseline): family -> (claims measured,
     claims skipped, the first skip reason). A crash propagates."""
     from ..claims.catalog import load_claims
-    from ..engine.passes import NothingToMeasure
     from ..claims.registry import families as registered
-    from .session import RunOptions, Runner, Target
+    from ..engine.passes import NothingToMeasure
+    from .session import Runner, RunOptions, Target
 
     name = loaded.info.name
     runner = Runner(RunOptions(models=[name], data_dir=data_dir, limit=limit, batch_size=2, tier="regression",

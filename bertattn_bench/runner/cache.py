@@ -35,8 +35,15 @@ from typing import Callable
 from filelock import FileLock
 
 from ..base.errors import CacheWarning
-from ..base.hashing import (DEFAULT_INDEX, INDEX_NAME, DigestIndex, data_fingerprint, model_fingerprint,
-                            module_version, set_aside)
+from ..base.hashing import (
+    DEFAULT_INDEX,
+    INDEX_NAME,
+    DigestIndex,
+    data_fingerprint,
+    model_fingerprint,
+    module_version,
+    set_aside,
+)
 from ..base.settings import CACHE_ENV  # noqa: F401 (re-exported)
 
 _PACKAGE_NAME = __name__.split(".")[0]
@@ -242,9 +249,10 @@ class _Encoder:
         return ref
 
     def __call__(self, v):  # noqa: C901 - one branch per stored type
+        from collections import Counter, OrderedDict, defaultdict
+
         import numpy as np
         import torch
-        from collections import Counter, OrderedDict, defaultdict
 
         if v is None or isinstance(v, (bool, str)) and type(v) in (bool, str):
             return v
@@ -351,9 +359,10 @@ class _Decoder:
         return self.arrays[ref]
 
     def __call__(self, v):  # noqa: C901
+        from collections import Counter, OrderedDict, defaultdict
+
         import numpy as np
         import torch
-        from collections import Counter, OrderedDict, defaultdict
 
         if v is None or isinstance(v, (bool, int, float, str)):
             return v

@@ -40,7 +40,13 @@ def merge_reports(inputs: list[Path], out: Path, reference: str | None, command:
     ``self_contained``: the matrix page embeds its figures (else links them by relative path)."""
     from ..claims.baselines import write_merged_baselines
     from ..report import matrix as mx
-    from ..report.claims_report import check_same_measurement, merge_records, outcome_from_record, read_run, write_report
+    from ..report.claims_report import (
+        check_same_measurement,
+        merge_records,
+        outcome_from_record,
+        read_run,
+        write_report,
+    )
 
     if out.resolve() in {p.resolve() for p in inputs}:
         raise BenchError(f"merge: OUT {out} is one of the inputs: give a new folder")

@@ -166,9 +166,8 @@ class RunOptions:
 
     def check(self) -> None:
         """Every option that can be judged without a model or data: a BenchError naming the option."""
-        from ..engine.model import RANDOM_PREFIX, choose_device
         from ..base.settings import output_dir, parse_random_model, positive_int
-
+        from ..engine.model import RANDOM_PREFIX, choose_device
         from ..training.glue_finetune import PRECISIONS
 
         positive_int("--batch-size", self.batch_size)
@@ -200,8 +199,8 @@ class RunOptions:
         check_cache_dir(self.cache_dir)  # a folder that cannot be used at all: named now (read-only: used read-only)
 
     def chosen_corpora(self) -> dict[str, list[str]]:
-        from ..claims.registry import families
         from ..base.settings import parse_corpus_options
+        from ..claims.registry import families
 
         return parse_corpus_options(self.corpus_options, {f.name: tuple(f.corpora) for f in families().values()})
 

@@ -35,11 +35,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import checkpoints, glue_finetune as finetune
-from ..engine.batching import Encoded
+from ..base.errors import DataError
 from ..data import arct
 from ..data.glue import Task
-from ..base.errors import DataError
+from ..engine.batching import Encoded
+from . import checkpoints
+from . import glue_finetune as finetune
 
 ARCT_VERSION = "1"  # bump when a change here changes the weights a run produces
 MODES = ("full", "w", "rw", "cw")

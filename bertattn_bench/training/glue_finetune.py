@@ -28,12 +28,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..engine import attention
-from . import checkpoints
-from ..engine.batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs
-from ..data import glue
 from ..base.errors import DataError
 from ..base.settings import PRECISION_ENV
+from ..data import glue
+from ..engine import attention
+from ..engine.batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs
+from . import checkpoints
 
 TRAINER_VERSION = "1"  # bump when a change to training changes the weights it produces
 

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import glue_finetune as finetune
 from ..claims import learned, tiers
-from ..engine.batching import Skipped
-from ..data import glue
-from ..engine.passes import NothingToMeasure, PassResult
 from ..claims.registry import NotApplicable
-
+from ..data import glue
+from ..engine.batching import Skipped
+from ..engine.passes import NothingToMeasure, PassResult
+from . import glue_finetune as finetune
 
 GLUE_TASKS = ("mrpc", "rte", "sts-b", "sst-2", "qnli")
 

@@ -23,6 +23,7 @@ from ..engine import attention
 from ..engine.batching import iter_batches
 from .glue_finetune import Encoded_, TaskModel
 
+
 def encoder_layers(model: torch.nn.Module) -> list[torch.nn.Module] | None:
     """The encoder's layers in order (one ``ModuleList`` entry per hidden layer, each holding that layer's
     self-attention module), or ``None`` where layers share modules (ALBERT) or no such list is found: there a

@@ -21,13 +21,14 @@ for the table); the fine-tuned half of the paper is not here.
 """
 from __future__ import annotations
 
+from .adversarial import *  # noqa: F401,F403
+
 # The family as a package (one module per concern), re-exported here so that
 # ``from bertattn_bench.families import arct`` reads as one module; the cache key follows the prepare's
 # module (run.py) and what it imports, never the claims or figures modules.
 from .constants import *  # noqa: F401,F403
-from .tokens import *  # noqa: F401,F403
 from .cues import *  # noqa: F401,F403
-from .adversarial import *  # noqa: F401,F403
-from .run import *  # noqa: F401,F403
-from .metrics import *  # noqa: F401,F403
 from .figures import *  # noqa: F401,F403
+from .metrics import *  # noqa: F401,F403
+from .run import *  # noqa: F401,F403
+from .tokens import *  # noqa: F401,F403

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-
-
 # ---- adversarial construction --------------------------------------------------------------------------------
 
 @dataclass

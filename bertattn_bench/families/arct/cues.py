@@ -4,9 +4,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-
-
-
 # ---- cue statistics --------------------------------------------------------------------------------------------
 
 def cues(tokens: list[str], ngrams: tuple[int, ...] = (1, 2)) -> set[str]:

@@ -2,13 +2,11 @@
 (named by reference_numbers/niven2019_arct.toml)."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...claims.registry import Measurement, NotApplicable, metric
 from .run import ArctResult
 from .tokens import TOKENIZATIONS
-
 
 # ---- claim metrics: cues ----------------------------------------------------------------------------------------
 
@@ -71,7 +69,7 @@ def cue_table_gap(pr, cue: str = "not", reference: dict | None = None) -> Measur
         gaps[v] = worst
     best = min(gaps, key=gaps.get)
     n = sum(res.table(s, best).n for s in reference if s != "all")
-    detail = (f"OPEN DISCREPANCY: no tokenisation reproduces Table 2 (largest miss per tokenisation: "
+    detail = ("OPEN DISCREPANCY: no tokenisation reproduces Table 2 (largest miss per tokenisation: "
               + ", ".join(f"{v} {g:.3f}" for v, g in gaps.items())
               + f"; best {best}). π/ξ per tokenisation: {_cue_grid(res, cue, list(reference), reference)}")
     return Measurement(gaps[best], n=n, n_unit="arguments", detail=detail, unit="|Δ|")

@@ -5,13 +5,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-from ...engine.batching import Skipped
 from ...claims.registry import NotApplicable, family
+from ...engine.batching import Skipped
 from .adversarial import AdversarialCheck, check_adversarial
 from .cues import CueTable, cue_table
 from .tokens import TOKENIZATIONS
-
 
 # ---- the pass ---------------------------------------------------------------------------------------------------
 
@@ -42,8 +40,8 @@ class ArctResult:
 
 
 def compute_arct(data_dir: Path) -> tuple[ArctResult, int]:
-    from ...data.arct import CLAIM_MAP, load_adversarial, load_original, load_shipped_results, read_claim_map
     from ...base.settings import data_file
+    from ...data.arct import CLAIM_MAP, load_adversarial, load_original, load_shipped_results, read_claim_map
 
     original = load_original(data_dir)
     original["all"] = original["train"] + original["dev"] + original["test"]

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import re
 
-
-
-
 # ---- tokenisation variants -------------------------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

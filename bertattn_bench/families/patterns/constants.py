@@ -1,11 +1,8 @@
 """Kovaleva §4.1/§4.4/§4.5 (the patterns family): its thresholds, feature lists, per-tier budgets and corpora."""
 from __future__ import annotations
 
-
-
 from ...data import ud
 from ...training.glue_pass import GLUE_TASKS
-
 
 TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 STRUCTURED = 0.5  # v + d: the majority of a map's mass on special tokens and neighbours

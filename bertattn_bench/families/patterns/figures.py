@@ -5,13 +5,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.attention import head_name
 from ...base.plotting import pyplot, save_figure
 from ...claims.registry import figure
+from ...engine.attention import head_name
 from ...training.glue_pass import GLUE_TASKS
-from .reduce import PatternsResult
 from .constants import CLS_CLASSES, SPECIAL, TYPES, UD_FEATURES
-
+from .reduce import PatternsResult
 
 # ---- figures -----------------------------------------------------------------------------------------------------
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from .constants import BLOCK, MIX, STRUCTURED, TYPES
-
-
 
 # ---- the map rule ------------------------------------------------------------------------------------------------
 

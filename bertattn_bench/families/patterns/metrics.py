@@ -2,16 +2,14 @@
 reference_numbers/kovaleva2019_patterns.toml)."""
 from __future__ import annotations
 
-
 import numpy as np
 
-from ...engine.attention import head_name
-from ...engine.passes import NothingToMeasure
 from ...claims.registry import Measurement, NotApplicable, metric, relative_depth
 from ...claims.stats import difference_se, length_matched_difference, mean_se
-from .reduce import ModelStats, PatternStats, PatternsResult
+from ...engine.attention import head_name
+from ...engine.passes import NothingToMeasure
 from .constants import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
-
+from .reduce import ModelStats, PatternsResult, PatternStats
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_patterns.toml) -------------------------------------
 

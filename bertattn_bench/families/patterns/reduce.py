@@ -9,9 +9,8 @@ import torch
 
 from ...engine.attention import Reducer
 from ...engine.batching import to_device
-from .maps import _masked_max_each, classify, map_features, map_masks, neighbour_mass, received
 from .constants import CLS_CLASSES, LING, RISE, SPECIAL, TYPES, UD_FEATURES
-
+from .maps import _masked_max_each, classify, map_features, map_masks, neighbour_mass, received
 
 # ---- reducers ----------------------------------------------------------------------------------------------------
 

@@ -10,16 +10,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...training import glue_finetune as finetune
+from ...claims.registry import family
+from ...data import glue
 from ...engine.attention import run_reducers
 from ...engine.batching import Skipped, drop_too_long, encode_words, iter_batches
-from ...data import glue
 from ...engine.passes import PassResult
-from ...claims.registry import family
+from ...training import glue_finetune as finetune
 from ...training.glue_pass import GLUE_TASKS, TIERS, guard_dev, learning_check, options_of, recipe_for
-from .reduce import FeatureReducer, ModelStats, PatternReducer, PatternsResult
 from .constants import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, UD_CORPUS
-
+from .reduce import FeatureReducer, ModelStats, PatternReducer, PatternsResult
 
 # ---- the pass ----------------------------------------------------------------------------------------------------
 

@@ -38,8 +38,8 @@ from __future__ import annotations
 # its metrics and nothing else.
 from .constants import *  # noqa: F401,F403
 from .data import *  # noqa: F401,F403
-from .reduce import *  # noqa: F401,F403
-from .models import *  # noqa: F401,F403
-from .structural import *  # noqa: F401,F403
-from .run import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
+from .models import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .run import *  # noqa: F401,F403
+from .structural import *  # noqa: F401,F403

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 from .structural import StructuralSettings
-
 
 PROBE_NAMES = {"attn": "Attn", "attn_words": "Attn + words", "dist_words": "Distances + words",
                "random_init": "Random-init Attn + words", "right_branching": "right-branching"}

@@ -8,7 +8,6 @@ import numpy as np
 
 from ..syntax import sd_arcs
 
-
 # ---- data ------------------------------------------------------------------------------------------------------
 
 def sample_train_sentences(paths: list[Path], n: int | None, seed: int) -> tuple[list, int]:

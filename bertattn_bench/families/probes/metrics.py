@@ -1,14 +1,12 @@
 """Clark §5 probes: the claim metrics (named by reference_numbers/clark2019_probes.toml)."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import binomial_se_points, difference_se
-from .run import ProbeResult
 from .constants import TIERS
-
+from .run import ProbeResult
 
 # ---- claim metrics (named by reference_numbers/clark2019_probes.toml) -----------------------------------------------
 

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...engine.batching import length_order
 from ...claims.stats import mcnemar_exact
+from ...engine.batching import length_order
 from ...training.probe_loop import adam_epochs
+from .constants import ProbeSettings
 from .data import ROOT
 from .reduce import Features
-from .constants import ProbeSettings
-
 
 # ---- probes -----------------------------------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from ...engine.attention import Reducer, run_reducers
 from ...engine.batching import Encoded, iter_batches
 from .data import ROOT
 
-
 # ---- features: word-level maps from the batched core -------------------------------------------------------------
 
 class WordMapReducer(Reducer):

@@ -10,20 +10,19 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ...claims import learned, tiers
-from ...engine.batching import Encoded, drop_too_long, encode_words
 from ...base.errors import DataError
-from ...engine.passes import PassResult, PreparedPass
+from ...claims import learned, tiers
+from ...claims.registry import family
 from ...data import gum
 from ...data.gum import train_documents as gum_train_documents
-from ...claims.registry import family
-from .structural import HiddenWordStates, StructuralScore, Tree, structural_probe
+from ...engine.batching import Encoded, drop_too_long, encode_words
+from ...engine.passes import PassResult, PreparedPass
 from ..syntax import DIRECTIONS, DependencyReducer, HeadScore, sd_arcs
+from .constants import PROBE_CORPORA, PROBE_NAMES, RANDOM_INIT_SEED, TIERS, ProbeSettings
 from .data import ROOT, TREES, gold_heads, sample_train_sentences, sd_like
 from .models import ProbeScore, seeded, train_probes
 from .reduce import extract
-from .constants import PROBE_CORPORA, PROBE_NAMES, RANDOM_INIT_SEED, TIERS, ProbeSettings
-
+from .structural import HiddenWordStates, StructuralScore, Tree, structural_probe
 
 # ---- the pass -----------------------------------------------------------------------------------------------------
 
@@ -186,8 +185,8 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
     seeded sample of ``corpus``."""
     import dataclasses
 
-    from ...data.ud import CORPORA, load_corpus
     from ...base.settings import data_file
+    from ...data.ud import CORPORA, load_corpus
 
     tier = tiers.of_options(options, TIERS)
     s = settings or dataclasses.replace(ProbeSettings.with_seed((options or {}).get("seed")), **TIERS[tier])

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...engine.attention import Reducer
 from ...claims.stats import binomial_se_points
+from ...engine.attention import Reducer
 from ...training.probe_loop import adam_epochs
 
 PUNCT_UPOS = "PUNCT"

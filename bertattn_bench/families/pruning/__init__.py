@@ -30,7 +30,7 @@ from __future__ import annotations
 # ``from bertattn_bench.families import pruning`` reads as one module; the cache key follows the prepare's
 # module (run.py) and what it imports, never the claims or figures modules.
 from .constants import *  # noqa: F401,F403
-from .measure import *  # noqa: F401,F403
-from .run import *  # noqa: F401,F403
-from .metrics import *  # noqa: F401,F403
 from .figures import *  # noqa: F401,F403
+from .measure import *  # noqa: F401,F403
+from .metrics import *  # noqa: F401,F403
+from .run import *  # noqa: F401,F403

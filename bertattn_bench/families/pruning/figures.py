@@ -9,7 +9,6 @@ from ...base.plotting import pyplot, save_figure
 from ...claims.registry import figure
 from .run import PruneResult
 
-
 # ---- figures ------------------------------------------------------------------------------------------------------
 
 def _seeds_label(seeds) -> str:

@@ -2,16 +2,14 @@
 library functions unit-tested on a tiny model."""
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
-from ...engine import attention
-from ...training import glue_finetune as finetune
-from ...engine.batching import iter_batches
 from ...data import glue
+from ...engine import attention
+from ...engine.batching import iter_batches
+from ...training import glue_finetune as finetune
 from .constants import IMPORTANCE_BATCH, PARAPHRASE_STSB, STEPS
-
 
 # ---- the measurements (library functions, unit-tested on a tiny model) -----------------------------------------
 

@@ -1,16 +1,14 @@
 """Michel et al. (the prune family): the claim metrics (named by reference_numbers/michel2019_prune.toml)."""
 from __future__ import annotations
 
-
 import numpy as np
 
-from ...engine.attention import head_name
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import mann_whitney_null_se, noise_bar, rank_correlation
+from ...engine.attention import head_name
 from ...training.glue_pass import result_of
-from .run import PruneResult
 from .constants import RANDOM_ORDERS, STEPS, TABLE3_BERT
-
+from .run import PruneResult
 
 # ---- claim metrics (named by reference_numbers/michel2019_prune.toml) ------------------------------------------
 

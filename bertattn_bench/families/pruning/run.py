@@ -7,16 +7,28 @@ from pathlib import Path
 
 import numpy as np
 
-from ...training import glue_finetune as finetune, sweeps
-from ...engine.attention import head_name
-from ...data import glue
-from ...engine.passes import timed
 from ...claims.registry import family
-from ..disabling import score_configs
+from ...data import glue
+from ...engine.attention import head_name
+from ...engine.passes import timed
+from ...training import glue_finetune as finetune
+from ...training import sweeps
 from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
-from .measure import all_but_one_configs, auc_points, binarised_stsb, delta_order, exact_pruning_steps, head_importance, normalize_by_layer, one_head_per_layer, order_from_scores, pruning_steps, step_counts
+from ..disabling import score_configs
 from .constants import EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
-
+from .measure import (
+    all_but_one_configs,
+    auc_points,
+    binarised_stsb,
+    delta_order,
+    exact_pruning_steps,
+    head_importance,
+    normalize_by_layer,
+    one_head_per_layer,
+    order_from_scores,
+    pruning_steps,
+    step_counts,
+)
 
 # ---- the pass ----------------------------------------------------------------------------------------------------
 
