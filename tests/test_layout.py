@@ -201,10 +201,14 @@ def test_the_environment_check_finds_a_planted_read(tmp_path):
     assert environment_reads(planted) == []
 
 
+SHARED_FAMILY_MODULES = ("common",)  # the families floor's shared modules: no family owns them
+
+
 def family_of(module: str) -> str | None:
-    """The family a module of the families floor belongs to: its module or package under ``families``."""
+    """The family a module of the families floor belongs to: its module or package under ``families`` (None for the
+    floor's shared modules)."""
     parts = module.split(".")
-    return parts[2] if len(parts) > 2 and parts[1] == "families" else None
+    return parts[2] if len(parts) > 2 and parts[1] == "families" and parts[2] not in SHARED_FAMILY_MODULES else None
 
 
 def cross_family_imports(graph: dict[str, set[str]]) -> set[str]:
