@@ -163,9 +163,6 @@ ENVIRONMENT_ALLOWED = {
     f"{PKG}.base.settings",  # the one reader
     f"{PKG}.base.documents",  # $BERTATTN_VALIDATE_OUTPUTS: validates the files a run writes; changes no value
     f"{PKG}.report.summary",  # its own command (python -m ...report.summary): $GITHUB_STEP_SUMMARY as --out's default
-    # the data fetcher's variables (BERTATTN_DATA_HOME, BERTATTN_DATA_MIRROR, hosts, offline): the lead's issue moves
-    # these reads to the data face after merging (data/fetch.py, data/manifest.py)
-    f"{PKG}.data.fetch", f"{PKG}.data.manifest",
 }
 
 
