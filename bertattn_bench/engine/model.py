@@ -329,6 +329,39 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def measured_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A float32 copy of ``model`` in the project's attention implementation, as :func:`load_model` gives a model it
+    loads; ``model`` itself is never touched. Models whose code follows transformers' attention interface switch
+    implementation on the copy; the others (MPNet, DeBERTa, RoFormer, ...: their code cannot switch after loading)
+    are built again from a copy of their config with the implementation set, and the copy's weights loaded into
+    them (every parameter and buffer, strictly), which is what loading them by name does."""
+    import copy
+
+    attention.register()
+    ours = attention.ATTN_IMPLEMENTATION
+    clone = copy.deepcopy(model).to(dtype=torch.float32)
+    if getattr(clone, "_supports_attention_backend", False):  # the others only log that they cannot switch
+        try:
+            clone.set_attn_implementation(ours)
+        except Exception:  # noqa: BLE001 - rebuilt below
+            pass
+    if getattr(clone.config, "_attn_implementation", None) == ours:
+        return clone
+    config = copy.deepcopy(clone.config)
+    try:
+        rebuilt = type(clone)._from_config(config, attn_implementation=ours, dtype=torch.float32)
+        missing, unexpected = rebuilt.load_state_dict(clone.state_dict(), strict=False)
+    except Exception as exc:  # a model whose code offers no attention interface at all (docs/architectures.md)
+        raise ModelLoadError(attention.unsupported(clone, f"it cannot be rebuilt with attention implementation "
+                                                          f"{ours!r} ({type(exc).__name__}: {str(exc)[:200]})")) from None
+    persistent = {k for k, _ in rebuilt.named_buffers()} - set(rebuilt.state_dict())
+    missing = [k for k in missing if k not in persistent]
+    if missing or unexpected:
+        raise ModelLoadError(f"{type(clone).__name__}: rebuilding it with attention implementation {ours!r} left "
+                             f"weights unmatched (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return rebuilt.to(next(clone.parameters()).device)
+
+
 def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, device: str | None = None) -> LoadedModel:
     """A model object the caller holds (a notebook's, a training loop's), measured as a loaded one would be.
 
@@ -344,14 +377,7 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
                              f"transformers model object with tokenizer=..., or a LoadedModel)")
     if tokenizer is None:
         raise ModelLoadError("an in-memory model needs its tokenizer: pass tokenizer=... beside model=...")
-    attention.register()
-    encoder = getattr(model, "base_model", model)
-    encoder = copy.deepcopy(encoder).to(dtype=torch.float32)
-    try:
-        encoder.set_attn_implementation(attention.ATTN_IMPLEMENTATION)
-    except Exception as exc:  # a model whose code offers no attention interface (see docs/architectures.md)
-        raise ModelLoadError(attention.unsupported(encoder, f"its attention implementation cannot be set "
-                                                            f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+    encoder = measured_copy(getattr(model, "base_model", model))
     digest = weights_digest(encoder)
     base = name or f"object:{getattr(encoder.config, '_name_or_path', '') or type(model).__name__}"
     slug = f"{slugify(Path(base.split(':', 1)[-1]).name or type(model).__name__)}-w{digest[:10]}"
