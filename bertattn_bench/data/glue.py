@@ -63,6 +63,18 @@ class Example:
     source: str  # "file:line"
 
 
+# how other code names the tasks (transformers' run_glue.py sets ``finetuning_task`` to "stsb", "sst2", ...)
+ALIASES = {"stsb": "sts-b", "sst2": "sst-2", "sts_b": "sts-b", "sst_2": "sst-2"}
+
+
+def task_of(name: str | None) -> Task | None:
+    """The task a name denotes, case and spelling aside ("MRPC", "stsb", "sst2"), else None."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    return TASKS.get(ALIASES.get(key, key))
+
+
 def task(name: str) -> Task:
     try:
         return TASKS[name]

@@ -42,10 +42,35 @@ class ModelInfo:
 
 
 @dataclass
+class GivenTask:
+    """A user's fine-tuned sequence-classification (or regression) model judged as it is: ``classifier`` is the
+    measured copy of the whole task model, whose ``base_model`` is the :class:`LoadedModel`'s ``model`` (one set of
+    weights); ``digest`` the sha256 of every weight of it, head included."""
+
+    task: str  # the task's name as the data layer spells it ("mrpc")
+    classifier: torch.nn.Module
+    digest: str
+    num_labels: int
+    problem_type: str | None
+    source: str  # the folder, hub name or "object"
+
+
+@dataclass
 class LoadedModel:
     model: torch.nn.Module
     tokenizer: object
     info: ModelInfo
+    task: GivenTask | None = None  # set where a task model is judged as given (the fine-tuning families use it)
+
+
+def is_classifier_config(config) -> bool:
+    """Whether a config was saved from a sequence-classification model (its ``architectures``)."""
+    return any(str(a).endswith("ForSequenceClassification") for a in (getattr(config, "architectures", None) or ()))
+
+
+def as_given_names(name: str, slug: str, task: str) -> tuple[str, str]:
+    """A task model judged as given keeps apart from its encoder's reading: its own name and baseline slug."""
+    return f"{name} ({task} classifier as given)", f"{slug}-{task}-as-given"
 
 
 def embedded_model_path() -> Path:
@@ -238,12 +263,14 @@ def _info(model, tok, name: str, slug: str, source: str, device: torch.device, s
 
 
 def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_head: bool = False,
-               allow_download: bool = False, offline: bool = False) -> LoadedModel:
+               allow_download: bool = False, offline: bool = False, task: str | None = None) -> LoadedModel:
     """Load a BERT-like encoder for attention analysis.
 
     ``name``: ``embedded`` (default), a local folder, a hub name, or ``random:<any of those>[@seed]`` for the
     randomly initialised twin of that model's config (the negative control; weights never loaded).
     ``allow_download``: let transformers download a hub model; ``offline``: the hub is known offline (said in errors).
+    ``task``: the model is a sequence-classification model fine-tuned on this task, judged as given (its head is
+    kept: :class:`GivenTask`); a checkpoint without a classification head is refused.
     """
     hub = Hub(allow_download, offline)
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
@@ -264,6 +291,8 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
                                  seed=seed, device=device, with_mlm_head=with_mlm_head, source=source)
     source, readable, slug = _resolve_source(name)
     tok = _load_tokenizer(source, readable, hub)
+    if task is not None:
+        return _load_task_model(source, name, readable, slug, task, dev, hub, tok)
     cls = AutoModelForMaskedLM if with_mlm_head else AutoModel
     # float32 whatever the checkpoint's dtype (transformers 5 keeps it by default): statistics need the precision
     model, loading = _from_source(cls.from_pretrained, source, name, readable, hub,
@@ -275,6 +304,41 @@ def load_model(name: str | None = EMBEDDED, device: str | None = None, with_mlm_
         raise ModelLoadError(f"--model {name!r}: the checkpoint has no masked-LM head weights "
                              f"(missing {missing_head[:3]}...); claims that need an MLM head cannot use it")
     return _finish(model, tok, readable, slug, source, dev, None)
+
+
+def _load_task_model(source, name, readable, slug, task, dev, hub, tok) -> LoadedModel:
+    from transformers import AutoModelForSequenceClassification
+
+    clf, loading = _from_source(AutoModelForSequenceClassification.from_pretrained, source, name, readable, hub,
+                                attn_implementation=attention.ATTN_IMPLEMENTATION, dtype=torch.float32,
+                                output_loading_info=True)
+    prefix = getattr(clf, "base_model_prefix", "")
+    head = [k for k in loading.get("missing_keys", []) if not k.startswith(prefix + ".")]
+    if head:  # transformers would silently give a randomly initialised head: that is not the user's model
+        raise ModelLoadError(f"--model {name!r} --task-model {task}: the checkpoint has no classification head "
+                             f"(missing {sorted(head)[:3]}): it is not a fine-tuned {task} classifier (leave out "
+                             f"--task-model to measure its encoder)")
+    return _given(clf.eval().to(dev), tok, readable, slug, source, dev, task)
+
+
+def _given(clf, tok, name, slug, source, dev, task) -> LoadedModel:
+    name, slug = as_given_names(name, slug, task)
+    digest = weights_digest(clf)
+    loaded = _finish(clf.base_model, tok, name, slug, source, dev, None)
+    cfg = clf.config
+    loaded.task = GivenTask(task, clf, digest, int(cfg.num_labels), getattr(cfg, "problem_type", None),
+                            source or "object")
+    loaded.info.extra.update({"as_given": task, "classifier_sha256": digest, "classifier_class": type(clf).__name__})
+    return loaded
+
+
+def load_config(name: str | None = EMBEDDED, allow_download: bool = False, offline: bool = False):
+    """The config of a model :func:`load_model` would load (no weights read); errors as its."""
+    from transformers import AutoConfig
+
+    source, readable, _ = _resolve_source(name or EMBEDDED)
+    _check_folder(source, readable)
+    return _from_source(AutoConfig.from_pretrained, source, readable, hub=Hub(allow_download, offline))
 
 
 def _finish(model, tok, name, slug, source, dev, seed) -> LoadedModel:
@@ -362,7 +426,8 @@ def measured_copy(model: torch.nn.Module) -> torch.nn.Module:
     return rebuilt.to(next(clone.parameters()).device)
 
 
-def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, device: str | None = None) -> LoadedModel:
+def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, device: str | None = None,
+               task: str | None = None) -> LoadedModel:
     """A model object the caller holds (a notebook's, a training loop's), measured as a loaded one would be.
 
     The caller's object is left as it is: a copy (float32, eval mode, the project's attention implementation) is
@@ -370,13 +435,23 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
     (``model.base_model``). Its name is ``name`` or ``object:<the config's name or path>``; its slug and the cache
     key carry a digest of its weights, so two objects with the same weights share cached passes and a changed
     weight is never served a stale one."""
-    import copy
 
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):  # said first: what the object is
         raise ModelLoadError(f"model={type(model).__name__} object: not a model (expected a name, a folder, a "
                              f"transformers model object with tokenizer=..., or a LoadedModel)")
     if tokenizer is None:
         raise ModelLoadError("an in-memory model needs its tokenizer: pass tokenizer=... beside model=...")
+    if task is not None:  # a task model judged as given: the whole model is copied, head included
+        if getattr(model, "base_model", model) is model or not hasattr(model.config, "num_labels"):
+            raise ModelLoadError(f"task={task!r}: {type(model).__name__} is not a sequence-classification model "
+                                 f"(leave out task= to measure it as an encoder)")
+        clf = measured_copy(model).eval()
+        digest = weights_digest(clf)
+        base = name or f"object:{getattr(clf.config, '_name_or_path', '') or type(model).__name__}"
+        slug = f"{slugify(Path(base.split(':', 1)[-1]).name or type(model).__name__)}-w{digest[:10]}"
+        loaded = _given(clf.to(choose_device(device)), tokenizer, base, slug, "", choose_device(device), task)
+        loaded.info.extra["weights_sha256"] = digest
+        return loaded
     encoder = measured_copy(getattr(model, "base_model", model))
     digest = weights_digest(encoder)
     base = name or f"object:{getattr(encoder.config, '_name_or_path', '') or type(model).__name__}"

@@ -86,12 +86,14 @@ class Results:
         return self.runner.record_baselines(directory)
 
 
-def _models(model, tokenizer, name, device) -> tuple[list[str], dict]:
-    """Model names for the run, and the objects the caller handed in (wrapped) under their names."""
+def _models(model, tokenizer, name, device, task=None) -> tuple[list[str], dict, list[str]]:
+    """Model names for the run, the objects the caller handed in (wrapped) under their names, and notes (a
+    classifier object with no task: measured through its encoder)."""
     from ..engine.model import LoadedModel, wrap_model
+    from ..training.given import resolve_task
 
     items = model if isinstance(model, (list, tuple)) else [model]
-    names, loaded = [], {}
+    names, loaded, notes = [], {}, []
     for item in items:
         if isinstance(item, (str, Path)):
             names.append(str(item))
@@ -99,10 +101,13 @@ def _models(model, tokenizer, name, device) -> tuple[list[str], dict]:
             names.append(item.info.name)
             loaded[item.info.name] = item
         else:
-            w = wrap_model(item, tokenizer, name=name if len(items) == 1 else None, device=device)
+            given, note = resolve_task(task, getattr(item, "config", None))
+            if note and getattr(item, "base_model", item) is not item:
+                notes.append(f"note: {note}")
+            w = wrap_model(item, tokenizer, name=name if len(items) == 1 else None, device=device, task=given)
             names.append(w.info.name)
             loaded[w.info.name] = w
-    return list(dict.fromkeys(names)), loaded
+    return list(dict.fromkeys(names)), loaded, notes
 
 
 def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: str | None = None,
@@ -111,7 +116,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
         compare_fail_on: str = "lost",
         baseline: bool = True, name: str | None = None, progress: bool = False, seed: int | None = None,
         precision: str | None = None, prune_exact: bool | None = None, assume_shape: str | None = None,
-        allow_download: bool | None = None, offline: bool | None = None) -> Results:
+        allow_download: bool | None = None, offline: bool | None = None, task: str | None = None) -> Results:
     """Run the selected claims on ``model`` and return the results.
 
     ``model``: ``"embedded"``, a folder, a hub name, ``"random:<model>[@seed]"``, a transformers model object (with
@@ -126,7 +131,9 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     bf16, fp32, recipe); ``prune_exact``: importance recomputed before every pruning step; ``assume_shape``: judge
     claims naming a paper model's heads on a model of another shape; ``allow_download``: let transformers download
     a hub model; ``offline``: never download data (else, without ``data_dir``, the default data folder is filled
-    with what the selection reads). Each left out is the environment's (``BERTATTN_SEED``, ...), else the default;
+    with what the selection reads). ``task``: ``model`` is a sequence-classification model fine-tuned on this task
+    (``"mrpc"``, ...), judged as given by the fine-tuning families (default: its config's ``finetuning_task``; a
+    classifier with neither is measured through its encoder). Each left out is the environment's (``BERTATTN_SEED``, ...), else the default;
     all are in the run's provenance.
     """
     from ..base.settings import data_hosts, from_environment
@@ -137,8 +144,8 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
              "allow_download": allow_download, "offline": offline, "tier": tier, "device": device}
     settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}
     settings = {k: v for k, v in settings.items() if v is not None}
-    names, loaded = _models(model, tokenizer, name, settings.get("device"))
-    options = RunOptions(**settings, hub_offline=envs.get("hub_offline", False), models=names, data_dir=data_dir,
+    names, loaded, notes = _models(model, tokenizer, name, settings.get("device"), task)
+    options = RunOptions(**settings, task_model=task, hub_offline=envs.get("hub_offline", False), models=names, data_dir=data_dir,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
                          batch_size=batch_size, cache_dir=None if cache_dir is None else Path(cache_dir),
                          compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,
@@ -146,6 +153,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
                          data_hosts=data_hosts())
     options.check()
     runner = Runner(options, loaded=loaded)
+    runner.notes += notes
     for m in names:  # a model that cannot be loaded raises here, naming it and how to provide it (the command: 4)
         if m not in loaded and not m.startswith(RANDOM_PREFIX):
             runner.model(m)

@@ -136,6 +136,9 @@ class FinetunePass(GluePass):
             finetuned[seed] = _scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
                                       dev.labels, seed)
             metas[seed] = {**ft.meta, "cached": ft.cached}
+            if self.loaded.task is not None:  # a classifier as given: its pre-trained encoder is not known here
+                del ft
+                continue
             plain = finetune.task_model(self.loaded, t, seed)  # Table 1 "pre-trained": an untrained head
             untuned[seed] = _scores(t, finetune.predict(plain, dev, self.loaded.tokenizer, self.batch_size),
                                     dev.labels, seed)
@@ -223,6 +226,7 @@ def untuned_constant_share(pr, tasks: list | None = None, paper: dict | None = N
     t = glue.task(r.task)
     if t.is_regression:
         raise NotApplicable(f"{r.task} is a regression task: an untrained head has no class to be constant in")
+    _untuned(r)
     if r.labels is None or any(s.predictions is None for s in r.untuned.values()):
         raise NotApplicable("the pass kept no per-example predictions of the un-tuned model")
     labels = np.asarray(r.labels).astype(int)
@@ -249,6 +253,15 @@ def untuned_constant_share(pr, tasks: list | None = None, paper: dict | None = N
                        standard_error=binomial_se_points(value, r.n_dev), values={"seed": seed},
                        detail=f"{r.task} un-tuned (pre-trained encoder, untrained head): " + "; ".join(parts)
                               + paper_note)
+
+
+def _untuned(r: FinetuneResult) -> dict[int, TaskScores]:
+    """Table 1's "pre-trained" column (the encoder with an untrained head); NotApplicable for a classifier judged as
+    given, whose pre-trained encoder is not known."""
+    if not r.untuned:
+        raise NotApplicable("the model is a classifier judged as given: its pre-trained encoder (Table 1's "
+                            "pre-trained column) is not known here")
+    return r.untuned
 
 
 def _random_ft(r: FinetuneResult) -> dict[int, TaskScores]:
@@ -306,7 +319,7 @@ def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
     r = result_of(pr, tasks)
     rf = _random_ft(r)
     t = glue.task(r.task)
-    value = r.mean(r.untuned) - r.mean(rf)
+    value = r.mean(_untuned(r)) - r.mean(rf)
     have = r.labels is not None and all(s.predictions is not None for s in (*r.untuned.values(), *rf.values()))
     se, parts = None, []
     if have and (t.is_regression or len(t.labels) == 2):
@@ -342,7 +355,7 @@ def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
 def finetune_gain(pr, tasks: list | None = None) -> Measurement:
     """Fine-tuned minus un-tuned (the pre-trained encoder with an untrained head), points, mean over seeds."""
     r = result_of(pr, tasks)
-    return Measurement(r.mean(r.finetuned) - r.mean(r.untuned), r.n_dev, "dev examples", unit="points",
+    return Measurement(r.mean(r.finetuned) - r.mean(_untuned(r)), r.n_dev, "dev examples", unit="points",
                        detail=f"{r.task}: fine-tuned {r.mean(r.finetuned):.2f} vs un-tuned {r.mean(r.untuned):.2f} "
                               f"({_fmt(r.untuned)})")
 
@@ -353,7 +366,8 @@ def ft_change_last_layers(pr, last: int = 2, min_change: float = 0.0) -> Measure
     all: mean cosine at most 1 - ``min_change`` (an ordering of changes that are all tiny is no finding)."""
     r = result_of(pr)
     if r.cosine_layer is None:
-        raise NotApplicable("no fine-tuned model in this pass")
+        raise NotApplicable("no fine-tuned model in this pass" if r.untuned else "the model is a classifier judged as "
+                            "given: its pre-trained encoder's maps, the other side of the comparison, are not known")
     n_layers = len(r.cosine_layer)
     most = np.argsort(r.cosine_layer, kind="stable")[:last]
     hit = sum(1 for layer in most if layer >= n_layers - last and r.cosine_layer[layer] <= 1 - min_change)

@@ -149,6 +149,7 @@ class RunOptions:
     data_hosts: tuple = (None, None)  # (raw-file host, archive host) base URLs; None: the real ones
     data_mirror: str | None = None  # a mirror holding the data folder's layout (data fetch --mirror)
     self_contained: bool = False  # the report's matrix.html embeds its figures (else links them by relative path)
+    task_model: str | None = None  # judge a sequence-classification model as given on this task (--task-model)
 
     def __post_init__(self):
         self.tier = resolve_tier(self.tier)
@@ -158,7 +159,7 @@ class RunOptions:
         return {"tier": self.tier, "seed": self.seed, "precision": self.precision or "auto",
                 "prune_exact": self.prune_exact, "assume_shape": self.assume_shape, "limit": self.limit,
                 "device": self.device, "allow_download": self.allow_download, "hub_offline": self.hub_offline,
-                "offline": self.offline}
+                "offline": self.offline, "task_model": self.task_model}
 
     def training(self) -> dict:
         """What a family that trains receives (``options=``) beside its tier and checkpoint cache."""
@@ -176,6 +177,10 @@ class RunOptions:
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
             raise BenchError(f"seed {self.seed!r}: a training seed is a whole number >= 0")
         positive_int("--limit", self.limit)
+        if self.task_model is not None:
+            from ..training.given import resolve_task
+
+            resolve_task(self.task_model, None)  # a name that is no task: said now
         choose_device(self.device)
         for name in self.models:
             if isinstance(name, str):
@@ -267,6 +272,7 @@ class Runner:
         self._data_dir = None
         self._compare = None
         self.cache = PassCache(options.cache_dir)
+        self.notes: list[str] = []  # one line each, printed at the finish (e.g. a classifier measured as an encoder)
 
     # ---- hooks a face may replace --------------------------------------------------------------------------------
     def on_pass(self, summary: dict) -> None:
@@ -313,13 +319,25 @@ class Runner:
         if name not in self.models:
             try:
                 hub = {"allow_download": True} if self.options.allow_download else {}  # default: local files only
-                self.models[name] = load_model(name, device=self.options.device, **hub)
+                task = None if base is not None else self._task_of(name, hub)
+                self.models[name] = load_model(name, device=self.options.device, task=task, **hub)
             except BenchError as exc:
                 self.models[name] = exc
         loaded = self.models[name]
         if isinstance(loaded, BenchError):
             raise ModelLoadError(str(loaded) if str(loaded).startswith("--model") else f"--model {name}: {loaded}")
         return loaded
+
+    def _task_of(self, name: str, hub: dict) -> str | None:
+        """The task a model is judged as a classifier for (the run's ``task_model``, else its config's own
+        ``finetuning_task``); a classifier with neither is measured through its encoder, said in one note."""
+        from ..engine.model import load_config
+        from ..training.given import resolve_task
+
+        task, note = resolve_task(self.options.task_model, load_config(name, **hub))
+        if note and note not in self.notes:
+            self.notes.append(f"note: {note}")
+        return task
 
     def prepare(self, target: Target):
         from ..claims.registry import families
@@ -480,7 +498,7 @@ class Runner:
         from ..report.claims_report import terminal_table, version_notes
         from ..report.summary import job_summary, write_job_summary
 
-        out = Finish(lines=[terminal_table(self.outcomes, width=width), *version_notes(self.outcomes)])
+        out = Finish(lines=[terminal_table(self.outcomes, width=width), *version_notes(self.outcomes), *self.notes])
         passes = pass_lines(self.passes)
         out.lines += [""] + passes if passes else []
         if missing:

@@ -19,6 +19,7 @@ from ..claims.registry import NotApplicable
 from ..data import glue
 from ..engine.batching import Skipped
 from ..engine.passes import NothingToMeasure, PassResult
+from . import given
 from . import glue_finetune as finetune
 
 GLUE_TASKS = ("mrpc", "rte", "sts-b", "sst-2", "qnli")
@@ -126,8 +127,9 @@ def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.E
     key = (ft.meta.get("path"), t.name, len(dev.examples), labels)  # the checkpoint and the exact dev labels
     if key[0] is None or key not in _LEARNING:
         logits = finetune.predict(ft.model, dev, loaded.tokenizer, batch_size)
-        _LEARNING[key] = learned.glue(f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})", t, logits,
-                                      dev.labels)
+        subject = (f"{loaded.info.name} on {t.name}" if ft.meta.get("as_given")
+                   else f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})")
+        _LEARNING[key] = learned.glue(subject, t, logits, dev.labels)
     return _LEARNING[key]
 
 
@@ -158,6 +160,8 @@ class GluePass:
         return self.reason
 
     def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
+        if loaded is self.loaded and loaded.task is not None:  # the user's classifier, judged as given
+            return given.as_given(loaded, self.task, guard_dev(loaded, self.data_dir, self.task.name))
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
                                   recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
 
@@ -203,6 +207,9 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     # the checkpoint the model's own pass already trained for Table 1's random column (no second set of seeds)
     seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus,
                                                                                    (options or {}).get("seed"))
+    as_given = getattr(loaded, "task", None)
+    if as_given is not None:  # a classifier judged as given: its one model, on its own task only
+        seeds = (0,)
     limit = dev_limit(tier, limit)
     dev_rows = glue.load_split(data_dir, corpus, "dev", limit)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))
@@ -216,6 +223,14 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     else:
         reason = (f"GLUE {t.folder} has no train.tsv in {Path(data_dir) / glue.GLUE_DIR / t.folder} (dev only): "
                   f"nothing can be fine-tuned on it here")
+    if as_given is not None:
+        reason = None if as_given.task == corpus else (
+            f"{loaded.info.name} is judged as given on {as_given.task}: no {corpus} model of it (a classifier is "
+            f"judged on its own task; the suite fine-tunes nothing for it)")
+        desc = (f"GLUE {t.folder} dev ({len(dev.examples)} examples{', first %d' % limit if limit else ''}; "
+                f"{dev.n_truncated} cut to 128 pieces); the {as_given.task} classifier as given (weights sha256 "
+                f"{as_given.digest[:16]}, not fine-tuned here; {tier} tier)")
+        return t, dev, seeds, tier, cache_dir, paths, reason, desc
     recipe = recipe_for(corpus, tier)
     sub = f", train subsampled to {recipe.max_train}" if recipe.max_train else ""
     sub += f", {recipe.epochs} epoch{'s' if recipe.epochs != 1 else ''}" if recipe.epochs != finetune.Recipe.epochs else ""

@@ -134,7 +134,10 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
         ud_skipped.reason = f"UD {UD_CORPUS} sentence(s) over {ud_skipped.max_tokens} pieces skipped"
     paths = [glue.split_path(data_dir, t, "dev"), ud_path]
     ft_seed, note = None, ""
-    if not glue.has_split(data_dir, t, "train"):
+    if getattr(loaded, "task", None) is not None:
+        note = (f"the model is a {loaded.task.task} classifier judged as given: its (fine-tuned) encoder is read as "
+                f"the model, with no pre-trained/fine-tuned pair")
+    elif not glue.has_split(data_dir, t, "train"):
         note = f"GLUE {t.folder} has no train.tsv here: no fine-tuned model"
     elif corpus not in TIERS[tier]["corpora"]:
         note = f"the {tier} tier fine-tunes no {corpus} model"

@@ -1,0 +1,162 @@
+"""Issue 46: a fine-tuned task model judged as it is. The suite's own fine-tune exported as a standard transformers
+sequence-classification folder and judged as a user's model gives the values the suite's own path gives on that
+checkpoint; the task comes from the option or the model's ``finetuning_task``, never from the label count; a
+classifier whose labels are swapped is refused with both numbers; the provenance and the baseline slug say "as
+given"."""
+import numpy as np
+import pytest
+import torch
+
+import bertattn_bench as bb
+from bertattn_bench.base.errors import BenchError, ModelLoadError
+from bertattn_bench.training import glue_finetune as finetune
+from bertattn_bench.training.given import export_classifier, resolve_task
+from bertattn_bench.training.glue_pass import recipe_for
+
+MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
+
+
+def _rows(n, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = " ".join(rng.choice(WORDS, rng.integers(3, 9)))
+        label = int(rng.integers(0, 2))
+        b = a if label else " ".join(rng.choice(WORDS, rng.integers(3, 9)))
+        out.append(f"{label}\t{i}\t{i + 1000}\t{a}\t{b}\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def glue_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glue")
+    d = root / "glue" / "MRPC"
+    d.mkdir(parents=True)
+    (d / "train.tsv").write_text(MRPC_HEADER + "".join(_rows(96, 0)), encoding="utf-8")
+    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(_rows(40, 1)), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def own(tiny, glue_dir, tmp_path_factory):
+    """The tiny encoder as a folder, the suite's quick-tier fine-tune of it (cached), and that fine-tune exported."""
+    from bertattn_bench.engine.model import load_model
+
+    root = tmp_path_factory.mktemp("own")
+    encoder = root / "encoder"
+    tiny.model.save_pretrained(encoder)
+    tiny.tokenizer.save_pretrained(encoder)
+    cache = root / "cache"
+    loaded = load_model(str(encoder), device="cpu")
+    ft = finetune.finetuned(loaded, "mrpc", 0, glue_dir, cache, recipe_for("mrpc", "quick"))
+    exported = export_classifier(ft.model, loaded.tokenizer, "mrpc", root / "exported")
+    return encoder, cache, exported
+
+
+def _values(results, family):
+    return {o.claim_id: (o.measured, o.n) for o in results if not o.skipped}
+
+
+@pytest.mark.parametrize("family", ["disable", "prune", "finetune"])
+def test_the_exported_fine_tune_judged_as_given_equals_the_suites_own_path(own, glue_dir, family):
+    encoder, cache, exported = own
+    kw = dict(select=family, data_dir=glue_dir, cache_dir=cache, baseline=False, tier="quick")
+    suite = bb.run(str(encoder), **kw)
+    given = bb.run(str(exported), **kw)  # the task from the folder's own finetuning_task ("mrpc")
+    assert not (suite.errors or given.errors), (suite.errors, given.errors)
+    mine, theirs = _values(suite, family), _values(given, family)
+    common = sorted(set(mine) & set(theirs))
+    assert common, (mine, theirs)
+    for claim in common:  # the same computation on the same weights: equal up to float summation order
+        assert theirs[claim][1] == mine[claim][1]
+        if "speed" in claim:  # a timing (wall-clock ratio): measured anew on each run, equal by nature only in n
+            continue
+        assert theirs[claim][0] == pytest.approx(mine[claim][0], rel=1e-4, abs=1e-4), claim
+    models = {o.model for o in given}
+    assert all("mrpc classifier as given" in m for m in models)
+    assert {o.model_slug for o in given}.isdisjoint({o.model_slug for o in suite})  # baselines kept apart
+    subjects = [t["subject"] for p in given.passes for t in p.get("learning") or ()]
+    assert subjects and all("fine-tuned" not in s for s in subjects)
+    assert all("as given" in p["data"] for p in given.passes if p["family"] == family)
+
+
+def test_the_pretrained_columns_are_not_applicable_as_given(own, glue_dir):
+    _, cache, exported = own
+    res = bb.run(str(exported), select="finetune", data_dir=glue_dir, cache_dir=cache, baseline=False)
+    skipped = {o.claim_id: o.skipped for o in res if o.skipped}
+    assert any("pre-trained encoder" in why for why in skipped.values()), skipped
+
+
+def test_the_task_is_never_guessed_from_the_label_count(own, tiny):
+    from transformers import AutoConfig
+
+    _, _, exported = own
+    config = AutoConfig.from_pretrained(exported)
+    assert resolve_task(None, config) == ("mrpc", None)
+    config.finetuning_task = None
+    task, note = resolve_task(None, config)
+    assert task is None and "no task" in note and "--task-model" in note
+    assert resolve_task("SST2", config)[0] == "sst-2"
+    with pytest.raises(BenchError, match="--task-model cola"):
+        resolve_task("cola", config)
+    assert resolve_task(None, tiny.model.config) == (None, None)  # an encoder: nothing to say
+
+
+def test_a_classifier_object_is_judged_as_given_and_left_untouched(own, glue_dir, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    _, cache, exported = own
+    clf = AutoModelForSequenceClassification.from_pretrained(exported)
+    tok = AutoTokenizer.from_pretrained(exported)
+    before = {k: v.clone() for k, v in clf.state_dict().items()}
+    kw = dict(select="disable", data_dir=glue_dir, cache_dir=cache, baseline=False)
+    obj = bb.run(clf, tokenizer=tok, task="mrpc", **kw)
+    folder = bb.run(str(exported), **kw)
+    assert not (obj.errors or folder.errors)
+    assert _values(obj, "disable") == _values(folder, "disable")
+    assert all(torch.equal(before[k], v) for k, v in clf.state_dict().items())
+    clf.config.finetuning_task = None  # no task anywhere: measured through its encoder, said in one note
+    plain = bb.run(clf, tokenizer=tok, select="disable", data_dir=glue_dir, cache_dir=cache, baseline=False)
+    assert any("no task" in n for n in plain.runner.notes)
+    assert all("as given" not in o.model for o in plain)
+
+
+def test_swapped_labels_are_refused_with_both_numbers(own, glue_dir, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    _, cache, exported = own
+    clf = AutoModelForSequenceClassification.from_pretrained(exported)
+    with torch.no_grad():  # the head's two rows exchanged: the same model with its labels in the other order
+        clf.classifier.weight.copy_(clf.classifier.weight.flip(0))
+        clf.classifier.bias.copy_(clf.classifier.bias.flip(0))
+    swapped = tmp_path / "swapped"
+    clf.save_pretrained(swapped)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(exported).save_pretrained(swapped)
+    straight = bb.run(str(exported), select="disable", data_dir=glue_dir, cache_dir=None, baseline=False)
+    acc = [t for p in straight.passes for t in p.get("learning") or ()]
+    res = bb.run(str(swapped), select="disable", data_dir=glue_dir, cache_dir=None, baseline=False)
+    (message,) = res.errors.values()
+    assert "label order is not the task's" in message and "swapped" in message
+    numbers = [float(x) for x in __import__("re").findall(r"scores ([\d.]+) acc .* and ([\d.]+) \(", message)[0]]
+    assert numbers[0] < numbers[1] and abs(numbers[0] + numbers[1] - 100) < 1e-6
+    assert acc  # the straight model passed the same check
+
+
+def test_a_checkpoint_without_a_head_is_refused_as_a_task_model(own):
+    encoder, _, _ = own
+    with pytest.raises(ModelLoadError, match="no classification head"):
+        bb.run(str(encoder), task="mrpc", select="disable", cache_dir=None)
+
+
+def test_a_head_of_the_wrong_shape_is_refused(own, glue_dir):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    _, _, exported = own
+    clf = AutoModelForSequenceClassification.from_pretrained(exported, num_labels=3, ignore_mismatched_sizes=True)
+    res = bb.run(clf, tokenizer=AutoTokenizer.from_pretrained(exported), task="mrpc", select="disable",
+                 data_dir=glue_dir, cache_dir=None, baseline=False)
+    (message,) = res.errors.values()
+    assert "3 label(s)" in message and "has 2" in message
