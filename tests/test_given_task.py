@@ -58,7 +58,7 @@ def _values(results, family):
     return {o.claim_id: (o.measured, o.n) for o in results if not o.skipped}
 
 
-@pytest.mark.parametrize("family", ["disable", "prune", "finetune"])
+@pytest.mark.parametrize("family", ["disable", "prune", "finetune", "speedup"])
 def test_the_exported_fine_tune_judged_as_given_equals_the_suites_own_path(own, glue_dir, family):
     encoder, cache, exported = own
     kw = dict(select=family, data_dir=glue_dir, cache_dir=cache, baseline=False, tier="quick")
@@ -160,3 +160,33 @@ def test_a_head_of_the_wrong_shape_is_refused(own, glue_dir):
                  data_dir=glue_dir, cache_dir=None, baseline=False)
     (message,) = res.errors.values()
     assert "3 label(s)" in message and "has 2" in message
+
+
+def test_the_dev_split_from_a_datasets_folder_gives_the_tsv_values(own, glue_dir, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from bertattn_bench.data import glue
+
+    _, cache, exported = own
+
+    def table(split):
+        rows = glue.load_split(glue_dir, "mrpc", split)
+        return datasets.Dataset.from_dict({"sentence1": [r.text_a for r in rows], "sentence2": [r.text_b for r in rows],
+                                           "label": [int(r.label) for r in rows]})
+
+    folder = tmp_path / "mrpc_ds"
+    datasets.DatasetDict({"train": table("train"), "validation": table("dev")}).save_to_disk(str(folder))
+    kw = dict(select="disable or prune", data_dir=glue_dir, cache_dir=cache, baseline=False)
+    from_tsv = bb.run(str(exported), **kw)
+    from_ds = bb.run(str(exported), eval_data={"mrpc": str(folder)}, **kw)
+    assert not (from_tsv.errors or from_ds.errors), (from_tsv.errors, from_ds.errors)
+    a, b = _values(from_tsv, ""), _values(from_ds, "")
+    assert a.keys() == b.keys() and all(a[k] == b[k] for k in a if "speed" not in k)
+    assert all(not p["cached"] for p in from_ds.passes)  # another data source: another key, never the TSV's pass
+    assert all(str(folder) in p["data"] for p in from_ds.passes), [p["data"] for p in from_ds.passes]
+    assert all("as given" in p["data"] for p in from_ds.passes)
+    # a changed label in the dataset: measured anew (the rows' digest is in the key)
+    dev = table("dev")
+    flipped = dev.map(lambda r, i: {"label": 1 - r["label"] if i == 0 else r["label"]}, with_indices=True)
+    obj = bb.run(str(exported), eval_data={"mrpc": flipped}, select="disable", data_dir=glue_dir, cache_dir=cache,
+                 baseline=False)
+    assert not obj.errors and all(not p["cached"] for p in obj.passes)

@@ -110,13 +110,29 @@ def _models(model, tokenizer, name, device, task=None) -> tuple[list[str], dict,
     return list(dict.fromkeys(names)), loaded, notes
 
 
+def _eval_sources(eval_data, task: str | None) -> list:
+    """``eval_data=`` as the run's list of evaluation sources: a dict by task, a list, or one source for ``task``."""
+    from ..data.eval_sets import of
+
+    if eval_data is None:
+        return []
+    if isinstance(eval_data, dict):
+        return [of(v, k) for k, v in eval_data.items()]
+    if isinstance(eval_data, (list, tuple)):
+        return [of(v) for v in eval_data]
+    if task is None and not (isinstance(eval_data, str) and "=" in eval_data):
+        raise BenchError("eval_data=: say which task it is for: eval_data={'mrpc': ...}, or task='mrpc'")
+    return [of(eval_data, task)]
+
+
 def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: str | None = None,
         corpora: dict | None = None, limit: int | None = None, device: str | None = None, batch_size: int = 32,
         cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
         compare_fail_on: str = "lost",
         baseline: bool = True, name: str | None = None, progress: bool = False, seed: int | None = None,
         precision: str | None = None, prune_exact: bool | None = None, assume_shape: str | None = None,
-        allow_download: bool | None = None, offline: bool | None = None, task: str | None = None) -> Results:
+        allow_download: bool | None = None, offline: bool | None = None, task: str | None = None,
+        eval_data=None) -> Results:
     """Run the selected claims on ``model`` and return the results.
 
     ``model``: ``"embedded"``, a folder, a hub name, ``"random:<model>[@seed]"``, a transformers model object (with
@@ -133,7 +149,10 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     a hub model; ``offline``: never download data (else, without ``data_dir``, the default data folder is filled
     with what the selection reads). ``task``: ``model`` is a sequence-classification model fine-tuned on this task
     (``"mrpc"``, ...), judged as given by the fine-tuning families (default: its config's ``finetuning_task``; a
-    classifier with neither is measured through its encoder). Each left out is the environment's (``BERTATTN_SEED``, ...), else the default;
+    classifier with neither is measured through its encoder). ``eval_data``: a task's evaluation data instead of
+    the shipped TSV: ``{"mrpc": source}`` or, with ``task``, one source; a source is a datasets ``Dataset`` /
+    ``DatasetDict``, a ``save_to_disk`` folder, a Parquet/CSV/JSON(L) file or ``"hub:NAME[:CONFIG]"`` in the local
+    datasets cache, or an :class:`~bertattn_bench.data.eval_sets.EvalSource` (column and split names). Each left out is the environment's (``BERTATTN_SEED``, ...), else the default;
     all are in the run's provenance.
     """
     from ..base.settings import data_hosts, from_environment
@@ -145,7 +164,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}
     settings = {k: v for k, v in settings.items() if v is not None}
     names, loaded, notes = _models(model, tokenizer, name, settings.get("device"), task)
-    options = RunOptions(**settings, task_model=task, hub_offline=envs.get("hub_offline", False), models=names, data_dir=data_dir,
+    options = RunOptions(**settings, task_model=task, eval_data=_eval_sources(eval_data, task), hub_offline=envs.get("hub_offline", False), models=names, data_dir=data_dir,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
                          batch_size=batch_size, cache_dir=None if cache_dir is None else Path(cache_dir),
                          compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,

@@ -32,6 +32,14 @@ OPTIONS = [
     ("offline", dict(action="store_true",
                      help="never download data: a corpus missing from the data folder stops the run at start-up "
                           "(env BERTATTN_OFFLINE=1; default: the default data folder is filled with what it lacks)")),
+    ("task-model", dict(default=None, metavar="TASK",
+                        help="the model is a sequence-classification model fine-tuned on TASK (mrpc, rte, sts-b, "
+                             "sst-2, qnli): the fine-tuning families judge it as given instead of fine-tuning its "
+                             "encoder (default: its config's finetuning_task; else it is measured as an encoder)")),
+    ("eval-data", dict(action="append", default=[], metavar="TASK=SOURCE[,KEY=VALUE...]",
+                       help="a task's evaluation data from a datasets folder (save_to_disk), a Parquet/CSV/JSON(L) "
+                            "file or hub:NAME[:CONFIG] in the local datasets cache, instead of the shipped TSV; keys: "
+                            "split=, train_split=, text=, text_pair=, label= (column names). Repeatable")),
     ("cache-dir", dict(default=None, help="pass-result cache (default .bertattn_cache; env BERTATTN_CACHE_DIR)")),
     ("no-cache", dict(action="store_true", help="recompute every pass; read and write no cache")),
     ("time-cores", dict(action="store_true",

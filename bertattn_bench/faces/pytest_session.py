@@ -52,7 +52,8 @@ def options_from_config(config) -> RunOptions:
         claims_report=Path(report) if report else None,
         command="pytest " + " ".join(config.invocation_params.args), progress=envs["progress"],
         offline=bool(option(config, "offline")) or envs.get("offline", False), data_hosts=data_hosts(),
-        data_mirror=envs.get("data_mirror"), self_contained=bool(option(config, "self-contained")))
+        data_mirror=envs.get("data_mirror"), self_contained=bool(option(config, "self-contained")),
+        task_model=option(config, "task-model"), eval_data=list(option(config, "eval-data") or []))
 
 
 class BenchSession(Runner):

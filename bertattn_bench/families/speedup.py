@@ -150,9 +150,12 @@ def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
     cfg = TIERS[tier]
     n = cfg["examples"]
     if n is not None and len(dev.examples) > n:  # only these are timed: the pass reads no others
-        dev = finetune.Encoded_(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens)
-    desc = (f"GLUE {t.folder} dev, first {len(dev.examples)} examples timed at batch "
-            f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; fine-tuned seed {seeds[0]}; "
+        dev = finetune.Encoded_(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens, origin=dev.origin,
+                                origin_text=dev.origin_text)
+    model = (f"the {loaded.task.task} classifier as given (weights sha256 {loaded.task.digest[:16]})"
+             if loaded.task is not None else f"fine-tuned seed {seeds[0]}")
+    desc = (f"GLUE {t.folder} dev{dev.origin_text}, first {len(dev.examples)} examples timed at batch "
+            f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; {model}; "
             f"{FRACTION:.0%} of heads removed by importance ({IMPORTANCE_EXAMPLES} training examples) ({tier} tier)")
     return SpeedPass("speedup", corpus, desc, loaded, t, dev, seeds[:1], tier, Path(data_dir), cache_dir, paths,
                      reason, (options or {}).get("precision"), n_importance=IMPORTANCE_EXAMPLES, rounds=cfg["rounds"])

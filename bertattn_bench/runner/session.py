@@ -150,6 +150,7 @@ class RunOptions:
     data_mirror: str | None = None  # a mirror holding the data folder's layout (data fetch --mirror)
     self_contained: bool = False  # the report's matrix.html embeds its figures (else links them by relative path)
     task_model: str | None = None  # judge a sequence-classification model as given on this task (--task-model)
+    eval_data: list = field(default_factory=list)  # TASK=SOURCE texts (--eval-data) or eval_sets.EvalSource objects
 
     def __post_init__(self):
         self.tier = resolve_tier(self.tier)
@@ -159,11 +160,25 @@ class RunOptions:
         return {"tier": self.tier, "seed": self.seed, "precision": self.precision or "auto",
                 "prune_exact": self.prune_exact, "assume_shape": self.assume_shape, "limit": self.limit,
                 "device": self.device, "allow_download": self.allow_download, "hub_offline": self.hub_offline,
-                "offline": self.offline, "task_model": self.task_model}
+                "offline": self.offline, "task_model": self.task_model,
+                "eval_data": {k: v.describe() for k, v in self.eval_sources().items()} or None}
+
+    def eval_sources(self) -> dict:
+        """task -> its evaluation source (``eval_data``), each parsed and checked once; one per task."""
+        from ..data.eval_sets import of
+
+        out: dict = {}
+        for item in self.eval_data:
+            src = of(item)
+            if src.task in out:
+                raise BenchError(f"--eval-data: two sources for {src.task}")
+            out[src.task] = src
+        return out
 
     def training(self) -> dict:
         """What a family that trains receives (``options=``) beside its tier and checkpoint cache."""
-        return {"seed": self.seed, "precision": self.precision, "prune_exact": self.prune_exact}
+        return {"seed": self.seed, "precision": self.precision, "prune_exact": self.prune_exact,
+                "eval_data": self.eval_sources()}
 
     def check(self) -> None:
         """Every option that can be judged without a model or data: a BenchError naming the option."""
@@ -181,6 +196,7 @@ class RunOptions:
             from ..training.given import resolve_task
 
             resolve_task(self.task_model, None)  # a name that is no task: said now
+        self.eval_sources()  # a malformed --eval-data, a missing file: said now
         choose_device(self.device)
         for name in self.models:
             if isinstance(name, str):

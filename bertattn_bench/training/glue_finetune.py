@@ -199,6 +199,8 @@ class Encoded_:
     n_truncated: int
     max_tokens: int
     sources: list[str] = field(default_factory=list)
+    origin: object = None  # the eval_sets.EvalSource the rows came from (None: the shipped TSV)
+    origin_text: str = ""  # " from SOURCE (rows sha256:...)": the origin as a pass's description (its key) says it
 
 
 def encode_split(tokenizer, rows: Sequence[glue.Example], max_tokens: int) -> Encoded_:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..claims import learned, tiers
 from ..claims.registry import NotApplicable
-from ..data import glue
+from ..data import eval_sets, glue
 from ..engine.batching import Skipped
 from ..engine.passes import NothingToMeasure, PassResult
 from . import given
@@ -106,16 +106,41 @@ _LEARNING: dict = {}  # (checkpoint path, task, dev size) -> learned.Check: each
 _GUARD_DEV: dict = {}
 
 
-def guard_dev(loaded, data_dir: Path, task_name: str) -> finetune.Encoded_:
+def task_rows(data_dir: Path, task_name: str, split: str, limit: int | None = None, source=None) -> list:
+    """A task's split: from the run's evaluation source for the task where it gave one (``--eval-data`` /
+    ``eval_data=``: a datasets folder or object, a Parquet/CSV/JSON file, a cached hub dataset), else the shipped
+    TSV."""
+    if source is not None:
+        return eval_sets.rows(source, split, limit)
+    return glue.load_split(data_dir, task_name, split, limit)
+
+
+def eval_source(options: dict | None, task_name: str):
+    """The run's evaluation source for ``task_name`` (None: the shipped TSV)."""
+    return ((options or {}).get("eval_data") or {}).get(task_name)
+
+
+def importance_rows(p, seed: int, recipe) -> list:
+    """The rows head importance is computed on for pass ``p`` (never dev): the training rows of the suite's own
+    fine-tune; for a classifier judged as given, the train split of its evaluation source where it has one, else
+    the shipped train TSV."""
+    origin = getattr(p.dev, "origin", None)
+    if p.loaded.task is not None and origin is not None and eval_sets.has_train(origin):
+        return eval_sets.rows(origin, "train")
+    return finetune.training_rows(p.data_dir, p.task.name, recipe, seed)
+
+
+def guard_dev(loaded, data_dir: Path, task_name: str, source=None) -> finetune.Encoded_:
     """The examples the learned-model guard tests a fine-tune on: the task's whole dev split, at every tier (MRPC:
     408 pairs). The quick tier's sweeps read the first 64 of them, too few for the test to tell a model that learned
     (~75%) from the majority class (68%): at n = 64 a one-sided binomial needs 53 right (82.8%) for p < 0.01, at
     n = 408 about 74%. One plain pass (~4 s on 2 CPU cores), once per process and fine-tune."""
-    key = (id(loaded.tokenizer), str(data_dir), task_name)
+    key = (id(loaded.tokenizer), str(data_dir), task_name, id(source))
     if key not in _GUARD_DEV:
-        rows = glue.load_split(data_dir, task_name, "dev")
+        rows = task_rows(data_dir, task_name, "dev", None, source)
         _GUARD_DEV[key] = finetune.encode_split(loaded.tokenizer, rows,
                                                 min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+        _GUARD_DEV[key].origin = source
     return _GUARD_DEV[key]
 
 
@@ -159,9 +184,14 @@ class GluePass:
     def nothing_to_measure(self) -> str | None:
         return self.reason
 
+    @property
+    def origin(self):
+        """Where the dev examples came from (an eval_sets.EvalSource; None: the shipped TSV)."""
+        return getattr(self.dev, "origin", None)
+
     def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
         if loaded is self.loaded and loaded.task is not None:  # the user's classifier, judged as given
-            return given.as_given(loaded, self.task, guard_dev(loaded, self.data_dir, self.task.name))
+            return given.as_given(loaded, self.task, guard_dev(loaded, self.data_dir, self.task.name, self.origin))
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
                                   recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
 
@@ -191,7 +221,7 @@ class GluePass:
     def learning(self, progress: bool = False) -> tuple:
         """The learned-model guard: every seed's fine-tune of the model under test, on the whole dev split
         (the random-init twin's fine-tune, Table 1's random column, is a subject of its claims, not guarded)."""
-        dev = guard_dev(self.loaded, self.data_dir, self.task.name)
+        dev = guard_dev(self.loaded, self.data_dir, self.task.name, self.origin)
         return tuple(learning_check(self.loaded, self.task, self.finetuned(self.loaded, seed, progress), dev, seed)
                      for seed in self.seeds)
 
@@ -211,9 +241,11 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     if as_given is not None:  # a classifier judged as given: its one model, on its own task only
         seeds = (0,)
     limit = dev_limit(tier, limit)
-    dev_rows = glue.load_split(data_dir, corpus, "dev", limit)
+    source = eval_source(options, corpus)
+    dev_rows = task_rows(data_dir, corpus, "dev", limit, source)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))
-    paths = [glue.split_path(data_dir, t, "dev")]
+    dev.origin, dev.origin_text = source, origin_text(source, dev_rows)
+    paths = [glue.split_path(data_dir, t, "dev")] if source is None else source.on_disk()
     reason = None
     if glue.has_split(data_dir, t, "train"):
         paths.insert(0, glue.split_path(data_dir, t, "train"))
@@ -227,16 +259,25 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
         reason = None if as_given.task == corpus else (
             f"{loaded.info.name} is judged as given on {as_given.task}: no {corpus} model of it (a classifier is "
             f"judged on its own task; the suite fine-tunes nothing for it)")
-        desc = (f"GLUE {t.folder} dev ({len(dev.examples)} examples{', first %d' % limit if limit else ''}; "
-                f"{dev.n_truncated} cut to 128 pieces); the {as_given.task} classifier as given (weights sha256 "
-                f"{as_given.digest[:16]}, not fine-tuned here; {tier} tier)")
+        desc = (f"GLUE {t.folder} dev{dev.origin_text} ({len(dev.examples)} examples"
+                f"{', first %d' % limit if limit else ''}; {dev.n_truncated} cut to 128 pieces); the {as_given.task} "
+                f"classifier as given (weights sha256 {as_given.digest[:16]}, not fine-tuned here; {tier} tier)")
         return t, dev, seeds, tier, cache_dir, paths, reason, desc
     recipe = recipe_for(corpus, tier)
     sub = f", train subsampled to {recipe.max_train}" if recipe.max_train else ""
     sub += f", {recipe.epochs} epoch{'s' if recipe.epochs != 1 else ''}" if recipe.epochs != finetune.Recipe.epochs else ""
-    desc = (f"GLUE {t.folder} dev ({len(dev.examples)} examples{', first %d' % limit if limit else ''}; "
-            f"{dev.n_truncated} cut to 128 pieces); fine-tuned seeds {list(seeds)}{sub} ({tier} tier)")
+    desc = (f"GLUE {t.folder} dev{dev.origin_text} ({len(dev.examples)} examples"
+            f"{', first %d' % limit if limit else ''}; {dev.n_truncated} cut to 128 pieces); fine-tuned seeds "
+            f"{list(seeds)}{sub} ({tier} tier)")
     return t, dev, seeds, tier, cache_dir, paths, reason, desc
+
+
+def origin_text(source, rows) -> str:
+    """The dev set's origin in a pass's description (part of its cache key): nothing for the shipped TSV; else the
+    source and the sha256 of the rows read."""
+    if source is None:
+        return ""
+    return f" from {source.describe()} (rows sha256:{eval_sets.rows_digest(rows)[:16]})"
 
 
 def result_of(pr, tasks=None):

@@ -16,7 +16,17 @@ from ...engine.attention import run_reducers
 from ...engine.batching import Skipped, drop_too_long, encode_words, iter_batches
 from ...engine.passes import PassResult
 from ...training import glue_finetune as finetune
-from ...training.glue_pass import GLUE_TASKS, TIERS, guard_dev, learning_check, options_of, recipe_for
+from ...training.glue_pass import (
+    GLUE_TASKS,
+    TIERS,
+    eval_source,
+    guard_dev,
+    learning_check,
+    options_of,
+    origin_text,
+    recipe_for,
+    task_rows,
+)
 from .constants import LING, NEGATION, TIER_CORPORA, TIER_DEV_MAX, TIER_UD_MAX, UD_CORPUS
 from .reduce import FeatureReducer, ModelStats, PatternReducer, PatternsResult
 
@@ -121,7 +131,8 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
                      options: dict | None = None) -> PatternsPass:
     tier, cache_dir, _ = options_of(options)
     t = glue.task(corpus)
-    rows = glue.load_split(data_dir, corpus, "dev", limit)
+    source = eval_source(options, corpus)
+    rows = task_rows(data_dir, corpus, "dev", limit, source)
     total = len(rows)
     cap = TIER_DEV_MAX[tier]
     if len(rows) > cap:  # a seeded sample, as the paper's "up to 1000 examples" (the notebook's had no seed)
@@ -132,7 +143,7 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
     ud, ud_skipped, flags, arcs, ud_path, control = ud_inputs(loaded, Path(data_dir), ud_limit)
     if ud_skipped.n:
         ud_skipped.reason = f"UD {UD_CORPUS} sentence(s) over {ud_skipped.max_tokens} pieces skipped"
-    paths = [glue.split_path(data_dir, t, "dev"), ud_path]
+    paths = ([glue.split_path(data_dir, t, "dev")] if source is None else source.on_disk()) + [ud_path]
     ft_seed, note = None, ""
     if getattr(loaded, "task", None) is not None:
         note = (f"the model is a {loaded.task.task} classifier judged as given: its (fine-tuned) encoder is read as "
@@ -148,7 +159,7 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
         ft_seed = (options or {}).get("seed") or 0
         paths.insert(0, glue.split_path(data_dir, t, "train"))
         note = f"fine-tuned on {corpus} with seed {ft_seed} (finetune's checkpoint cache)"
-    desc = (f"GLUE {t.folder} dev ({len(dev.examples)} of {total} examples{', first %d' % limit if limit else ''}"
+    desc = (f"GLUE {t.folder} dev{origin_text(source, rows)} ({len(dev.examples)} of {total} examples{', first %d' % limit if limit else ''}"
             f"{', seeded sample' if total > cap else ''}; {dev.n_truncated} cut to {max_tokens} pieces) + UD "
             f"{UD_CORPUS} ({len(ud)} sentences); {note} ({tier} tier)")
     return PatternsPass("patterns", corpus, desc, loaded, t, dev.examples, total, ud, ud_skipped, flags, arcs, tier,

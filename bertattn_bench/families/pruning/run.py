@@ -13,7 +13,7 @@ from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import sweeps
-from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
+from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, importance_rows, prepare_glue, recipe_for
 from ..disabling import score_configs
 from .constants import EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
 from .measure import (
@@ -80,7 +80,7 @@ class PruneResult:
 def importance_data(p: GluePass, seed: int) -> finetune.Encoded_:
     """The head-importance examples of pass ``p``'s fine-tune with ``seed``: a seeded subset of ``p.n_importance``
     of the training rows the model was fine-tuned on (never dev)."""
-    rows = finetune.training_rows(p.data_dir, p.task.name, recipe_for(p.task.name, p.tier), seed)
+    rows = importance_rows(p, seed, recipe_for(p.task.name, p.tier))
     if len(rows) > p.n_importance:
         keep = np.random.default_rng(10_000 + seed).choice(len(rows), p.n_importance, replace=False)
         rows = [rows[i] for i in sorted(keep)]
