@@ -3,6 +3,8 @@ sequence-classification folder and judged as a user's model gives the values the
 checkpoint; the task comes from the option or the model's ``finetuning_task``, never from the label count; a
 classifier whose labels are swapped is refused with both numbers; the provenance and the baseline slug say "as
 given"."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -122,27 +124,53 @@ def test_a_classifier_object_is_judged_as_given_and_left_untouched(own, glue_dir
     assert all("as given" not in o.model for o in plain)
 
 
-def test_swapped_labels_are_refused_with_both_numbers(own, glue_dir, tmp_path):
-    from transformers import AutoModelForSequenceClassification
+def _planted(monkeypatch, rule):
+    """The classifier's dev predictions planted: logits one-hot at ``rule(labels)`` (the label-order check reads
+    them through ``glue_finetune.predict``)."""
+    from bertattn_bench.training import given
 
-    _, cache, exported = own
-    clf = AutoModelForSequenceClassification.from_pretrained(exported)
-    with torch.no_grad():  # the head's two rows exchanged: the same model with its labels in the other order
-        clf.classifier.weight.copy_(clf.classifier.weight.flip(0))
-        clf.classifier.bias.copy_(clf.classifier.bias.flip(0))
-    swapped = tmp_path / "swapped"
-    clf.save_pretrained(swapped)
-    from transformers import AutoTokenizer
+    def predict(model, data, tokenizer, batch_size=64, interventions=()):
+        return np.eye(2, dtype=np.float32)[rule(np.asarray(data.labels).astype(int))] * 5
 
-    AutoTokenizer.from_pretrained(exported).save_pretrained(swapped)
-    straight = bb.run(str(exported), select="disable", data_dir=glue_dir, cache_dir=None, baseline=False)
-    acc = [t for p in straight.passes for t in p.get("learning") or ()]
-    res = bb.run(str(swapped), select="disable", data_dir=glue_dir, cache_dir=None, baseline=False)
+    monkeypatch.setattr(given.finetune, "predict", predict)
+    given._CHECKED.clear()
+
+
+def test_swapped_labels_are_refused_with_both_numbers(own, glue_dir, monkeypatch):
+    _, _, exported = own
+    _planted(monkeypatch, lambda y: 1 - y)  # a model that learned the task with its two labels the other way round
+    res = bb.run(str(exported), select="disable", data_dir=glue_dir, cache_dir=None, baseline=False)
     (message,) = res.errors.values()
     assert "label order is not the task's" in message and "swapped" in message
-    numbers = [float(x) for x in __import__("re").findall(r"scores ([\d.]+) acc .* and ([\d.]+) \(", message)[0]]
-    assert numbers[0] < numbers[1] and abs(numbers[0] + numbers[1] - 100) < 1e-6
-    assert acc  # the straight model passed the same check
+    as_given, permuted = [float(x) for x in re.findall(r"scores ([\d.]+) acc .* and ([\d.]+) with", message)[0]]
+    assert (as_given, permuted) == (0.0, 100.0)
+
+
+def test_an_untrained_classifier_is_left_to_the_learned_guard(own, glue_dir, monkeypatch):
+    _, _, exported = own
+    # always the minority class: better with the labels swapped (the majority), but that is no model that learned
+    _planted(monkeypatch, lambda y: np.full_like(y, int(np.bincount(y, minlength=2).argmin())))
+    res = bb.run(str(exported), select="finetune", data_dir=glue_dir, cache_dir=None, baseline=False)
+    assert not res.errors and res.outcomes
+    guard = [t for p in res.passes for t in p.get("learning") or ()]
+    assert guard and not any(t["learned"] for t in guard)  # judged by the learned-model guard: it did not learn
+
+
+def test_the_exported_model_keeps_its_label_order(own, glue_dir):
+    from bertattn_bench.engine.model import load_model
+    from bertattn_bench.training import given
+    from bertattn_bench.training.glue_pass import guard_dev
+
+    _, _, exported = own
+    loaded = load_model(str(exported), device="cpu", task="mrpc")
+    check = given.label_check(loaded, glue_task(), guard_dev(loaded, glue_dir, "mrpc"))
+    assert check["as_given"] + check["permuted"] == pytest.approx(100.0)
+
+
+def glue_task():
+    from bertattn_bench.data import glue
+
+    return glue.task("mrpc")
 
 
 def test_a_checkpoint_without_a_head_is_refused_as_a_task_model(own):

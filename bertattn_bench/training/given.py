@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..base.errors import BenchError, DataError
+from ..claims import learned
 from ..data import glue
 from ..engine.batching import model_inputs
 from . import glue_finetune as finetune
@@ -88,24 +89,21 @@ def label_check(loaded, t: glue.Task, dev: finetune.Encoded_, batch_size: int = 
     if key not in _CHECKED:
         model = GivenTaskModel(given.classifier).eval()
         logits = finetune.predict(model, dev, loaded.tokenizer, batch_size)
-        pred = finetune.to_predictions(t, logits)
-        if t.is_regression:
-            as_is = glue.scores(t, pred, labels)[t.metric]
-            permuted = glue.scores(t, -np.asarray(pred), labels)[t.metric]
-            what = "Pearson r x100 with the predictions negated"
-        else:
-            swapped = t.num_labels - 1 - np.asarray(pred)  # every task judged here has two labels
-            as_is = glue.scores(t, pred, labels)[t.metric]
-            permuted = glue.scores(t, swapped, labels)[t.metric]
-            what = f"{t.metric} with the two labels swapped"
-        _CHECKED[key] = {"as_given": round(float(as_is), 4), "permuted": round(float(permuted), 4),
-                         "n_dev": len(labels), "what": what}
+        permuted = -logits if t.is_regression else logits[:, ::-1]  # every task judged here has two labels
+        what = "with the predictions negated" if t.is_regression else "with the two labels swapped"
+        as_is, other = learned.glue("as given", t, logits, labels), learned.glue(what, t, permuted, labels)
+        _CHECKED[key] = {"as_given": round(float(as_is.score), 4), "permuted": round(float(other.score), 4),
+                         "n_dev": len(labels), "what": what, "permuted_learned": bool(other.learned),
+                         "permuted_test": other.text}
     check = _CHECKED[key]
-    if check["permuted"] > check["as_given"]:
+    # refused where the permuted order is better and is a model that learned (its dev score significantly above
+    # the majority class): a model that is merely untrained (a callback's first step) is left to the learned guard
+    if check["permuted"] > check["as_given"] and check["permuted_learned"]:
         raise DataError(f"--task-model {t.name}: {loaded.info.name} scores {check['as_given']:.2f} {t.metric} on "
                         f"{check['n_dev']} GLUE {t.folder} dev examples with its labels as given and "
-                        f"{check['permuted']:.2f} ({check['what']}): its label order is not the task's "
-                        f"({', '.join(t.labels or ('score',))}); refused (fix id2label / the label column)")
+                        f"{check['permuted']:.2f} {check['what']} ({check['permuted_test']}): its label order is "
+                        f"not the task's ({', '.join(t.labels or ('score',))}); refused (fix id2label / the label "
+                        f"column)")
     return check
 
 
