@@ -218,3 +218,41 @@ def test_the_dev_split_from_a_datasets_folder_gives_the_tsv_values(own, glue_dir
     obj = bb.run(str(exported), eval_data={"mrpc": flipped}, select="disable", data_dir=glue_dir, cache_dir=cache,
                  baseline=False)
     assert not obj.errors and all(not p["cached"] for p in obj.passes)
+
+
+def test_the_callback_judges_the_classifier_being_trained(tiny, glue_dir, tmp_path):
+    """ClaimsCallback inside a real transformers Trainer fine-tuning a classifier on MRPC, with task="mrpc": every 2
+    steps the disabling claims are measured on (a copy of) the classifier being trained, as given: no fine-tune of
+    the suite's, the head's weights moving between columns."""
+    pytest.importorskip("accelerate")
+    import json
+
+    from transformers import BertForSequenceClassification, Trainer, TrainingArguments
+
+    from bertattn_bench.data import glue
+
+    clf = BertForSequenceClassification(tiny.model.config)
+    clf.bert.load_state_dict(tiny.model.state_dict(), strict=False)
+    train = glue.load_split(glue_dir, "mrpc", "train")[:32]
+    enc = tiny.tokenizer([r.text_a for r in train], [r.text_b for r in train], padding="max_length", max_length=24,
+                         truncation=True, return_tensors="pt")
+    rows = [{"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
+             "token_type_ids": enc["token_type_ids"][i], "labels": torch.tensor(int(r.label))}
+            for i, r in enumerate(train)]
+    out = tmp_path / "along"
+    cb = bb.ClaimsCallback(tiny.tokenizer, out, select="disable", every=2, name="tiny", data_dir=glue_dir,
+                           task="mrpc")
+    args = TrainingArguments(output_dir=str(tmp_path / "trainer"), max_steps=4, per_device_train_batch_size=8,
+                             learning_rate=1e-2, report_to=[], save_strategy="no", logging_strategy="no",
+                             use_cpu=True, disable_tqdm=True, seed=0)
+    Trainer(model=clf, args=args, train_dataset=rows, callbacks=[cb]).train()
+    assert sorted(cb.measured) == [0, 2, 4]
+    reports = [json.loads((out / f"step-00000{s}" / "claims.json").read_text()) for s in (0, 4)]
+    assert all(r["records"] for r in reports)
+    assert all("classifier as given" in rec["model"] for r in reports for rec in r["records"])
+    runs = [json.loads((out / f"step-00000{s}" / "run.json").read_text()) for s in (0, 4)]
+    given = [g for r in runs for g in r["as_given"].values()]
+    assert len(given) == 2 and {g["as_given"] for g in given} == {"mrpc"}
+    assert given[0]["classifier_sha256"] != given[1]["classifier_sha256"]  # the weights being trained
+    assert all("fine-tuned" not in t["subject"] for r in runs for t in r["trained_models"])
+    assert "tiny@step0" in (out / "matrix.md").read_text()

@@ -84,3 +84,28 @@ def test_the_negative_control_table_and_lines_use_the_same_states():
     assert "not judged" in table and "does not hold" in table
     (line,) = summary_lines(outs)
     assert "0 of 1 claims hold" in line and "1 not judged" in line
+
+
+def test_the_matrix_schema_takes_every_verdict():
+    """A cell's verdict enum in the shipped matrix schema is the verdict function's five words (a "not judged" cell,
+    a model that did not learn, was refused by the schema when the matrix was written: found by issue 46's callback
+    test)."""
+    import json
+
+    from bertattn_bench.base.resources import folder
+    from bertattn_bench.claims.verdicts import VERDICTS
+
+    schema = json.loads((folder("schemas") / "matrix.schema.json").read_text(encoding="utf-8"))
+
+    def enums(node):
+        if isinstance(node, dict):
+            if "verdict" in node.get("properties", {}):
+                yield node["properties"]["verdict"]["enum"]
+            for v in node.values():
+                yield from enums(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from enums(v)
+
+    found = list(enums(schema))
+    assert found and all(sorted(e) == sorted(VERDICTS) for e in found)

@@ -356,6 +356,8 @@ def run_provenance(passes: list[dict], limit: int | None, tier: str, command: st
         "torch": torch.__version__, "transformers": transformers.__version__,
         "devices": sorted({p["device"] for p in passes}),
         "trained_models": trained_models(passes),
+        # a classifier judged as given (not fine-tuned here): its task and the digest of its weights, head included
+        **({"as_given": given} if (given := {p["model"]: p["as_given"] for p in passes if p.get("as_given")}) else {}),
         **({"settings": settings} if settings else {}),  # every option that can change a value (RunOptions)
     }
 

@@ -384,6 +384,8 @@ class Runner:
         result.tier = tier  # a capped quick-tier sample: in the corpus label, so it is never judged as the whole corpus
         self.results[target] = result
         data_files = describe_data(list(getattr(prepared, "data_paths", [])), self.data_dir, self.cache.digests)
+        origin = getattr(getattr(prepared, "dev", None), "origin_text", "")  # a task's dev set from --eval-data
+        data_files += f"; dev{origin}" if origin else ""
         self.on_pass(pass_summary(result, cached=hit, path=path, data_files=data_files, limit=self.options.limit))
         return result
 
@@ -569,7 +571,9 @@ def pass_summary(r, cached: bool, path: Path | None = None, data_files: str = ""
             "source": r.model.source, "device": r.model.device, "attn_implementation": r.model.attn_implementation,
             "n_examples": r.n_examples, "seconds": r.seconds, "skipped": r.skipped.describe(), "cached": cached,
             "limit": limit, "cache_path": str(path) if path else None, "data_files": data_files,
-            "learning": [c.record() for c in getattr(r, "learning", ()) or ()]}
+            "learning": [c.record() for c in getattr(r, "learning", ()) or ()],
+            **({"as_given": {k: r.model.extra[k] for k in ("as_given", "classifier_sha256", "classifier_class")}}
+               if (getattr(r.model, "extra", None) or {}).get("as_given") else {})}
 
 
 def write_report_files(outcomes: list, results: list, directory: Path, provenance: dict,
