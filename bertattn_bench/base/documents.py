@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -96,10 +97,50 @@ def write_json(path: Path, doc, kind: str | None = None) -> Path:
         if errors:
             raise SchemaError(f"{path}: does not match the {kind} schema: " + "; ".join(errors[:5]))
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+_TEMP_NAME = re.compile(r"\.tmp(\d+)$")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: running
+        return True
+    return True
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove what a killed process left in ``folder``: files and folders named ``*.tmp<PID>`` (every atomic write
+    here: a temporary beside its target, then a rename) whose process is no longer running. Another running
+    process's are left alone. Returns what was removed."""
+    import shutil
+
+    removed: list[Path] = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMP_NAME.search(entry.name)
+        if not match or int(match.group(1)) == os.getpid() or _running(int(match.group(1))):
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            continue
+        removed.append(entry)
+    return removed
 
 
 # ---- schemas and validation ----------------------------------------------------------------------------------------

@@ -236,11 +236,12 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), prov
     ``matrix.html`` embeds the figures (else it links them, ``figures/NAME.png``)."""
     import shutil
 
-    from ..base.documents import envelope, write_json
+    from ..base.documents import envelope, remove_stale_temps, write_json
 
     directory = Path(directory)
     final = directory.resolve()
     final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(final.parent)  # a killed run's half-written report folder
     tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

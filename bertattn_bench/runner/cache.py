@@ -34,6 +34,7 @@ from typing import Callable
 
 from filelock import FileLock
 
+from ..base.documents import remove_stale_temps
 from ..base.errors import CacheWarning
 from ..base.hashing import (
     DEFAULT_INDEX,
@@ -188,6 +189,8 @@ class PassCache:
             return compute(), False
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):
+            remove_stale_temps(path.parent)  # a killed run's half-written entries and digest index
+            remove_stale_temps(self.directory)
             if path.is_file() and not force:
                 try:
                     return load_result(path), True

@@ -28,12 +28,15 @@ def locked(directory: Path):
     """Hold the checkpoint's lock (two workers training the same checkpoint: one trains, the other loads)."""
     from filelock import FileLock
 
+    from ..base.documents import remove_stale_temps
     from ..base.hashing import set_aside
 
     set_aside(directory.parent, want_dir=True, what="checkpoint folder")  # a file in the way: moved, one warning
     set_aside(directory, want_dir=True, what="checkpoint")
     directory.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(directory) + ".lock"):
+        if directory.is_dir():  # under the lock: what a killed trainer left (a partial state's temporary file)
+            remove_stale_temps(directory)
         yield directory
 
 
