@@ -256,3 +256,14 @@ def test_the_callback_judges_the_classifier_being_trained(tiny, glue_dir, tmp_pa
     assert given[0]["classifier_sha256"] != given[1]["classifier_sha256"]  # the weights being trained
     assert all("fine-tuned" not in t["subject"] for r in runs for t in r["trained_models"])
     assert "tiny@step0" in (out / "matrix.md").read_text()
+
+
+def test_the_task_option_chooses_the_fine_tuning_families_corpus():
+    from bertattn_bench.runner.session import RunOptions
+
+    opts = RunOptions(task_model="RTE")
+    assert opts.corpora("disable") == opts.corpora("finetune") == opts.corpora("prune") == ["rte"]
+    assert opts.corpora("dependency") == RunOptions().corpora("dependency")  # the encoder families: as before
+    assert RunOptions(task_model="rte", corpus_options=["disable=mrpc"]).corpora("disable") == ["mrpc"]
+    with pytest.raises(BenchError, match="--task-model cola"):
+        RunOptions(task_model="cola").check()

@@ -228,7 +228,17 @@ class RunOptions:
     def corpora(self, family: str) -> list[str]:
         from ..claims.registry import families
 
-        return self.chosen_corpora().get(family) or families()[family].default_corpora(self.tier)
+        fam = families()[family]
+        chosen = self.chosen_corpora().get(family)
+        if chosen:
+            return chosen
+        if self.task_model is not None and fam.trains and fam.tier_corpora:  # a classifier judged on its own task
+            from ..data.glue import task_of
+
+            task = task_of(self.task_model)
+            if task is not None and task.name in fam.corpora:
+                return [task.name]
+        return fam.default_corpora(self.tier)
 
     def family_limit(self, family: str) -> tuple[int | None, str | None]:
         """(example limit, tier that set it) of a family's pass: --limit, else the quick tier's cap, else none."""
