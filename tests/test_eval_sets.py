@@ -84,3 +84,11 @@ def test_a_bad_label_names_the_row(tmp_path):
     p.write_text("sentence1,sentence2,label\nA b,C d,1\nE f,G h,7\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"row 1: label 7 is not a class index 0..1"):
         eval_sets.rows(eval_sets.parse_option(f"mrpc={p}"))
+
+
+def test_a_hub_dataset_not_in_the_local_cache_is_named_not_downloaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty-cache"))
+    src = eval_sets.parse_option("mrpc=hub:no-such-owner/no-such-dataset")
+    with pytest.raises(DataError, match=r"hub:no-such-owner/no-such-dataset split 'validation'.*local datasets cache "
+                                        r"\(downloads not allowed\)"):
+        eval_sets.rows(src)
