@@ -5,4 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/python -m pytest benchmarks --benchmark-columns=min,mean,rounds "$@"
+# -p short_options first: Ctrl-C from here on is one line and exit 2 (it loads before the entry-point plugins);
+# hypothesis and anyio are plugins of the unit tests and of nothing here (their import costs ~2 s of start-up)
+exec .venv/bin/python -m pytest benchmarks -p bertattn_bench.faces.short_options -p no:hypothesispytest -p no:anyio \
+    --benchmark-columns=min,mean,rounds "$@"

@@ -97,3 +97,31 @@ def test_another_projects_fixture_named_bench_is_not_the_session(pytester):
     pytester.makepyfile(test_other="def test_x(bench):\n    assert bench == 3\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     assert result.ret == 0, result.stdout.str()[-2000:]
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_status_2():
+    """Issue 45: from the suite's plugin import (``-p bertattn_bench.faces.short_options``, loaded before pytest's
+    entry-point plugins) to the end of collection, Ctrl-C prints one line and exits 2 (was: a traceback and 130, or
+    pytest's banner); after it, SIGINT is Python's again (pytest's and the report's handling of a run)."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, signal, time\n"
+            "from bertattn_bench.base.interrupts import guard_startup, release_startup\n"
+            "assert guard_startup()\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(10)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "bertattn-bench: interrupted (Ctrl-C) while starting (nothing was run): exit status 2"]
+    released = ("import signal\n"
+                "from bertattn_bench.base.interrupts import guard_startup, release_startup\n"
+                "guard_startup(); release_startup()\n"
+                "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+                "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "assert not guard_startup() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN\n")
+    assert subprocess.run([sys.executable, "-c", released], timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)).returncode == 0

@@ -56,3 +56,41 @@ def stop_now() -> None:
         except (OSError, ValueError):
             pass
     os._exit(INTERRUPTED)
+
+
+_BEFORE_EXIT: list = []  # callables run before the start-up line is printed (pytest: suspend its output capture)
+
+
+def _startup_handler(signum, frame) -> None:
+    for release in _BEFORE_EXIT:
+        try:
+            release()
+        except Exception:  # noqa: BLE001 - the line and the status matter more
+            pass
+    try:
+        print("bertattn-bench: interrupted (Ctrl-C) while starting (nothing was run): exit status 2", file=sys.stderr,
+              flush=True)
+    except (OSError, ValueError):
+        pass
+    stop_now()
+
+
+def guard_startup(before_exit=None) -> bool:
+    """From here until :func:`release_startup` (the tests about to run), a Ctrl-C prints one line and exits 2 at
+    once: start-up (imports, options, collection) has computed nothing that could be lost, and Python's or pytest's
+    own handling would print a traceback or a banner (and exit 130 before pytest's session exists)."""
+    if before_exit is not None:
+        _BEFORE_EXIT.append(before_exit)
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _startup_handler):
+        signal.signal(signal.SIGINT, _startup_handler)
+        return True
+    return False  # ignored (a background job) or someone else's handler: left as it is
+
+
+def release_startup() -> None:
+    """Hand SIGINT back to Python's KeyboardInterrupt (pytest's, then the run's, handling of an interrupted run)."""
+    _BEFORE_EXIT.clear()
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is _startup_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
