@@ -156,7 +156,7 @@ def test_a_k_word_for_a_model_does_not_catch_its_twin_or_another_family():
     assert model_id("/models/my-bert") == "my-bert"
 
 
-SETTINGS_READERS = {"env", "training_seed", "from_environment"}
+SETTINGS_READERS = {"env", "training_seed", "from_environment", "resolve_data_dir", "explicit_data_dir", "default_data_home"}
 # Modules below the faces that still read the environment, each with why (issue 44: every other setting is an
 # argument, filled by a face from base.settings.from_environment):
 ENVIRONMENT_ALLOWED = {

@@ -46,7 +46,7 @@ def test_the_environment_is_read_by_the_face_into_options(monkeypatch):
     envs = from_environment()
     assert (envs["seed"], envs["precision"], envs["prune_exact"]) == (4, "bf16", True) and "assume_shape" not in envs
     options = RunOptions(seed=envs["seed"], precision=envs["precision"], prune_exact=envs["prune_exact"])
-    assert options.training() == {"seed": 4, "precision": "bf16", "prune_exact": True}
+    assert options.training() == {"seed": 4, "precision": "bf16", "prune_exact": True, "eval_data": {}}
     assert options.settings()["precision"] == "bf16" and options.settings()["prune_exact"] is True
     with pytest.raises(BenchError, match="precision 'half'"):
         RunOptions(precision="half").check()

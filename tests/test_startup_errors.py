@@ -138,7 +138,7 @@ def test_a_good_model_is_loaded_once_and_kept(bench_dir, monkeypatch):
     from bertattn_bench.engine import model
 
     calls = []
-    monkeypatch.setattr(model, "load_model", lambda name, device=None: calls.append(name) or object())
+    monkeypatch.setattr(model, "load_model", lambda name, device=None, **kw: calls.append(name) or object())
     bench_dir.makepyfile(test_bench="""
 FAMILY = "dependency"
 

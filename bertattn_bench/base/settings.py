@@ -73,6 +73,9 @@ def from_environment() -> dict:
                              ("cache_dir", CACHE_ENV), ("assume_shape", ASSUME_SHAPE_ENV)):
         if env(name).strip():
             out[field_name] = env(name).strip()
+    if "data_dir" in out:
+        out["data_dir_source"] = DATA_DIR_ENV
+    out["data_home"] = str(default_data_home())
     models = [m for m in env(MODEL_ENV).split(",") if m]
     if models:
         out["models"] = models
@@ -100,7 +103,13 @@ def default_data_home() -> Path:
     home = env(DATA_HOME_ENV)
     if home:
         return Path(home).expanduser()
-    return Path(env("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "bertattn-bench" / "data"
+    return builtin_data_home(env("XDG_CACHE_HOME") or None)
+
+
+def builtin_data_home(cache_home: str | None = None) -> Path:
+    """The default data folder with no variable set: ``~/.cache/bertattn-bench/data`` (``cache_home``: the XDG
+    cache folder a face read)."""
+    return Path(cache_home or Path.home() / ".cache").expanduser() / "bertattn-bench" / "data"
 
 
 def training_seed(default: int = 0) -> int:
@@ -135,7 +144,12 @@ def resolve_data_dir(option: str | None = None) -> Path:
     named = explicit_data_dir(option)
     if named is None:
         return default_data_home().resolve()
-    value, source = named
+    return check_data_dir(*named)
+
+
+def check_data_dir(value: str, source: str = "--data-dir") -> Path:
+    """A data folder named by ``source`` (``--data-dir``, ``$BERTATTN_DATA_DIR``, ``data_dir=``): it must exist and
+    hold files (it is read as given, never written). Reads no variable: the runner's check of what a face passed."""
     path = Path(value).expanduser()
     if not path.is_dir():
         raise DataError(f"{source}={value!r}: no such directory")

@@ -73,6 +73,7 @@ class Options:
     connections: int = CONNECTIONS
     progress: bool | None = None  # None: a bar when stderr is a terminal (tqdm's disable=None)
     log: object = field(default=None)  # callable(str) for notes; default: a line on stderr
+    home: Path | None = None  # the default data folder (a fetch command for it needs no --dest)
 
     def say(self, line: str) -> None:
         (self.log or (lambda s: print(s, file=sys.stderr, flush=True)))(line)
@@ -465,5 +466,5 @@ def ensure_data(data_dir: Path, targets, opts: Options | None = None, may_fetch:
                 if summary.failed:
                     raise FetchError(f"could not fetch {', '.join(missing)} into {data_dir} "
                                      f"({len(summary.failed)} failed; first: {summary.failed[0]})")
-    require_data(data_dir, targets)
+    require_data(data_dir, targets, (opts or Options()).home)
     return summary

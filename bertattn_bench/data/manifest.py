@@ -365,14 +365,14 @@ def missing_files(data_dir: Path, targets) -> dict[str, list[str]]:
     return missing
 
 
-def fetch_command(data_dir: Path, corpora: list[str]) -> str:
-    from ..base.settings import default_data_home
-
-    dest = "" if Path(data_dir).resolve() == default_data_home().resolve() else f" --dest {data_dir}"
+def fetch_command(data_dir: Path, corpora: list[str], home: Path | None = None) -> str:
+    """The command that fetches ``corpora`` into ``data_dir`` (``--dest`` unless it is ``home``, the default data
+    folder the run's face named)."""
+    dest = "" if home is not None and Path(data_dir).resolve() == Path(home).resolve() else f" --dest {data_dir}"
     return f"{FETCH_COMMAND}{dest} --only {' '.join(corpora)}"
 
 
-def require_data(data_dir: Path, targets) -> None:
+def require_data(data_dir: Path, targets, home: Path | None = None) -> None:
     """A DataError of one line when a corpus the run reads is missing: the corpus, the folder searched, the fetch
     command."""
     missing = missing_files(data_dir, targets)
@@ -381,4 +381,4 @@ def require_data(data_dir: Path, targets) -> None:
     names = list(missing)
     first = missing[names[0]][0]
     raise DataError(f"missing corpus {', '.join(names)} (e.g. {first}) in the data folder {data_dir}; "
-                    f"fetch it with: {fetch_command(data_dir, names)}")
+                    f"fetch it with: {fetch_command(data_dir, names, home)}")

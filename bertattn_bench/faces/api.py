@@ -164,7 +164,11 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}
     settings = {k: v for k, v in settings.items() if v is not None}
     names, loaded, notes = _models(model, tokenizer, name, settings.get("device"), task)
-    options = RunOptions(**settings, task_model=task, eval_data=_eval_sources(eval_data, task), hub_offline=envs.get("hub_offline", False), models=names, data_dir=data_dir,
+    named = ({"data_dir": data_dir, "data_dir_source": "data_dir="} if data_dir not in (None, "") else
+             {k: envs[k] for k in ("data_dir", "data_dir_source") if k in envs})  # the variable's, else the default
+    options = RunOptions(**settings, **named, data_home=envs.get("data_home"), task_model=task,
+                         eval_data=_eval_sources(eval_data, task), hub_offline=envs.get("hub_offline", False),
+                         models=names,
                          corpus_options=[f"{f}={','.join(c)}" for f, c in (corpora or {}).items()], limit=limit,
                          batch_size=batch_size, cache_dir=None if cache_dir is None else Path(cache_dir),
                          compare_to=compare_to, compare_fail_on=compare_fail_on, check_baseline=baseline,

@@ -42,7 +42,9 @@ def options_from_config(config) -> RunOptions:
     return RunOptions(
         **{k: envs[k] for k in ("seed", "precision", "prune_exact", "assume_shape", "allow_download", "hub_offline")
            if k in envs},
-        models=list(dict.fromkeys(names)), data_dir=option(config, "data-dir"),
+        models=list(dict.fromkeys(names)), data_dir=option(config, "data-dir") or envs.get("data_dir"),
+        data_dir_source="--data-dir" if option(config, "data-dir") else envs.get("data_dir_source", "--data-dir"),
+        data_home=envs.get("data_home"),
         device=option(config, "device") or envs.get("device"), corpus_options=option(config, "corpus") or [],
         limit=option(config, "limit"), batch_size=option(config, "batch-size"),
         tier=option(config, "tier") or envs.get("tier"),

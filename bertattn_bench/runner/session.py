@@ -122,7 +122,9 @@ class RunOptions:
     arguments). Environment variables are read by the callers through :mod:`settings`."""
 
     models: list[str] = field(default_factory=lambda: ["embedded"])
-    data_dir: str | Path | None = None
+    data_dir: str | Path | None = None  # read as given, never written; None: data_home, filled with what a run lacks
+    data_dir_source: str = "--data-dir"  # what named data_dir, for messages ("BERTATTN_DATA_DIR", "data_dir=")
+    data_home: str | Path | None = None  # the default data folder (a face reads $BERTATTN_DATA_HOME; None: built-in)
     device: str | None = None
     corpus_options: list[str] = field(default_factory=list)  # ["family=a,b", ...] as --corpus gives them
     limit: int | None = None
@@ -315,24 +317,25 @@ class Runner:
     @property
     def data_dir(self) -> Path:
         if self._data_dir is None:
-            from ..base.settings import resolve_data_dir
+            from ..base.settings import builtin_data_home, check_data_dir
 
-            self._data_dir = resolve_data_dir(None if self.options.data_dir is None else str(self.options.data_dir))
+            o = self.options
+            self._data_dir = check_data_dir(str(o.data_dir), o.data_dir_source) if o.data_dir not in (None, "") \
+                else Path(o.data_home or builtin_data_home()).expanduser().resolve()
         return self._data_dir
 
     def ensure_data(self, targets) -> None:
         """The corpora the run's (family, corpus) pairs read, present before any pass: the default data folder is
         filled with what it lacks (licences said, one progress bar) unless the run is offline; a folder named with
         --data-dir / $BERTATTN_DATA_DIR is read as given, never written. A DataError of one line otherwise."""
-        from ..base.settings import explicit_data_dir
         from ..data.fetch import Options, ensure_data
         from ..data.manifest import Hosts
 
-        named = explicit_data_dir(None if self.options.data_dir is None else str(self.options.data_dir))
+        named = self.options.data_dir not in (None, "")
         opts = Options(mirror=self.options.data_mirror, hosts=Hosts.of(*self.options.data_hosts),
-                       progress=None if self.options.progress else False)
-        ensure_data(self.data_dir, list(dict.fromkeys(targets)), opts,
-                    may_fetch=named is None and not self.options.offline)
+                       progress=None if self.options.progress else False,
+                       home=None if named else self.data_dir)
+        ensure_data(self.data_dir, list(dict.fromkeys(targets)), opts, may_fetch=not named and not self.options.offline)
 
     def model(self, name: str):
         """Load once per run; a load error is kept (and raised again, naming the model) without retrying."""
