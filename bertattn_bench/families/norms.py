@@ -43,7 +43,8 @@ def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
-SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep")
+SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep",
+                "self", "prev", "next", "entropy", "max_weight", "cls_entropy")  # Clark §3.1-3.3 on each reading
 CATEGORIES = ("cls", "sep", "punct", "special", "other")
 TOKEN_FIELDS = ("fx", "alpha", "norm_share") + RATIOS
 MASK_RATE, MASK_SEED = 0.12, 0
@@ -77,13 +78,22 @@ class _Shares:
         self.rows = {k: [[] for _ in range(n_layers)] for k in SHARE_FIELDS}
 
     def add(self, layer: int, r: torch.Tensor, batch, keys: dict) -> None:
+        """``r`` (B, H, Q, K): one reading's distribution per query row (alpha, or ||alpha f|| normalised per row).
+        Clark's denominators as the surface family's: every real query for self / previous / next (the first
+        token's missing previous one counts 0; a padded key holds 0 in every reading, so the last real token's
+        "next" is 0 with no mask), [CLS] queries for cls_entropy."""
         to = {c: torch.einsum("bhqk,bk->bhq", r, v) for c, v in keys.items()}
         mask = batch.token_mask
+        entropy = -torch.special.xlogy(r, r).sum(-1)
         values = {"to_cls": to["cls"], "to_sep": to["sep"], "to_punct": to["punct"],
-                  "to_special": to["cls"] + to["sep"] + to["punct"]}
+                  "to_special": to["cls"] + to["sep"] + to["punct"], "self": r.diagonal(dim1=-2, dim2=-1),
+                  "prev": torch.nn.functional.pad(r.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0)),
+                  "next": torch.nn.functional.pad(r.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)),
+                  "entropy": entropy, "max_weight": r.amax(-1)}
         rows = {k: _segment_mean(v, mask) for k, v in values.items()}
         rows["sep_to_sep"] = _segment_mean(to["sep"], batch.is_sep)
         rows["other_to_sep"] = _segment_mean(to["sep"], mask & ~batch.is_sep)
+        rows["cls_entropy"] = _segment_mean(entropy, batch.is_cls)
         for k, v in rows.items():
             self.rows[k][layer].append(v.float())
 
