@@ -190,7 +190,7 @@ def test_planted_zero_sep_values_give_sep_no_norm_share(tiny, tokenizer):
     w, n, lay = (res["readings"][k].stats for k in ("weights", "norms", "layer"))
     assert bool((w["to_sep"] > 0.01).all())
     assert float(n["to_sep"].abs().max()) == 0.0 and float(lay["to_sep"].abs().max()) == 0.0
-    assert float(n["sep_to_sep"].abs().max()) == 0.0
+    assert float(n["sep_to_sep"].abs().max()) == 0.0 and float(res["afx"]["sep"].abs().max()) == 0.0
     assert float(res["fx"]["sep"].abs().max()) == 0.0 and float(res["fx"]["other"].min()) > 0
     # unplanted, [SEP] keeps a norm share
     again = _plain_sweep(tiny, _segments(tokenizer))
@@ -377,3 +377,35 @@ def test_norm_reading_position_and_entropy_from_the_authors_dense_norms(tiny, to
     for k in SHARE_FIELDS:
         assert torch.allclose(got.stats[k], want.stats[k], atol=1e-5), k
     assert float(got.stats["prev"].max()) > 0 and float(got.stats["entropy"].min()) > 0  # not vacuous
+
+
+def test_raw_afx_is_the_authors_re_examine_quantity(tiny, tokenizer):
+    """The raw ||alpha f|| a category receives (Kobayashi 2020 Fig. 2, re-examine.py's "afx"): per segment, layer and
+    head the mean over real queries of the summed ||alpha_ij f^h(x_j)|| to the category's keys, then over segments;
+    computed here from the authors' dense norms, one segment at a time as their script does."""
+    from bertattn_bench.engine.attention import attention_run
+
+    encoded = _segments(tokenizer, 3)
+    res = _plain_sweep(tiny, encoded)
+    model, ns = tiny.model, N.norm_site(tiny.model)
+    want = {c: torch.zeros(tiny.info.n_layers, tiny.info.n_heads) for c in ("cls", "sep", "punct", "other")}
+    punct = {tokenizer.convert_tokens_to_ids(t) for t in (".", ",")}
+    for e in encoded:
+        ids = torch.tensor([e.input_ids])
+        cat = {"cls": ids[0] == tokenizer.cls_token_id, "sep": ids[0] == tokenizer.sep_token_id,
+               "punct": torch.tensor([t in punct for t in e.input_ids])}
+        cat["other"] = ~(cat["cls"] | cat["sep"] | cat["punct"])
+        with N.norm_reading(model) as reader, torch.no_grad():
+            def observe(layer, p):
+                nl = ns.layers[layer]
+                x, v = reader.pending[id(nl.value)]
+                reader.layer(layer, p)
+                head, _, _ = _authors(p.float(), v.float(), nl.output.weight, x, nl.layer_norm, x)
+                for c, m in cat.items():
+                    want[c][layer] += head[0][:, :, m].sum(-1).mean(-1) / len(encoded)
+
+            with attention_run(model, observe=observe):
+                model(input_ids=ids, token_type_ids=torch.tensor([e.token_type_ids]))
+    for c, w in want.items():
+        assert torch.allclose(res["afx"][c], w, rtol=1e-4, atol=1e-7), (c, (res["afx"][c] - w).abs().max())
+    assert float(want["other"].min()) > 0
