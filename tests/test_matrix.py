@@ -148,3 +148,43 @@ def test_a_run_report_holds_the_matrix(tmp_path):
     assert "| clark.sep | wikitext2 | Fig. 2: ~0.5 | > 0.3 | ✓ 0.5 [0.4, 0.6] (n=100) | ✗ 0.1 (n=100) | 1/1 |" in \
         (tmp_path / "matrix.md").read_text()
     assert len(json.loads((tmp_path / "claims.json").read_text())["records"]) == 6
+
+
+def _paired_records():
+    """clark.sep on two corpora, its norm reading kob.sep (another paper, section and corpus), two other claims."""
+    def rec(claim, paper, section, corpus, value):
+        return outcome("clark.sep", A, value, value > 0.3, corpus=corpus).record() | {
+            "claim_id": claim, "paper": paper, "section": section, "verdict": "holds" if value > 0.3 else "x"}
+
+    return [rec("kob.sep", "Kobayashi et al. 2020", "Clark §3.1, norm reading", "wikitext2_types01", 0.04),
+            rec("niven.cue", "Niven & Kao 2019", "§3", "all", 0.61),
+            rec("clark.sep", "Clark et al. 2019", "§3.1", "wikitext2", 0.5),
+            rec("clark.sep", "Clark et al. 2019", "§3.1", "gum_paragraphs", 0.45),
+            rec("clark.dep", "Clark et al. 2019", "§4.2", "ewt_dev", 0.6),
+            rec("kob.alone", "Kobayashi et al. 2020", "§4", "wikitext2_types01", 0.6)]
+
+
+def test_a_paired_reading_follows_the_claim_it_pairs_with():
+    """A norms row naming a Clark claim (the TOML's ``pairs``) sits right after that claim's rows, in its group, in
+    the Markdown and the HTML; the other rows keep their order; without the pair it goes back to its own paper."""
+    m = mx.build(_paired_records(), pairs={"kob.sep": "clark.sep"})
+    assert [(r["claim"], r["corpus"]) for r in m.rows] == [
+        ("clark.sep", "gum_paragraphs"), ("clark.sep", "wikitext2"), ("kob.sep", "wikitext2_types01"),
+        ("clark.dep", "ewt_dev"), ("kob.alone", "wikitext2_types01"), ("niven.cue", "all")]
+    md = mx.markdown(m).splitlines()
+    at = {key: i for i, line in enumerate(md) for key in ("| clark.sep | wikitext2 |", "| ↳ kob.sep (Kobayashi",
+                                                           "### Clark et al. 2019, §3.1", "### Clark et al. 2019, §4.2",
+                                                           "## Kobayashi et al. 2020") if line.startswith(key)}
+    assert at["### Clark et al. 2019, §3.1"] < at["| clark.sep | wikitext2 |"] < at["| ↳ kob.sep (Kobayashi"] \
+        == at["| clark.sep | wikitext2 |"] + 1 < at["### Clark et al. 2019, §4.2"] < at["## Kobayashi et al. 2020"]
+    page = mx.html_page(m)
+    group = page.split("<tbody class='group'>")[1]  # the first group: Clark §3.1, with the paired row inside
+    assert "Clark et al. 2019, §3.1" in group and group.index("<b>clark.sep</b>") < group.index("↳ kob.sep")
+    assert "class='claim paired' data-paper='Kobayashi et al. 2020' data-group='Clark et al. 2019 §3.1'" in group
+    alone = mx.build(_paired_records(), pairs={})
+    assert [r["claim"] for r in alone.rows] == ["clark.sep", "clark.sep", "clark.dep", "kob.sep", "kob.alone", "niven.cue"]
+    assert "pairs" not in alone.rows[3] and "↳" not in mx.markdown(alone)
+    # the catalog's own pairs (the default): kob.sep_mid_layers follows clark.sep_mid_layers
+    recs = [r | {"claim_id": r["claim_id"].replace("sep", "sep_mid_layers")} for r in _paired_records()]
+    assert [r["claim"] for r in mx.build(recs).rows][:4] == ["clark.sep_mid_layers"] * 2 + ["kob.sep_mid_layers",
+                                                                                             "clark.dep"]

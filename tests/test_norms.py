@@ -190,7 +190,7 @@ def test_planted_zero_sep_values_give_sep_no_norm_share(tiny, tokenizer):
     w, n, lay = (res["readings"][k].stats for k in ("weights", "norms", "layer"))
     assert bool((w["to_sep"] > 0.01).all())
     assert float(n["to_sep"].abs().max()) == 0.0 and float(lay["to_sep"].abs().max()) == 0.0
-    assert float(n["sep_to_sep"].abs().max()) == 0.0
+    assert float(n["sep_to_sep"].abs().max()) == 0.0 and float(res["afx"]["sep"].abs().max()) == 0.0
     assert float(res["fx"]["sep"].abs().max()) == 0.0 and float(res["fx"]["other"].min()) > 0
     # unplanted, [SEP] keeps a norm share
     again = _plain_sweep(tiny, _segments(tokenizer))
@@ -258,20 +258,41 @@ def test_refused_model_measures_nothing_and_says_why(tokenizer, tmp_path):
 
 def test_every_paired_norm_reading_is_its_clark_claim_on_the_norms():
     """Both readings side by side: each kob.<x> with metric norm_reading is clark.<x> (same metric, parameters,
-    comparison, threshold, learned), and every Clark §3.2 claim about where attention goes has its pair."""
-    from bertattn_bench.claims.catalog import load_claims
+    comparison, threshold, learned) and names it in ``pairs``; every Clark §3.1-3.3 claim on the per-head statistics
+    (position, special tokens, entropy) has its pair; the norms and surface families measure the same statistics."""
+    from bertattn_bench.claims.catalog import claim_pairs, load_claims
+    from bertattn_bench.families.norms import SHARE_FIELDS
+    from bertattn_bench.families.surface import FIELDS
 
     claims = {c.id: c for c in load_claims()}
     pairs = [c for c in claims.values() if c.metric == "norm_reading"]
     for kob in pairs:
         clark = claims["clark." + kob.id.split(".", 1)[1]]
+        assert kob.pairs == clark.id and claim_pairs()[kob.id] == clark.id
         params = dict(kob.params)
         assert params.pop("metric") == clark.metric and params == clark.params, kob.id
         assert (kob.comparison, kob.threshold, kob.learned) == (clark.comparison, clark.threshold, clark.learned)
         assert kob.family == "norms" and kob.paper == "Kobayashi et al. 2020"
-    where = {c.id for c in claims.values() if c.family == "surface" and c.params.get("stat", "").startswith(
-        ("to_", "sep_to_sep")) and c.inputs == [] or c.metric == "sep_peak_over_chance"}
-    assert where == {"clark." + k.id.split(".", 1)[1] for k in pairs}
+    per_head = {c.id for c in claims.values() if c.family == "surface" and c.inputs == [] and c.metric not in (
+        "frequency_rank", "example_heads_bert_base")}  # the data's word frequencies; bert-base's named heads
+    assert per_head == {"clark." + k.id.split(".", 1)[1] for k in pairs}
+    assert set(SHARE_FIELDS) == set(FIELDS)
+    assert set(claim_pairs().values()) <= set(claims)
+
+
+def test_a_pair_naming_no_claim_is_refused(tmp_path):
+    import shutil
+
+    from bertattn_bench.base.errors import BenchError
+    from bertattn_bench.claims.catalog import REFERENCE_DIR, load_claims
+
+    for p in REFERENCE_DIR.glob("*.toml"):
+        shutil.copy(p, tmp_path / p.name)
+    path = tmp_path / "kobayashi2020_norms.toml"
+    path.write_text(path.read_text(encoding="utf-8").replace('pairs = "clark.relpos_prev_heads"',
+                                                             'pairs = "clark.relpos_prev_headz"'), encoding="utf-8")
+    with pytest.raises(BenchError, match=r"kob.relpos_prev_heads: pairs = 'clark.relpos_prev_headz' names no other"):
+        load_claims(tmp_path)
 
 
 def test_the_pass_on_a_toy_corpus_measures_every_claim_and_draws_both_figures(tiny, tokenizer, tmp_path):
@@ -304,3 +325,87 @@ def test_the_pass_on_a_toy_corpus_measures_every_claim_and_draws_both_figures(ti
     paths = norms_figures([pr], tmp_path / "figs")
     assert [Path(p).name.split("-")[1] for p in paths] == ["readings", "mixing"] and all(Path(p).stat().st_size for p in paths)
     shutil.rmtree(tmp_path / "figs")
+
+
+def test_weights_reading_repeats_the_surface_familys_statistics(tiny, tokenizer):
+    """Clark §3.1-3.3 on the weights reading (self, previous, next, entropy, max weight, [CLS] entropy and the
+    special-token shares) equal the surface family's own reducer on the same padded batches: two codes, one answer."""
+    from bertattn_bench.engine.attention import run_reducers
+    from bertattn_bench.engine.batching import iter_batches
+    from bertattn_bench.families.norms import SHARE_FIELDS
+    from bertattn_bench.families.surface import SurfaceReducer
+
+    encoded = _segments(tokenizer, 5)  # lengths differ: batches of 3 are padded
+    res = _plain_sweep(tiny, encoded)
+    info = tiny.info
+    (surface,) = run_reducers(tiny.model, iter_batches(encoded, tokenizer, torch.device("cpu"), 3),
+                              [SurfaceReducer(info.n_layers, info.n_heads, "cpu")])
+    mine = res["readings"]["weights"]
+    assert mine.n_layers == info.n_layers
+    for k in SHARE_FIELDS:
+        assert torch.allclose(mine.stats[k], surface.stats[k], atol=1e-5), k
+        assert torch.allclose(mine.per_segment[k], surface.per_segment[k], atol=1e-5), k
+
+
+def test_norm_reading_position_and_entropy_from_the_authors_dense_norms(tiny, tokenizer):
+    """The norm reading's Clark §3.1/§3.3 statistics are Clark's (the surface reducer's) on the authors' dense
+    ||alpha_ij f^h(x_j)|| (BertNormOutput, 5dc8fb3) normalised per query row, on one padded batch."""
+    from bertattn_bench.engine.attention import attention_run
+    from bertattn_bench.engine.batching import iter_batches
+    from bertattn_bench.families.norms import SHARE_FIELDS
+    from bertattn_bench.families.surface import SurfaceReducer
+
+    encoded = _segments(tokenizer, 3)
+    res = _plain_sweep(tiny, encoded)
+    info, model = tiny.info, tiny.model
+    ns = N.norm_site(model)
+    (batch,) = list(iter_batches(encoded, tokenizer, torch.device("cpu"), 3))
+    want = SurfaceReducer(info.n_layers, info.n_heads, "cpu")
+    want.start_batch(batch)
+    with N.norm_reading(model) as reader, torch.no_grad():
+        def observe(layer, p):
+            nl = ns.layers[layer]
+            x, v = reader.pending[id(nl.value)]
+            reader.layer(layer, p)
+            head, _, _ = _authors(p.float(), v.float(), nl.output.weight, x, nl.layer_norm, x)
+            want.update(layer, head / head.sum(-1, keepdim=True).clamp_min(1e-30))
+
+        with attention_run(model, observe=observe):
+            model(**batch.model_inputs(model))
+    want = want.finalize()
+    got = res["readings"]["norms"]
+    for k in SHARE_FIELDS:
+        assert torch.allclose(got.stats[k], want.stats[k], atol=1e-5), k
+    assert float(got.stats["prev"].max()) > 0 and float(got.stats["entropy"].min()) > 0  # not vacuous
+
+
+def test_raw_afx_is_the_authors_re_examine_quantity(tiny, tokenizer):
+    """The raw ||alpha f|| a category receives (Kobayashi 2020 Fig. 2, re-examine.py's "afx"): per segment, layer and
+    head the mean over real queries of the summed ||alpha_ij f^h(x_j)|| to the category's keys, then over segments;
+    computed here from the authors' dense norms, one segment at a time as their script does."""
+    from bertattn_bench.engine.attention import attention_run
+
+    encoded = _segments(tokenizer, 3)
+    res = _plain_sweep(tiny, encoded)
+    model, ns = tiny.model, N.norm_site(tiny.model)
+    want = {c: torch.zeros(tiny.info.n_layers, tiny.info.n_heads) for c in ("cls", "sep", "punct", "other")}
+    punct = {tokenizer.convert_tokens_to_ids(t) for t in (".", ",")}
+    for e in encoded:
+        ids = torch.tensor([e.input_ids])
+        cat = {"cls": ids[0] == tokenizer.cls_token_id, "sep": ids[0] == tokenizer.sep_token_id,
+               "punct": torch.tensor([t in punct for t in e.input_ids])}
+        cat["other"] = ~(cat["cls"] | cat["sep"] | cat["punct"])
+        with N.norm_reading(model) as reader, torch.no_grad():
+            def observe(layer, p):
+                nl = ns.layers[layer]
+                x, v = reader.pending[id(nl.value)]
+                reader.layer(layer, p)
+                head, _, _ = _authors(p.float(), v.float(), nl.output.weight, x, nl.layer_norm, x)
+                for c, m in cat.items():
+                    want[c][layer] += head[0][:, :, m].sum(-1).mean(-1) / len(encoded)
+
+            with attention_run(model, observe=observe):
+                model(input_ids=ids, token_type_ids=torch.tensor([e.token_type_ids]))
+    for c, w in want.items():
+        assert torch.allclose(res["afx"][c], w, rtol=1e-4, atol=1e-7), (c, (res["afx"][c] - w).abs().max())
+    assert float(want["other"].min()) > 0

@@ -71,6 +71,9 @@ class Claim:
     # id where left out; another id for a variant (the fine-tuned form, a per-task or a controlled reading of a
     # catalog claim); false for an addition of the project's that has no row there
     catalog: str | bool | None = None
+    # the claim this entry is another reading of (the norms family's ||alpha f|| row of a Clark weight claim): the
+    # claims matrix shows the two rows together
+    pairs: str | None = None
 
     @property
     def catalog_id(self) -> str | None:
@@ -285,12 +288,19 @@ def load_claims(directory: Path = REFERENCE_DIR, family: str | None = None) -> l
     for c in claims:
         if c.metric not in metrics:
             raise BenchError(f"claim {c.id}: unknown metric {c.metric!r} (registered: {sorted(metrics)})")
+        if c.pairs is not None and (c.pairs not in ids or c.pairs == c.id):
+            raise BenchError(f"claim {c.id}: pairs = {c.pairs!r} names no other claim of {directory}")
     return [c for c in claims if family is None or c.family == family]
 
 
 def claim_families(directory: Path = REFERENCE_DIR) -> dict[str, str]:
     """Claim id -> its family, read from the catalog's TOML files alone (no metric is imported: light)."""
     return {c.id: c.family for p in sorted(Path(directory).glob("*.toml")) for c in _claims_from_file(p)}
+
+
+def claim_pairs(directory: Path = REFERENCE_DIR) -> dict[str, str]:
+    """Claim id -> the claim it is another reading of (its ``pairs`` key), from the TOML files alone (light)."""
+    return {c.id: c.pairs for p in sorted(Path(directory).glob("*.toml")) for c in _claims_from_file(p) if c.pairs}
 
 
 def catalog_claims(claims: list[Claim] | None = None) -> dict[str, list[Claim]]:

@@ -43,8 +43,10 @@ def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
-SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep")
+SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep",
+                "self", "prev", "next", "entropy", "max_weight", "cls_entropy")  # Clark §3.1-3.3 on each reading
 CATEGORIES = ("cls", "sep", "punct", "special", "other")
+AFX_CATEGORIES = ("cls", "sep", "punct", "other")  # Kobayashi 2020 Fig. 2's curves (re-examine.py's four)
 TOKEN_FIELDS = ("fx", "alpha", "norm_share") + RATIOS
 MASK_RATE, MASK_SEED = 0.12, 0
 BERT_UNCASED_CHECK = {"the": 1996, ".": 1012, ",": 1010}  # the table's ranks 1-3 (ids of bert-base-uncased)
@@ -54,6 +56,9 @@ BERT_UNCASED_CHECK = {"the": 1996, ".": 1012, ",": 1010}  # the table's ranks 1-
 class NormsResult:
     readings: dict  # reading -> SurfaceResult (stats of SHARE_FIELDS; per segment for the bootstrap)
     fx: dict  # category -> (L, H) mean ||f(x)|| over the category's key tokens
+    # category -> (L, H): the raw ||alpha f|| a query gives the category's keys (summed over them), mean over the
+    # segment's queries, then over segments: the authors' own quantity (re-examine.py, "afx"), not a share
+    afx: dict
     alpha_fx_r: torch.Tensor  # (L, H) Pearson r between the mean alpha a key receives and its ||f^h(x)||
     tokens: dict  # TOKEN_FIELDS -> (N,) per real token occurrence (plain sweep), layer means
     token_ids: torch.Tensor  # (N,)
@@ -77,13 +82,22 @@ class _Shares:
         self.rows = {k: [[] for _ in range(n_layers)] for k in SHARE_FIELDS}
 
     def add(self, layer: int, r: torch.Tensor, batch, keys: dict) -> None:
+        """``r`` (B, H, Q, K): one reading's distribution per query row (alpha, or ||alpha f|| normalised per row).
+        Clark's denominators as the surface family's: every real query for self / previous / next (the first
+        token's missing previous one counts 0; a padded key holds 0 in every reading, so the last real token's
+        "next" is 0 with no mask), [CLS] queries for cls_entropy."""
         to = {c: torch.einsum("bhqk,bk->bhq", r, v) for c, v in keys.items()}
         mask = batch.token_mask
+        entropy = -torch.special.xlogy(r, r).sum(-1)
         values = {"to_cls": to["cls"], "to_sep": to["sep"], "to_punct": to["punct"],
-                  "to_special": to["cls"] + to["sep"] + to["punct"]}
+                  "to_special": to["cls"] + to["sep"] + to["punct"], "self": r.diagonal(dim1=-2, dim2=-1),
+                  "prev": torch.nn.functional.pad(r.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0)),
+                  "next": torch.nn.functional.pad(r.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)),
+                  "entropy": entropy, "max_weight": r.amax(-1)}
         rows = {k: _segment_mean(v, mask) for k, v in values.items()}
         rows["sep_to_sep"] = _segment_mean(to["sep"], batch.is_sep)
         rows["other_to_sep"] = _segment_mean(to["sep"], mask & ~batch.is_sep)
+        rows["cls_entropy"] = _segment_mean(entropy, batch.is_cls)
         for k, v in rows.items():
             self.rows[k][layer].append(v.float())
 
@@ -104,6 +118,8 @@ class NormsReducer(Reducer):
         self.shares = {r: _Shares(n_layers) for r in READINGS}
         self.fx_sum = {c: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for c in CATEGORIES}
         self.fx_n = {c: torch.zeros((), dtype=torch.float64, device=device) for c in CATEGORIES}
+        self.afx_sum = {c: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for c in AFX_CATEGORIES}
+        self.n_seg = 0
         self.moments = torch.zeros(6, n_layers, n_heads, dtype=torch.float64, device=device)  # n a f a2 f2 af
         self.tokens = {k: [] for k in TOKEN_FIELDS}
         self.ids, self.special, self.sep_chance = [], [], []
@@ -117,6 +133,7 @@ class NormsReducer(Reducer):
                      "special": special, "other": mask & ~special}
         self.qmask = mask.float()
         self.nq = self.qmask.sum(-1).clamp(min=1)
+        self.n_seg += mask.shape[0]
         self.acc = {k: torch.zeros(mask.shape, dtype=torch.float32, device=mask.device) for k in TOKEN_FIELDS}
         self.sep_chance.append(batch.is_sep.sum(-1).double() / mask.sum(-1).double())
 
@@ -127,6 +144,9 @@ class NormsReducer(Reducer):
         layer_share = (ln.summed / ln.summed.sum(-1, keepdim=True).clamp_min(1e-30))[:, None]
         for name, r in zip(READINGS, (p, share, layer_share)):
             self.shares[name].add(layer, r, self.batch, self.keys)
+        for c in AFX_CATEGORIES:
+            to = torch.einsum("bhqk,bk->bhq", ln.head.float(), self.cats[c].float())
+            self.afx_sum[c][layer] += _segment_mean(to, self.batch.token_mask).sum(0).double()
         for c, m in self.cats.items():
             mf = m.float()
             self.fx_sum[c][layer] += torch.einsum("bhk,bk->h", ln.fx, mf).double()
@@ -159,6 +179,7 @@ class NormsReducer(Reducer):
         return dict(
             readings={k: s.result(chance) for k, s in self.shares.items()},
             fx={c: (self.fx_sum[c] / self.fx_n[c].clamp_min(1)).float().cpu() for c in CATEGORIES},
+            afx={c: (self.afx_sum[c] / max(self.n_seg, 1)).float().cpu() for c in AFX_CATEGORIES},
             alpha_fx_r=r.float().cpu(),
             tokens={k: torch.cat(v).cpu() for k, v in self.tokens.items() if v and len(torch.cat(v)) == len(torch.cat(self.ids))},
             token_ids=torch.cat(self.ids).cpu(), token_special=torch.cat(self.special).cpu(), n_segments=len(chance))
@@ -448,9 +469,10 @@ def mixing_order(pr) -> Measurement:
 
 @figure("norms")
 def norms_figures(pass_results, directory: Path) -> list[Path]:
-    """Clark Fig. 2's curves (mean share to [CLS], [SEP], '.'/',' by layer; dots: heads) read three ways side by
-    side: alpha, the per-head ||alpha f|| and the layer-level ||sum_h alpha f|| (normalised per query row); and the
-    2021 mixing ratios by layer (the masked sweep). Two PNGs per (model, corpus)."""
+    """Clark Fig. 2's curves (mean attention to [CLS], [SEP], '.'/',' by layer; dots: heads) in both readings side
+    by side: alpha, the raw ||alpha f|| (Kobayashi 2020's quantity), the per-head ||alpha f|| and the layer-level
+    ||sum_h alpha f|| shares (normalised per query row); and the 2021 mixing ratios by layer (the masked sweep). Two
+    PNGs per (model, corpus)."""
     paths = []
     for pr in pass_results:
         if isinstance(pr.result, NormsResult):
@@ -459,29 +481,45 @@ def norms_figures(pass_results, directory: Path) -> list[Path]:
 
 
 def _readings_figure(pr, directory: Path) -> Path:
+    """Clark's per-layer attention to [CLS], [SEP] and '.'/',' in both readings, one figure: alpha (Clark Fig. 2),
+    the raw ||alpha f|| the category receives (Kobayashi 2020's own quantity, re-examine.py, with the other tokens'
+    curve), and the ||alpha f|| and ||sum_h alpha f|| shares (normalised per query row, what the kob.* claims read)."""
     from ..base.plotting import pyplot, save_figure
 
     plt = pyplot()
     res = pr.result
-    titles = {"weights": "alpha (Clark)", "norms": "||alpha f||, per head", "layer": "||sum_h alpha f||, layer"}
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharey=True)
-    for ax, name in zip(axes, READINGS):
-        r = res.readings[name]
-        n_layers, n_heads = r.stats["to_sep"].shape
-        layers = np.arange(1, n_layers + 1)
-        for stat, label, colour in (("to_cls", "[CLS]", "tab:red"), ("to_sep", "[SEP]", "tab:blue"),
-                                    ("to_punct", ". or ,", "tab:green")):
+    curves = (("cls", "to_cls", "[CLS]", "tab:red"), ("sep", "to_sep", "[SEP]", "tab:blue"),
+              ("punct", "to_punct", ". or ,", "tab:green"), ("other", None, "other", "tab:gray"))
+    panels = (("weights", "alpha (Clark Fig. 2)"), ("afx", "||alpha f||, raw (Kobayashi)"),
+              ("norms", "||alpha f|| share, per head"), ("layer", "||sum_h alpha f|| share, layer"))
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
+    for ax, (name, title) in zip(axes, panels):
+        for cat, stat, label, colour in curves:
+            if name == "afx":
+                values = res.afx[cat]
+            elif stat is None:
+                continue
+            else:
+                values = res.readings[name].stats[stat]
+            n_layers, n_heads = values.shape
+            layers = np.arange(1, n_layers + 1)
             if n_heads > 1:
                 xs = layers[:, None] + np.linspace(-0.25, 0.25, n_heads)[None, :]
-                ax.scatter(xs.ravel(), r.stats[stat].numpy().ravel(), s=8, color=colour, alpha=0.3, linewidths=0)
-            ax.plot(layers, r.per_layer(stat).numpy(), marker="o", color=colour, label=label)
-        ax.set_title(titles[name], fontsize=9)
+                ax.scatter(xs.ravel(), values.numpy().ravel(), s=8, color=colour, alpha=0.3, linewidths=0)
+            ax.plot(layers, values.mean(1).numpy(), marker="o", color=colour, label=label)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("Layer")
         ax.set_xticks(layers)
-        ax.set_ylim(0, 1)
+        if name == "afx":
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel("Avg. ||alpha f|| received", fontsize=8)
+            ax.legend(fontsize=7)
+        else:
+            ax.set_ylim(0, 1)
     axes[0].set_ylabel("Avg. share of attention")
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"{pr.model.name} / {pr.corpus} ({res.n_segments} segments): weights vs norms", fontsize=9)
+    fig.suptitle(f"{pr.model.name} / {pr.corpus} ({res.n_segments} segments): attention to special tokens, "
+                 f"by weight and by norm", fontsize=9)
     return save_figure(fig, directory, f"norms-readings-{pr.model.slug}-{pr.corpus}.png")
 
 

@@ -84,9 +84,14 @@ def _labels(columns: list[Column]) -> list[Column]:
     return out
 
 
-def build(records: list[dict], reference: str | None = None, figure_dirs=()) -> Matrix:
+def build(records: list[dict], reference: str | None = None, figure_dirs=(), pairs: dict | None = None) -> Matrix:
     """The matrix of ``records``: columns in the order models first appear, rows in paper/section/claim/corpus
-    order. ``reference``: a model (full name, short name or slug) whose values the others' Δ is taken against."""
+    order, except that a claim which is another reading of one present (``pairs``: claim id -> that claim's id;
+    default the catalog's ``pairs`` keys, e.g. the norms family's ||alpha f|| rows of Clark's weight claims) follows
+    it in its group. ``reference``: a model (full name, short name or slug) whose values the others' Δ is taken
+    against."""
+    from ..claims.catalog import claim_pairs
+
     cols: dict[tuple[str, bool], Column] = {}
     rows: dict[tuple, dict] = {}
     for r in records:
@@ -111,7 +116,19 @@ def build(records: list[dict], reference: str | None = None, figure_dirs=()) -> 
         if not found:
             raise BenchError(f"--reference {reference!r}: not one of the models ({', '.join(c.label for c in columns)})")
         ref = found[0]
-    out = Matrix(columns, [rows[k] for k in sorted(rows)], ref)
+    pairs = claim_pairs() if pairs is None else pairs
+    first = {}  # claim id -> the key of its first row
+    for k in sorted(rows):
+        first.setdefault(k[2], k)
+    order = {}
+    for k, row in rows.items():
+        partner = first.get(pairs.get(k[2]))
+        if partner is None or partner[2] == k[2]:
+            order[k] = (*k[:3], 0, k[3], "")
+        else:  # after every row of the claim it pairs with, in that claim's group
+            order[k] = (*partner[:3], 1, k[3], k[2])
+            row["pairs"], row["group"] = partner[2], (rows[partner]["paper"], rows[partner]["section"])
+    out = Matrix(columns, [rows[k] for k in sorted(rows, key=order.get)], ref)
     out.figures = _figures_by_model(columns, figure_dirs)
     return out
 
@@ -193,6 +210,16 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _group(row: dict) -> tuple[str, str]:
+    """The (paper, section) a row is shown under: its own, or that of the claim it pairs with."""
+    return row.get("group") or (row["paper"], row["section"])
+
+
+def _claim_label(row: dict) -> str:
+    """The claim id; a paired row's says it is another reading of the row above it, and whose."""
+    return f"↳ {row['claim']} ({row['paper']}, {row['section']})" if row.get("pairs") else row["claim"]
+
+
 def markdown(m: Matrix) -> str:
     head = ["claim", "data", "paper's reference", "needs"] + [c.label for c in m.columns] + ["holds on"]
     lines = ["# bertattn-bench: claims × models", "",
@@ -204,15 +231,15 @@ def markdown(m: Matrix) -> str:
               f"| {s['not judged']} | {s['skipped']} | {s['rows']} |" for s in model_summary(m)]
     current = None
     for row in m.rows:
-        group = (row["paper"], row["section"])
+        group = _group(row)
         if group != current:
             if current is None or group[0] != current[0]:
-                lines += ["", f"## {row['paper']}"]
-            lines += ["", f"### {row['paper']}, {row['section']}", "", "| " + " | ".join(map(_md_escape, head)) + " |",
+                lines += ["", f"## {group[0]}"]
+            lines += ["", f"### {group[0]}, {group[1]}", "", "| " + " | ".join(map(_md_escape, head)) + " |",
                       "|" + "---|" * len(head)]
             current = group
         ref = row["cells"].get(m.reference.key) if m.reference else None
-        cells = [row["claim"], row["corpus"], row["reference"], row["comparison"]]
+        cells = [_claim_label(row), row["corpus"], row["reference"], row["comparison"]]
         cells += [cell_text(row["cells"].get(c.key), ref if not c.control else None) for c in m.columns]
         cells.append(claim_summary(row, m.columns))
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
@@ -428,7 +455,7 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models", base: 
     col_ids = {c.key: str(i) for i, c in enumerate(m.columns)}
     models = [c for c in m.columns if not c.control]
     ref = m.reference or (models[0] if models else None)
-    groups = list(dict.fromkeys((r["paper"], r["section"]) for r in m.rows))
+    groups = list(dict.fromkeys(_group(r) for r in m.rows))
     verdicts = [(v, f"{MARKS[v]} {v}") for v in ("holds", "does not hold", "inconclusive", "not judged", "skipped")]
     parts.append(
         "<h2 id='claims-title'>Claims</h2><form id='controls' hidden aria-label='filter and compare'>"
@@ -452,12 +479,12 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models", base: 
                  f"<th scope='col'>needs</th>{head}<th scope='col'>holds on</th></tr></thead>")
     current = None
     for row in m.rows:
-        group = (row["paper"], row["section"])
+        group = _group(row)
         if group != current:
             if current is not None:
                 parts.append("</tbody>")
             parts.append(f"<tbody class='group'><tr class='grouphead'><th scope='rowgroup' colspan='{len(m.columns) + 5}'>"
-                         f"{e(row['paper'])}, {e(row['section'])}</th></tr>")
+                         f"{e(group[0])}, {e(group[1])}</th></tr>")
             current = group
         ref_cell = row["cells"].get(m.reference.key) if m.reference else None
         tds = []
@@ -477,9 +504,9 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models", base: 
                        f"{' data-control=1' if c.control else ''} title='{tip}'>"
                        f"<span class='mark' aria-hidden='true'>{e(mark)}</span><span class='vh'>{e(verdict)}: </span>"
                        f"{e(value)}" + (f" <span class='delta'>Δ {e(delta)}</span>" if delta else "") + "</td>")
-        attrs = (f"data-paper='{e(row['paper'], quote=True)}' data-group='{e(row['paper'] + ' ' + row['section'], quote=True)}' "
+        attrs = (f"data-paper='{e(row['paper'], quote=True)}' data-group='{e(' '.join(group), quote=True)}' "
                  f"data-family='{e(families.get(row['claim'], ''), quote=True)}'")
-        parts.append(f"<tr class='claim' {attrs}><th scope='row'><b>{e(row['claim'])}</b>"
+        parts.append(f"<tr class='claim{' paired' if row.get('pairs') else ''}' {attrs}><th scope='row'><b>{e(_claim_label(row))}</b>"
                      f"<div class='stmt'>{e(row['statement'])}</div></th>"
                      f"<td>{e(row['corpus'])}</td><td>{e(row['reference'])}</td><td>{e(row['comparison'])}</td>"
                      + "".join(tds) + f"<td>{e(claim_summary(row, m.columns))}</td></tr>")
