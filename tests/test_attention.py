@@ -143,10 +143,10 @@ def test_attention_is_observed_or_the_model_is_refused(tokenizer, model_type, ok
 def test_own_code_maps_equal_output_attentions_and_never_pile_up(tokenizer):
     """MPNet (own code): the observed maps equal its own output_attentions on a padded batch, and a run keeps no
     maps (the model is not asked for output_attentions)."""
+    import architecture_matrix as A
     import torch
 
     from bertattn_bench.engine.batching import model_inputs
-    from bertattn_bench.runner import architectures as A
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
     enc = model_inputs(loaded.model, _inputs(tokenizer, ["the cat sat on the mat", "a dog"]))

@@ -232,3 +232,33 @@ def test_the_family_checker_finds_a_planted_import():
     graph = {f"{PKG}.families.probes.run": {f"{PKG}.families.syntax", f"{PKG}.families.probes.models",
                                             f"{PKG}.engine.attention"}}
     assert cross_family_imports(graph) == {f"{PKG}.families.probes.run -> {PKG}.families.syntax"}
+
+
+CHECKOUT_ONLY = ("fixtures", "tests", "scripts")  # folders of the checkout that the wheel does not carry
+
+
+def checkout_reads(path: Path) -> list[str]:
+    """Where a module names a folder of the checkout that the wheel does not carry: a string constant that is a path
+    into one of them (``"fixtures/..."``, ``"tests/..."``), or the fixtures folder's own name."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                node.value == "fixtures" or node.value.replace("\\", "/").startswith(
+                    tuple(f"{d}/" for d in CHECKOUT_ONLY))):
+            out.append(f"{path.name}:{node.lineno} {node.value!r}")
+    return out
+
+
+def test_the_package_reads_no_folder_the_wheel_does_not_carry():
+    """The installed package never reaches into the checkout's fixtures/, tests/ or scripts/ (issue 44: the
+    architecture matrix and its toy data, which read fixtures/, are tests/architecture_matrix.py)."""
+    offenders = {name: reads for name, path in modules().items() if (reads := checkout_reads(path))}
+    assert offenders == {}
+
+
+def test_the_checkout_check_finds_a_planted_read(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("from pathlib import Path\nF = Path(__file__).parents[2] / 'fixtures' / 'x.conllu'\n"
+                       "G = 'fixtures/coref/a.conllu'\nH = 'no fixtures here'\nI = {'tests': 3}\nJ = 'tests/x.py'\n")
+    assert sorted(checkout_reads(planted)) == ["m.py:2 'fixtures'", "m.py:3 'fixtures/coref/a.conllu'",
+                                              "m.py:6 'tests/x.py'"]
