@@ -9,8 +9,9 @@ import torch
 
 from ...engine.attention import Reducer
 from ...engine.batching import to_device
+from ..common.head_maps import map_masks, neighbour_mass
 from .constants import CLS_CLASSES, LING, RISE, SPECIAL, TYPES, UD_FEATURES
-from .maps import _masked_max_each, classify, map_features, map_masks, neighbour_mass, received
+from .maps import _masked_max_each, classify, map_features, received
 
 # ---- reducers ----------------------------------------------------------------------------------------------------
 

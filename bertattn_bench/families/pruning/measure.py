@@ -1,54 +1,19 @@
-"""Michel et al. §3-§4 (the prune family): head importance from gate gradients, pruning orders and steps, AUC;
-library functions unit-tested on a tiny model."""
+"""Michel et al. §3-§4 (the prune family): pruning orders and steps, AUC; library functions unit-tested on a tiny
+model (head importance from gate gradients, shared with the speed-up family: :mod:`..common.head_importance`)."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ...data import glue
-from ...engine import attention
-from ...engine.batching import iter_batches
-from ...training import glue_finetune as finetune
-from .constants import IMPORTANCE_BATCH, PARAPHRASE_STSB, STEPS
+from ..common.head_importance import order_from_scores
+from .constants import PARAPHRASE_STSB, STEPS
 
 # ---- the measurements (library functions, unit-tested on a tiny model) -----------------------------------------
-
-def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.Encoded_, tokenizer,
-                    masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH) -> tuple[np.ndarray, int]:
-    """Raw I_h = mean over ``data`` of |∂L(x)/∂ξ_h| (L, H), the loss per example, ξ = 1 except the ``masked``
-    heads (0: their importance is 0). Length-sorted batches with per-example gates: batching never changes a
-    score. Returns (scores, n examples)."""
-    n_l, n_h = attention.layers_heads(model)
-    device = next(model.parameters()).device
-    mask = attention.zero_heads(n_l, n_h, list(masked), device=device) if masked else None
-    labels = torch.from_numpy(data.labels)
-
-    def loss_fn(m, batch):
-        with attention.attention_run(m, head_gates=mask):
-            logits = m(**batch.model_inputs())
-        return finetune.loss_per_example(t, logits.float(), labels[batch.positions].to(device))
-
-    total, n = attention.head_gate_gradients(model, iter_batches(data.examples, tokenizer, device, batch_size),
-                                             loss_fn, n_l, n_h, per_example=True)
-    return (total / n).double().cpu().numpy(), n
-
-
-def normalize_by_layer(scores: np.ndarray) -> np.ndarray:
-    """Molchanov et al. / the paper's §4.1: each layer's row divided by its ℓ2 norm (a zero row stays zero)."""
-    return scores / (np.linalg.norm(scores, axis=-1, keepdims=True) + 1e-20)
-
 
 def step_counts(n_layers: int, n_heads: int, steps: int = STEPS) -> list[int]:
     """Heads pruned at step k = 0..steps-1: floor(L·H·k/steps) (the authors' ``int(144 * pct / 100)``)."""
     total = n_layers * n_heads
     return [total * k // steps for k in range(steps)]
-
-
-def order_from_scores(scores: np.ndarray) -> list[tuple[int, int]]:
-    """All heads, least important first (ties broken by layer then head)."""
-    n_h = scores.shape[-1]
-    flat = np.asarray(scores, dtype=np.float64).reshape(-1)
-    return [divmod(int(i), n_h) for i in np.argsort(flat, kind="stable")]
 
 
 def delta_order(delta: np.ndarray) -> list[tuple[int, int]]:

@@ -14,7 +14,8 @@ from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import sweeps
 from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
-from ..disabling import score_configs
+from ..common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
+from ..common.sweep_scoring import score_configs
 from .constants import EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
 from .measure import (
     all_but_one_configs,
@@ -22,10 +23,7 @@ from .measure import (
     binarised_stsb,
     delta_order,
     exact_pruning_steps,
-    head_importance,
-    normalize_by_layer,
     one_head_per_layer,
-    order_from_scores,
     pruning_steps,
     step_counts,
 )
@@ -75,16 +73,6 @@ class PruneResult:
     @property
     def seed_sd(self) -> float:
         return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
-
-
-def importance_data(p: GluePass, seed: int) -> finetune.Encoded_:
-    """The head-importance examples of pass ``p``'s fine-tune with ``seed``: a seeded subset of ``p.n_importance``
-    of the training rows the model was fine-tuned on (never dev)."""
-    rows = finetune.training_rows(p.data_dir, p.task.name, recipe_for(p.task.name, p.tier), seed)
-    if len(rows) > p.n_importance:
-        keep = np.random.default_rng(10_000 + seed).choice(len(rows), p.n_importance, replace=False)
-        rows = [rows[i] for i in sorted(keep)]
-    return finetune.encode_split(p.loaded.tokenizer, rows, min(finetune.Recipe().max_tokens, p.loaded.info.max_positions))
 
 
 @dataclass
