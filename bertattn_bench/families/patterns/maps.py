@@ -49,7 +49,7 @@ def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
 
 
-def _masked_max_each(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+def masked_max_each(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     """values (B, H, N), masks (B, K, N) bool → (B, H, K): :func:`_masked_max` for K masks in one reduction."""
     out = values.unsqueeze(2).masked_fill(~masks.unsqueeze(1), float("-inf")).amax(-1)
     return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
