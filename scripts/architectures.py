@@ -1,4 +1,4 @@
-"""Run the architecture matrix (bertattn_bench.runner.architectures) and print its Markdown table (or write the page).
+"""Run the architecture matrix (tests/architecture_matrix.py) and print its Markdown table (or write the page).
 
     PYTHONPATH=. python scripts/architectures.py [--no-families] [--out docs/architectures.md] [LABEL_SUBSTRING ...]
 """
@@ -21,7 +21,9 @@ def main(argv=None) -> int:
     from transformers import AutoTokenizer
 
     from bertattn_bench.engine.model import embedded_model_path
-    from bertattn_bench.runner import architectures as A
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the matrix: a support module of the tests
+    import architecture_matrix as A
 
     torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))

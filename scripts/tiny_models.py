@@ -19,7 +19,9 @@ def main(argv=None) -> int:
 
     from bertattn_bench.base.errors import ModelLoadError
     from bertattn_bench.engine.model import embedded_model_path, slugify
-    from bertattn_bench.runner import architectures as A
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the matrix: a support module of the tests
+    import architecture_matrix as A
 
     tok = AutoTokenizer.from_pretrained(str(embedded_model_path()))
     for arch in A.MATRIX:

@@ -3,10 +3,10 @@ same values; selections; errors kept as data; claims along training (a report pe
 import json
 
 import pytest
+from architecture_matrix import toy_data_dir
 
 import bertattn_bench as bb
 from bertattn_bench.base.errors import BenchError
-from bertattn_bench.runner.architectures import toy_data_dir
 
 
 @pytest.fixture(scope="module")

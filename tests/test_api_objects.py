@@ -5,13 +5,13 @@ that model saved as a folder."""
 import copy
 import os
 
+import architecture_matrix as A
 import pytest
 import torch
+from architecture_matrix import toy_data_dir
 
 import bertattn_bench as bb
 from bertattn_bench.base.errors import ModelLoadError
-from bertattn_bench.runner import architectures as A
-from bertattn_bench.runner.architectures import toy_data_dir
 
 SELECT = "clark.dep_dobj or clark.dep_det or clark.dep_pobj"
 

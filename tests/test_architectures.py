@@ -4,9 +4,8 @@ family's pass and claims run or skip with a reason) or refused at load with one 
 reason and what is supported. Never a crash, never a value from attention that was not observed."""
 import warnings
 
+import architecture_matrix as A
 import pytest
-
-from bertattn_bench.runner import architectures as A
 
 # refused: no softmax map over the input tokens that a module boundary carries (issue 25); everything else is read
 REFUSED = {"ALBERT, inner_group_num 2", "Nystromformer", "BigBird, block-sparse", "Longformer", "FNet", "SqueezeBERT",

@@ -143,10 +143,10 @@ def test_attention_is_observed_or_the_model_is_refused(tokenizer, model_type, ok
 def test_own_code_maps_equal_output_attentions_and_never_pile_up(tokenizer):
     """MPNet (own code): the observed maps equal its own output_attentions on a padded batch, and a run keeps no
     maps (the model is not asked for output_attentions)."""
+    import architecture_matrix as A
     import torch
 
     from bertattn_bench.engine.batching import model_inputs
-    from bertattn_bench.runner import architectures as A
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
     enc = model_inputs(loaded.model, _inputs(tokenizer, ["the cat sat on the mat", "a dog"]))
@@ -160,3 +160,67 @@ def test_own_code_maps_equal_output_attentions_and_never_pile_up(tokenizer):
     for layer in (0, 1):
         torch.testing.assert_close(seen[layer], theirs[layer], rtol=0, atol=1e-6)
     assert float(seen[1][1, :, :, enc["attention_mask"][1] == 0].abs().max()) < 1e-6  # padding masked
+
+
+def _tiny_bert(tokenizer, layers: int, seed: int):
+    from transformers import BertConfig
+
+    from bertattn_bench.engine.model import model_from_config
+
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers,
+                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
+    return model_from_config(config, tokenizer, "tiny", "tiny", seed=seed, device="cpu").model
+
+
+def _self_attentions(model):
+    """The modules that call the attention function, by their class (BERT's self-attention), in layer order."""
+    return [m for m in model.modules() if type(m).__name__ == "BertSelfAttention"]
+
+
+def _discover_during_first_layer(outer, inner_discovery):
+    """discover(outer) while ``inner_discovery()`` runs between its first and second layer's attention calls."""
+    first_layer = next(m for m in outer.modules() if type(m).__name__ == "BertLayer")
+    handle = first_layer.register_forward_hook(lambda mod, args, out: inner_discovery() and None)  # output kept
+    try:
+        return attention.discover(outer)
+    finally:
+        handle.remove()
+
+
+def test_a_nested_discover_keeps_each_model_its_own_modules(tokenizer):
+    """The modules calling the attention function are collected per discover (issue 44: no module global): a
+    discover of another model inside this one's forward pass (a hook, a wrapper) leaves both sites right, and a
+    repeated discover finds the same modules."""
+    outer, inner = _tiny_bert(tokenizer, 3, 0), _tiny_bert(tokenizer, 2, 1)
+    found = {}
+    site = _discover_during_first_layer(outer, lambda: found.setdefault("inner", attention.discover(inner)))
+    assert site.path == attention.INTERFACE and site.calls == 3
+    assert site.modules == _self_attentions(outer)
+    assert found["inner"].path == attention.INTERFACE and found["inner"].calls == 2
+    assert found["inner"].modules == _self_attentions(inner)
+    again = attention.discover(outer)
+    assert again.modules == site.modules and again.calls == 3
+
+
+def test_a_discover_in_another_thread_keeps_each_model_its_own_modules(tokenizer):
+    """Two threads discovering at once each collect their own model's modules: the other thread's discover is
+    half-way through its forward pass (held after its first layer) while this one's runs its remaining layers."""
+    import threading
+
+    outer, inner = _tiny_bert(tokenizer, 3, 0), _tiny_bert(tokenizer, 2, 1)
+    inner_half_done, outer_done, found = threading.Event(), threading.Event(), {}
+
+    def hold():  # inside the inner discover's forward pass, between its layers
+        inner_half_done.set()
+        outer_done.wait(30)
+
+    thread = threading.Thread(target=lambda: found.setdefault(
+        "inner", _discover_during_first_layer(inner, hold)))
+    try:
+        site = _discover_during_first_layer(outer, lambda: thread.start() or inner_half_done.wait(30))
+    finally:
+        outer_done.set()
+        thread.join(30)
+    assert inner_half_done.is_set()
+    assert site.modules == _self_attentions(outer) and site.calls == 3
+    assert found["inner"].modules == _self_attentions(inner) and found["inner"].calls == 2

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bertattn_bench.runner.architectures import toy_data_dir
+from architecture_matrix import toy_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -256,7 +256,7 @@ def test_prefix_shared_sweep_equals_each_configuration_alone(three_layers, glue_
 def test_sweep_layers_found_per_architecture(tokenizer, glue_dir):
     """DistilBERT's blocks are found (and its shared sweep equals the whole-model one); ALBERT's shared layer is
     not (its sweep runs every configuration whole)."""
-    from bertattn_bench.runner import architectures
+    import architecture_matrix as architectures
 
     by_label = {a.label: a for a in architectures.MATRIX}
     distil = architectures.build(by_label["DistilBERT"], tokenizer)
@@ -317,7 +317,7 @@ def test_a_model_whose_code_fails_under_bf16_trains_in_fp32(tokenizer, tiny, glu
     """transformers' DeBERTa v1 fills masked scores with float32's minimum, which overflows bfloat16 under autocast
     (a fine-tune crashed there): the trainer checks one batch first and falls back to fp32, saying why in the meta.
     A model that runs under bf16 keeps it."""
-    from bertattn_bench.runner import architectures
+    import architecture_matrix as architectures
 
     deberta = architectures.build(next(a for a in architectures.MATRIX if a.model_type == "deberta"), tokenizer)
     t = glue.task("mrpc")

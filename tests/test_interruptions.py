@@ -3,8 +3,7 @@ missing (claim tests, negative controls, timing rows), so it is never written as
 import json
 
 import pytest
-
-from bertattn_bench.runner.architectures import toy_data_dir
+from architecture_matrix import toy_data_dir
 
 BENCH = """
 from bertattn_bench.faces.pytest_session import check_claim

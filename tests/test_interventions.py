@@ -22,7 +22,7 @@ def tiny_any(request, tiny, tokenizer):
     (interface, found by its calls): every intervention must behave the same on each."""
     if request.param.startswith("BERT"):
         return tiny
-    from bertattn_bench.runner import architectures as A
+    import architecture_matrix as A
 
     return A.build(next(a for a in A.MATRIX if a.label == request.param), tokenizer)
 
@@ -226,7 +226,7 @@ def test_gate_gradient_equals_finite_difference(tiny_any, tokenizer):
 
 def test_own_code_path_refuses_the_scores_point(tokenizer):
     """The pre-softmax scores are inside an own-code model's attention: asking for them is an error, not a no-op."""
-    from bertattn_bench.runner import architectures as A
+    import architecture_matrix as A
 
     loaded = A.build(next(a for a in A.MATRIX if a.label == "MPNet"), tokenizer)
     with pytest.raises(ValueError, match="'scores' point"):

@@ -213,14 +213,9 @@ def cross_family_imports(graph: dict[str, set[str]]) -> set[str]:
             if family_of(m) and family_of(d) and family_of(m) != family_of(d)}
 
 
-# Issue 44 asks that no family import another: what several share (reducers, sweep scoring, bounds) moves below them
-# (claims.stats, training.sweeps, or a shared module of the families floor no family owns). These imports are the
-# ones left to move (pure moves, after the reducers' parallel edits land); the list may only shrink.
-CROSS_FAMILY_TO_MOVE = {f"{PKG}.families.{a} -> {PKG}.families.{b}" for a, b in (
-    ("arct_trained", "arct.metrics"), ("clustering", "surface"), ("coref", "patterns.maps"),
-    ("coref", "patterns.metrics"), ("figures_clark", "surface"), ("figures_clark", "syntax"),
-    ("framenet", "disabling"), ("probes.data", "syntax"), ("probes.run", "syntax"), ("pruning.run", "disabling"),
-    ("speedup", "pruning.measure"), ("speedup", "pruning.run"))}
+# Issue 44: no family imports another; what several share (reducers, sweep scoring, bounds) lives below them
+# (claims.stats, training.sweeps) or in the families floor's shared package ``families.common``, which no family owns.
+CROSS_FAMILY_TO_MOVE: set[str] = set()  # emptied by issue 44 (the moves to families/common/); it stays empty
 
 
 def test_no_family_imports_another_beyond_the_known_moves():
@@ -228,7 +223,46 @@ def test_no_family_imports_another_beyond_the_known_moves():
     assert found - CROSS_FAMILY_TO_MOVE == set(), "a new import across families: move the shared code below them"
 
 
+def test_the_shared_modules_import_no_family():
+    """families.common is below the families: its modules import none of them (else a family would reach another
+    through it)."""
+    graph = import_graph()
+    shared = {m for m in graph if m.startswith(f"{PKG}.families.") and not family_of(m) and m != f"{PKG}.families"}
+    assert f"{PKG}.families.common.surface_stats" in shared
+    assert {f"{m} -> {d}" for m in shared for d in graph[m] if family_of(d)} == set()
+
+
 def test_the_family_checker_finds_a_planted_import():
     graph = {f"{PKG}.families.probes.run": {f"{PKG}.families.syntax", f"{PKG}.families.probes.models",
                                             f"{PKG}.engine.attention"}}
     assert cross_family_imports(graph) == {f"{PKG}.families.probes.run -> {PKG}.families.syntax"}
+
+
+CHECKOUT_ONLY = ("fixtures", "tests", "scripts")  # folders of the checkout that the wheel does not carry
+
+
+def checkout_reads(path: Path) -> list[str]:
+    """Where a module names a folder of the checkout that the wheel does not carry: a string constant that is a path
+    into one of them (``"fixtures/..."``, ``"tests/..."``), or the fixtures folder's own name."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                node.value == "fixtures" or node.value.replace("\\", "/").startswith(
+                    tuple(f"{d}/" for d in CHECKOUT_ONLY))):
+            out.append(f"{path.name}:{node.lineno} {node.value!r}")
+    return out
+
+
+def test_the_package_reads_no_folder_the_wheel_does_not_carry():
+    """The installed package never reaches into the checkout's fixtures/, tests/ or scripts/ (issue 44: the
+    architecture matrix and its toy data, which read fixtures/, are tests/architecture_matrix.py)."""
+    offenders = {name: reads for name, path in modules().items() if (reads := checkout_reads(path))}
+    assert offenders == {}
+
+
+def test_the_checkout_check_finds_a_planted_read(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("from pathlib import Path\nF = Path(__file__).parents[2] / 'fixtures' / 'x.conllu'\n"
+                       "G = 'fixtures/coref/a.conllu'\nH = 'no fixtures here'\nI = {'tests': 3}\nJ = 'tests/x.py'\n")
+    assert sorted(checkout_reads(planted)) == ["m.py:2 'fixtures'", "m.py:3 'fixtures/coref/a.conllu'",
+                                              "m.py:6 'tests/x.py'"]

@@ -142,9 +142,8 @@ def test_merge_names_the_claims_that_compare_the_models_of_one_part(tmp_path, mo
 
 def _tiny_folder(root, model_type, tokenizer):
     import torch
+    from architecture_matrix import Arch
     from transformers import AutoModel
-
-    from bertattn_bench.runner.architectures import Arch
 
     torch.manual_seed(0)
     model = AutoModel.from_config(Arch(model_type, model_type).config(tokenizer.vocab_size))
@@ -162,7 +161,7 @@ def test_two_processes_merged_equal_one_combined_run(tmp_path, tokenizer):
     import subprocess
     import sys
 
-    from bertattn_bench.runner.architectures import toy_data_dir
+    from architecture_matrix import toy_data_dir
 
     root = Path(__file__).resolve().parent.parent
     data = toy_data_dir(tmp_path / "data")

@@ -5,11 +5,11 @@ the 12% masking and the frequency table's reader."""
 import math
 import warnings
 
+import architecture_matrix as A
 import pytest
 import torch
 
 from bertattn_bench.engine import norms as N
-from bertattn_bench.runner import architectures as A
 
 # refused by the norms family with the reason (the value vectors or the output projection are not modules' tensors)
 NORMS_REFUSED = {"ModernBERT", "ModernBERT, local window of 5 tokens", "DeBERTa", "ConvBERT", "I-BERT", "XLNet"}

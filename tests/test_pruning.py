@@ -164,6 +164,79 @@ def test_exact_pruning_recomputes_before_each_step():
     assert seen == [[], [(0, 0)]]  # scored only before steps that prune more
 
 
+def test_config_blocks_read_scores_back_by_name():
+    """A sweep's configurations in named blocks after "none": each block's values come back by name, a curve starts
+    at the unmasked score; a repeated name or values of another length are refused."""
+    blocks = pruning.ConfigBlocks().add("a", [[(0, 0)], [(0, 1)]]).add("b", [[(1, 0)]]).add("c", [])
+    assert blocks.configs == [[], [(0, 0)], [(0, 1)], [(1, 0)]] and "b" in blocks and "d" not in blocks
+    values = np.array([10.0, 11.0, 12.0, 13.0])
+    assert blocks.of(values, "a").tolist() == [11.0, 12.0] and blocks.of(values, "b").tolist() == [13.0]
+    assert blocks.of(values, "c").tolist() == [] and blocks.curve(values, "a").tolist() == [10.0, 11.0, 12.0]
+    with pytest.raises(ValueError, match="added twice"):
+        blocks.add("a", [])
+    with pytest.raises(ValueError, match="3 values for 4 configurations"):
+        blocks.of(values[:3], "a")
+
+
+def test_importance_order_and_first_sweep_by_hand():
+    """Steps 1-2: per-layer normalised I_h (3-4-0 -> 0.6, 0.8, 0), the order least important first (ties by layer,
+    then head), each layer's most important head kept; the sweep is none, every single head, the curve's steps 1..K-1
+    and the single-head model, in that order."""
+    imp = pruning.Importance(np.array([[3.0, 4.0, 0.0], [0.0, 2.0, 1.0]]), n=7)
+    np.testing.assert_allclose(imp.norm, [[0.6, 0.8, 0.0], [0.0, 2 / 5 ** 0.5, 1 / 5 ** 0.5]])
+    assert imp.order == [(0, 2), (1, 0), (1, 2), (0, 0), (0, 1), (1, 1)] and imp.kept == [1, 1] and imp.n == 7
+    counts = [0, 2, 4]
+    blocks = pruning.first_sweep(imp, counts, 3)
+    singles = [[(l, h)] for l in range(2) for h in range(3)]
+    assert blocks.configs == [[]] + singles + [[(0, 2), (1, 0)], [(0, 2), (1, 0), (1, 2), (0, 0)]] + [
+        [(0, 0), (0, 2), (1, 0), (1, 2)]]
+
+
+def test_read_first_sweep_by_hand():
+    """Step 3: base, Δ per head (l-major), p and flips per head, the curve from step 0 with p = 1 there, the
+    single-head model's score."""
+    imp = pruning.Importance(np.array([[1.0, 2.0], [2.0, 1.0]]), n=4)
+    blocks = pruning.first_sweep(imp, [0, 1, 3], 2)  # none, 4 single heads, 2 curve steps, 1 single-head model
+    assert len(blocks.configs) == 8
+    scores = np.array([80.0, 81.0, 79.0, 78.0, 82.0, 75.0, 70.0, 60.0])
+    p = np.linspace(1.0, 0.3, 8)
+    flips = np.arange(16).reshape(8, 2)
+    got = pruning.read_first_sweep(blocks, scores, p, flips, 2, 2)
+    assert got["base"] == 80.0 and got["one_head"] == 60.0
+    np.testing.assert_array_equal(got["head_delta"], [[1.0, -1.0], [-2.0, 2.0]])
+    np.testing.assert_array_equal(got["head_p"], p[1:5].reshape(2, 2))
+    np.testing.assert_array_equal(got["head_flips"], flips[1:5].reshape(2, 2, 2))
+    np.testing.assert_array_equal(got["curve"], [80.0, 75.0, 70.0])
+    np.testing.assert_array_equal(got["curve_p"], [1.0, p[5], p[6]])
+
+
+def test_second_sweep_blocks_and_curves_by_hand():
+    """The extra seeds' sweep: the exact steps alone (exact pruning outside the full tier), or with the full tier's
+    Δ-order, random and all-but-one blocks, each read back as curves from step 0 and Δ / p per (layer, kept head)."""
+    counts = [0, 1, 2]
+    exact = [[], [(1, 1)], [(1, 1), (0, 0)]]
+    only = pruning.second_sweep(counts, 2, 2, exact)
+    assert only.configs == [[], [(1, 1)], [(1, 1), (0, 0)]]
+    got = pruning.read_second_sweep(only, np.array([70.0, 69.0, 65.0]), np.ones(3), 2, 2)
+    assert set(got) == {"curve_exact"} and got["curve_exact"].tolist() == [70.0, 69.0, 65.0]
+    delta = np.array([[0.5, -1.0], [2.0, 0.0]])
+    randoms = pruning.random_orders(3, 2, 2, 2)
+    assert randoms == pruning.random_orders(3, 2, 2, 2) and randoms[0] != randoms[1]
+    assert all(sorted(o) == [(0, 0), (0, 1), (1, 0), (1, 1)] for o in randoms)
+    full = pruning.second_sweep(counts, 2, 2, exact, delta, randoms)
+    assert list(full.spans) == ["exact", "delta_order", "random0", "random1", "abo"]
+    assert full.of(full.configs, "delta_order") == [[(1, 0)], [(1, 0), (0, 0)]]  # largest Δ first
+    assert full.of(full.configs, "abo") == pruning.all_but_one_configs(2, 2)
+    n = len(full.configs)
+    assert n == 1 + 2 + 2 + 2 * 2 + 4
+    scores = 50.0 + np.arange(n)
+    got = pruning.read_second_sweep(full, scores, np.linspace(0, 1, n), 2, 2)
+    assert got["curve_exact"].tolist() == [50.0, 51.0, 52.0] and got["curve_delta_order"].tolist() == [50.0, 53.0, 54.0]
+    np.testing.assert_array_equal(got["curve_random"], [[50.0, 55.0, 56.0], [50.0, 57.0, 58.0]])
+    np.testing.assert_array_equal(got["abo_delta"], [[9.0, 10.0], [11.0, 12.0]])
+    np.testing.assert_array_equal(got["abo_p"], np.linspace(0, 1, n)[9:].reshape(2, 2))
+
+
 def test_all_but_one_and_one_head_per_layer():
     cfgs = pruning.all_but_one_configs(2, 3)
     assert len(cfgs) == 6

@@ -106,9 +106,9 @@ def counts():
 # ---- samples -------------------------------------------------------------------------------------------------------
 
 def conllu_sample() -> bytes:
-    from bertattn_bench.runner.architectures import _conllu
+    from architecture_matrix import toy_conllu
 
-    return _conllu("GUM_fuzz_dev").encode()
+    return toy_conllu("GUM_fuzz_dev").encode()
 
 
 GLUE_MRPC = ("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tThe cat sat on the mat .\tA cat sat on a mat .\n"

@@ -4,7 +4,7 @@ transformers 5 has no ``prune_heads``. :func:`prune_heads` removes each pruned h
 value projections and its columns from the attention output projection, in place, so the pruned model does less
 work. This is weight surgery, not an intervention on attention: the attention itself is still computed by the one
 function in :mod:`bertattn_bench.engine.attention` (which finds the modules through :func:`attention.attention_modules`),
-and it is kept out of that module so that the fine-tuned checkpoints' cache keys (which cover attention.py) do not
+and it is kept out of that module so that the fine-tuned checkpoints' cache keys (which cover attention/) do not
 change with it.
 
 The pruned model computes exactly what the masked one does (Michel's ξ_h = 0 on the pruned heads; tested in

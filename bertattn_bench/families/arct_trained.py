@@ -35,6 +35,7 @@ from ..engine.batching import Skipped
 from ..engine.passes import NothingToMeasure, PassResult
 from ..training import arct_finetune as arct_ft
 from ..training import glue_pass
+from .common.arct_runs import run_values
 
 SETTING_NAMES = tuple(arct_ft.SETTINGS)
 TWIN_SEEDS = (0, 1)  # the random-init twin (negative control), full tier
@@ -156,8 +157,6 @@ class ArctFtPass:
         runs = [arct_ft.finetuned_run(self.loaded, setting, seed, data, self.cache_dir, self.recipe, progress)
                 for seed in self.seeds]
         shipped = arct.load_shipped_results(self.data_dir)
-        from .arct.metrics import run_values
-
         column = "adv_pooled" if setting.adversarial else "test"
         authors = {e: run_values(shipped[e], column) for e in AUTHORS[self.setting] if e in shipped}
         authors.update({f"{e}:train": shipped[e].array("train") for e in AUTHORS[self.setting] if e in shipped})

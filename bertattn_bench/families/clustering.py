@@ -10,7 +10,7 @@ tokens: several minutes on 2 CPU cores for all of them), so the pass averages ov
 (5%: ~6,300 query tokens of WikiText-2) of the query tokens: each real token
 is kept with that probability, seeded per segment (batch-independent, token-weighted like Clark's sum;
 ``query_fraction=None`` uses every token, Clark's sum exactly). The §3
-statistics of the same segments (all their tokens, :class:`~.surface.SurfaceReducer`) come out of the same
+statistics of the same segments (all their tokens, :class:`~.common.surface_stats.SurfaceReducer`) come out of the same
 forward pass and give each head its behaviour label (§3: [CLS], [SEP], '.'/',', previous/next/current token,
 broad). Padded queries never enter (the sample is drawn among real tokens) and padded keys have probability 0.
 """
@@ -29,7 +29,7 @@ from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import permutation_p
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import Reducer, head_name
-from .surface import SurfaceReducer, SurfaceResult
+from .common.surface_stats import SurfaceReducer, SurfaceResult, segments_pass
 
 QUERY_FRACTION = 0.05  # of the query tokens: ~6,300 on the 1,000 WikiText-2 segments
 QUERY_SEED = 0
@@ -176,9 +176,7 @@ def prepare_clustering(loaded, data_dir: Path, corpus: str = "wikitext2", max_to
                        limit: int | None = None, batch_size: int = 32,
                        query_fraction: float | None = QUERY_FRACTION):
     """Clark §6: the §3 segments (same loading and encoding as the surface pass), a JS reducer instead."""
-    from .surface import prepare_surface
-
-    prepared = prepare_surface(loaded, data_dir, corpus, max_tokens=max_tokens, limit=limit, batch_size=batch_size)
+    prepared = segments_pass(loaded, data_dir, corpus, max_tokens=max_tokens, limit=limit, batch_size=batch_size)
     info = loaded.info
     sample = "every query token" if query_fraction is None or query_fraction >= 1 else \
         f"a random {query_fraction:.0%} of the query tokens (seed {QUERY_SEED})"

@@ -26,8 +26,7 @@ from ..claims.stats import binomial_se_points, difference_se, paired_difference_
 from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
 from ..engine.attention import Reducer, head_name, parse_head_name
 from ..engine.batching import to_device
-from .patterns.maps import map_masks, neighbour_mass
-from .patterns.metrics import top_heads_neighbour_ratio
+from .common.head_maps import map_masks, neighbour_mass, top_heads_neighbour_ratio
 
 BASELINES = ("nearest", "head_word", "rules")
 BASELINE_NAMES = {"nearest": "nearest mention", "head_word": "head-word match", "rules": "rule-based"}

@@ -24,46 +24,22 @@ import numpy as np
 
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import (
-    binomial_above_p,
-    mcnemar_exact,
-    noise_bar,
-    one_sided_z,
-    overlapping_correlation_bounds,
-    paired_counts_se,
-    paired_gain_bounds,
-    rank_correlation,
-    sign_test_p,
-)
+from ..claims.stats import binomial_above_p, noise_bar, paired_gain_bounds, sign_test_p
+from ..claims.stats import mcnemar_exact as mcnemar_exact  # re-exported (tests read the McNemar test from here)
 from ..data import glue
 from ..engine.attention import head_name
 from ..engine.passes import NothingToMeasure, timed
 from ..training import glue_finetune as finetune
 from ..training import sweeps
 from ..training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
-
-
-def score_configs(t: glue.Task, logits: np.ndarray, labels: np.ndarray):
-    """Per configuration (axis 0 of ``logits``): the primary score (points), the exact McNemar p against
-    configuration 0 and the (lost, gained) counts (nan / 0 for regression)."""
-    preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
-    scores = np.array([glue.scores(t, p, labels)[t.metric] for p in preds])
-    if t.is_regression:
-        return scores, np.full(len(preds), np.nan), np.zeros((len(preds), 2), dtype=int)
-    correct = preds == labels.astype(int)[None, :]
-    tests = [mcnemar_exact(correct[0], correct[c]) for c in range(len(preds))]
-    return scores, np.array([x[0] for x in tests]), np.array([[x[1], x[2]] for x in tests])
-
-
-def with_base(t: glue.Task, logits: np.ndarray) -> np.ndarray:
-    """Regression: per configuration (axis 0 of ``logits``), the Pearson r of its dev predictions with
-    configuration 0's, what pairs the two correlations with the labels (1 for identical predictions, 0 where one is
-    constant); nan for classification (its pairing is in the flips)."""
-    if not t.is_regression:
-        return np.full(len(logits), np.nan)
-    preds = np.stack([finetune.to_predictions(t, lg) for lg in logits])
-    return np.array([1.0 if np.array_equal(p, preds[0]) else 0.0 if np.ptp(p) == 0 or np.ptp(preds[0]) == 0
-                     else rank_correlation(p, preds[0], "pearson")[0] for p in preds])
+from .common.sweep_scoring import (
+    correlation_bounds,
+    paired_by_correlation,
+    pairing_text,
+    score_configs,
+    sweep_of,
+    with_base,
+)
 
 
 def configurations(n_layers: int, n_heads: int) -> tuple[list[list[tuple[int, int]]], list[str]]:
@@ -192,76 +168,13 @@ def _as_interval(lo: float, hi: float, undecided: bool) -> tuple[float, float]:
     return (lo + hi) / 2, (hi - lo) / (2 * Z95)
 
 
-def _sweep_of(r: DisableResult, what: str):
-    """(Δ, gained, lost, names) of the head or layer configurations, per seed: (S, K) each (the flips are 0 for a
-    regression task)."""
-    if what not in ("head", "layer"):
-        raise ValueError(f"what = {what!r}: 'head' or 'layer'")
-    S = len(r.seeds)
-    delta = (r.head_delta if what == "head" else r.layer_delta).reshape(S, -1)
-    flips = (r.head_flips if what == "head" else r.layer_flips).reshape(S, -1, 2)
-    names = ([head_name(*divmod(i, r.n_heads)) for i in range(r.n_layers * r.n_heads)] if what == "head"
-             else [f"L{i + 1}" for i in range(r.n_layers)])
-    return delta, flips[..., 1], flips[..., 0], names
-
-
-def paired_by_correlation(r: DisableResult, what: str = "head") -> bool:
-    """Whether ``r`` is a regression task's sweep, whose gains are paired by each configuration's correlation with
-    the undisabled predictions, not by flips; a regression sweep stored before the pass kept that correlation
-    raises NotApplicable (not judged)."""
-    if not glue.task(r.task).is_regression:
-        return False
-    if r.head_with_base is None or r.layer_with_base is None:
-        raise NotApplicable(
-            f"{r.task} ({r.metric}): this stored sweep predates the correlation with the undisabled model's "
-            f"predictions that pairs a {what}'s gain (run the pass again): not judged")
-    return True
-
-
-def _with_base_of(r: DisableResult, what: str) -> np.ndarray:
-    """The head or layer configurations' r with the undisabled predictions, per seed: (S, K)."""
-    return (r.head_with_base if what == "head" else r.layer_with_base).reshape(len(r.seeds), -1)
-
-
-def _correlation_bounds(r: DisableResult, s: int, what: str, alpha_lower: float, alpha_upper: float):
-    """A regression sweep's seed ``s``: one-sided bounds (points) on every head's (layer's) gain in r over the
-    undisabled model on the same dev examples (:func:`stats.overlapping_correlation_bounds`)."""
-    base = r.base[s] / 100.0
-    delta = (r.head_delta if what == "head" else r.layer_delta).reshape(len(r.seeds), -1)[s] / 100.0
-    low, up = overlapping_correlation_bounds(base + delta, base, _with_base_of(r, what)[s], r.n_dev, alpha_lower,
-                                             alpha_upper)
-    return 100.0 * low, 100.0 * up
-
-
 def _paired_bounds(r: DisableResult, s: int, what: str, gained, lost, alpha_lower: float, alpha_upper: float):
     """Seed ``s``'s one-sided bounds (points) on each configuration's gain over the undisabled model on the same dev
     examples: exact (Clopper-Pearson on the flips, :func:`stats.paired_gain_bounds`) for a classification task,
-    the normal bounds for two overlapping correlations (:func:`_correlation_bounds`) for a regression task."""
+    the normal bounds for two overlapping correlations (:func:`correlation_bounds`) for a regression task."""
     if paired_by_correlation(r, what):
-        return _correlation_bounds(r, s, what, alpha_lower, alpha_upper)
+        return correlation_bounds(r, s, what, alpha_lower, alpha_upper)
     return paired_gain_bounds(gained[s], lost[s], r.n_dev, alpha_lower, alpha_upper)
-
-
-def head_gain_se(r: DisableResult, s: int, layer: int, head: int, alpha: float) -> float:
-    """The standard error of seed ``s``'s Δ when head (``layer``, ``head``) is disabled, as a one-sided test at
-    ``alpha`` uses it (points): the paired SE from the discordant counts, floored at one pair's
-    (:func:`stats.paired_counts_se`), for a classification task; for a regression task the SE whose z_alpha
-    multiple is the distance from Δ to the overlapping-correlation lower bound (:func:`_correlation_bounds`), so
-    that Δ − z·SE is that bound."""
-    if not paired_by_correlation(r, "head"):
-        lost, gained = (int(x) for x in r.head_flips[s, layer, head])
-        return paired_counts_se(lost, gained, r.n_dev)
-    low = float(_correlation_bounds(r, s, "head", alpha, alpha)[0][layer * r.n_heads + head])
-    return max((float(r.head_delta[s, layer, head]) - low) / one_sided_z(alpha), 1e-9)
-
-
-def pairing_text(r: DisableResult, what: str, s: int, i: int) -> str:
-    """How seed ``s``'s configuration ``i`` (flat head or layer index) was paired, for a detail: its flips
-    (-lost/+gained), or its predictions' r with the undisabled ones."""
-    if paired_by_correlation(r, what):
-        return f"r with the undisabled predictions {_with_base_of(r, what)[s, i]:.4f}"
-    _, gained, lost, _ = _sweep_of(r, what)
-    return f"-{lost[s, i]}/+{gained[s, i]}"
 
 
 @metric("disable_best_head_margin")
@@ -320,7 +233,7 @@ def _seed_bounds(r: DisableResult, what: str, alpha: float):
     """The sweep of ``what`` (head/layer) and, per seed, its configurations' exact paired gain bounds: (delta,
     gained, lost, names, K, [(seed index, seed, lower bounds one-sided at alpha / K, upper bounds at alpha, the
     best configuration's index)]); a regression task's bounds by :func:`_paired_bounds`."""
-    delta, gained, lost, names = _sweep_of(r, what)
+    delta, gained, lost, names = sweep_of(r, what)
     K = delta.shape[1]
     seeds = []
     for s, seed in enumerate(r.seeds):

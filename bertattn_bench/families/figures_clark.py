@@ -14,8 +14,8 @@ import numpy as np
 from ..base.plotting import pyplot as _plt
 from ..base.plotting import save_figure as _save
 from ..claims.registry import figure
-from .surface import SurfaceResult
-from .syntax import DIRECTIONS, DependencyResult
+from .common.dependency_stats import DIRECTIONS, DependencyResult
+from .common.surface_stats import SurfaceResult
 
 
 def _jitter(n_layers: int, n_heads: int, width: float = 0.25) -> np.ndarray:

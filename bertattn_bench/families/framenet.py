@@ -430,10 +430,10 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
     −margin for all), *does not hold* when some head's drop is significantly beyond it (Δ + z·SE < −margin),
     otherwise *inconclusive*. A regression sweep (STS-B, Pearson) is paired by each head's predictions' r with the
     undisabled model's: its SE is the one that reproduces the bound for two overlapping correlations at the test's
-    level (:func:`disabling.head_gain_se`); a sweep stored before it kept that r is left out and named."""
+    level (:func:`common.sweep_scoring.head_gain_se`); a sweep stored before it kept that r is left out and named."""
     from ..claims.stats import tost
     from ..training.glue_pass import result_of
-    from .disabling import head_gain_se, paired_by_correlation, pairing_text
+    from .common.sweep_scoring import head_gain_se, paired_by_correlation, pairing_text
 
     r = _result(pr)
     heads, _, _ = frame_heads(r, direction)

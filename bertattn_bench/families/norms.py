@@ -33,7 +33,7 @@ from ..engine.attention import Reducer, run_reducers
 from ..engine.batching import Encoded, iter_batches
 from ..engine.norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
-from .common import SurfaceResult
+from .common.surface_stats import SurfaceResult
 
 
 def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,7 @@ from ..engine.batching import iter_batches
 from ..engine.passes import timed
 from ..training import glue_finetune as finetune
 from ..training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, result_of
-from .pruning.measure import head_importance, normalize_by_layer, order_from_scores
-from .pruning.run import importance_data
+from .common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
 
 FRACTION = 0.5  # Table 4: 50% of heads removed
 BATCH_SIZES = (1, 16, 64)  # Table 4's batch sizes (1, 4, 16, 64; 4 left out to save time)

@@ -15,100 +15,14 @@ import torch
 from ..claims.registry import Measurement, NotApplicable, family, in_band, metric, relative_depth
 from ..claims.stats import bootstrap_sd
 from ..data.segments import CORPORA as SEGMENT_CORPORA
-from ..engine.attention import Reducer, head_name
+from ..engine.attention import head_name
 from ..engine.model import LoadedModel
 from ..engine.passes import PreparedPass
-from .common import SurfaceResult
-
-FIELDS = (
-    "to_cls", "to_sep", "to_punct", "to_special", "self", "prev", "next",
-    "entropy", "max_weight", "cls_entropy", "sep_to_sep", "other_to_sep",
-)
-
-
-class SurfaceReducer(Reducer):
-    """Accumulates every §3 statistic per (layer, head) on the model's device.
-
-    Issue 47: per layer the twelve per-query statistics are stacked and reduced to per-segment means in one masked
-    sum (one mask per statistic, built per batch); the per-segment rows stay on the device, and the sums are made
-    from them in :meth:`finalize` (the same float32 batch sums as before, so the same numbers). Nothing in the batch
-    loop reads a value back to the host."""
-
-    def __init__(self, n_layers: int, n_heads: int, device, vocab_size: int | None = None):
-        self.n_layers, self.n_heads = n_layers, n_heads
-        self.rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per layer: (B, H, FIELDS) per batch
-        self.sep_chance_rows = []
-        self.n_segments = 0
-        self.n_tokens = torch.zeros((), dtype=torch.long, device=device)  # on device: no sync per batch
-        self.sep_chance_sum = torch.zeros((), dtype=torch.float64, device=device)
-        self.token_counts = torch.zeros(vocab_size, dtype=torch.long, device=device) if vocab_size else None
-
-    def start_batch(self, batch) -> None:
-        mask = batch.token_mask
-        self.n_segments += mask.shape[0]
-        lengths = mask.sum(-1)
-        self.n_tokens += lengths.sum()
-        if self.token_counts is not None:  # padding adds 0 (a fixed shape: no boolean index, no bincount)
-            self.token_counts.index_add_(0, batch.input_ids.flatten(), mask.flatten().long())
-        # chance for [SEP] = its share of the segment's tokens: 2 of L for BERT's [CLS] A [SEP] B [SEP], 3 for
-        # RoBERTa-style <s> A </s></s> B </s> (counted from the input, never assumed)
-        chance = batch.is_sep.sum(-1).double() / lengths.double()
-        self.sep_chance_sum += chance.sum()
-        self.sep_chance_rows.append(chance)
-        # Clark's denominators (General_Analysis.ipynb of clarkkev/attention-analysis, commit b609cfc, the
-        # "Computing Average Attention" cell, file lines 132-151): previous/next token ("left"/"right",
-        # np.eye(n, n, -1/+1)), self, [CLS], [SEP] and punctuation are divided by n_tokens, all queries; "sep_sep"
-        # by the 2 [SEP] queries, "rest_sep" (other -> [SEP]) by the n - 2 others. So the first token's missing
-        # previous token (and the last token's missing next one) counts as 0, not as "not asked".
-        next_is_real = torch.zeros_like(mask)
-        next_is_real[:, :-1] = mask[:, 1:]  # query i has a real next token iff i+1 is real (never padding)
-        self.next_is_real = next_is_real.to(torch.float32)
-        query = {"all": mask, "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep}
-        # which queries each statistic averages over, in FIELDS order (prev/next: every real query, see above)
-        per_field = ("all",) * 9 + ("cls_query", "sep_query", "other_query")
-        self.query_masks = torch.stack([query[q] for q in per_field], 1).to(torch.float32)  # (B, FIELDS, T)
-        self.query_counts = self.query_masks.sum(-1).clamp(min=1)  # (B, FIELDS)
-        # the key classes as one (B, 1, T, 3) matrix: attention to [CLS], [SEP], punctuation in one product
-        self.key_classes = torch.stack([batch.is_cls, batch.is_sep, batch.is_punct], -1).to(torch.float32)[:, None]
-
-    def update(self, layer: int, probs: torch.Tensor) -> None:
-        p = probs.float()
-        to = p @ self.key_classes  # (B, H, T, 3)
-        to_cls, to_sep, to_punct = to[..., 0], to[..., 1], to[..., 2]
-        entropy = -torch.special.xlogy(p, p).sum(-1)
-        diag = p.diagonal(dim1=-2, dim2=-1)
-        prev = torch.nn.functional.pad(p.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
-        nxt = torch.nn.functional.pad(p.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)) * self.next_is_real[:, None]
-        values = torch.stack([to_cls, to_sep, to_punct, to_cls + to_sep + to_punct, diag, prev, nxt, entropy,
-                              p.amax(-1), entropy, to_sep, to_sep], 2)  # (B, H, FIELDS, T), in FIELDS order
-        per_segment = (values * self.query_masks[:, None]).sum(-1) / self.query_counts[:, None]  # (B, H, FIELDS)
-        self.rows[layer].append(per_segment)
-
-    def finalize(self) -> SurfaceResult:
-        n = max(self.n_segments, 1)
-        sums = {k: torch.zeros(self.n_layers, self.n_heads, dtype=torch.float64) for k in FIELDS}
-        per_segment = {}
-        for j, k in enumerate(FIELDS):
-            for layer, rows in enumerate(self.rows):
-                for r in rows:  # each batch's float32 sum over its segments, then the float64 total (as always)
-                    sums[k][layer] += r[..., j].contiguous().sum(0).double().cpu()
-            if self.n_segments:
-                per_segment[k] = torch.stack([torch.cat([r[..., j] for r in rows]) for rows in self.rows],
-                                             1).float().cpu()
-        return SurfaceResult(
-            stats={k: (v / n).float() for k, v in sums.items()},
-            n_segments=self.n_segments,
-            n_tokens=int(self.n_tokens),
-            sep_chance=float(self.sep_chance_sum) / n,
-            token_counts=None if self.token_counts is None else self.token_counts.cpu(),
-            per_segment=per_segment if self.n_segments else None,
-            sep_chance_per_segment=torch.cat(self.sep_chance_rows).float().cpu() if self.n_segments else None,
-        )
-
+from .common.surface_stats import FIELDS as FIELDS  # re-exported: the statistics' names
+from .common.surface_stats import SurfaceReducer as SurfaceReducer  # re-exported: the reducer's old home
+from .common.surface_stats import SurfaceResult, segments_pass
 
 # ---- claim metrics (named by reference_numbers/clark2019_surface.toml) ----------------------------------------
-
-
 
 BOOTSTRAP_SAMPLES = 200  # resamples of the segments behind each claim's standard error (seeded, so repeatable)
 
@@ -335,19 +249,4 @@ def prepare_surface(loaded: LoadedModel, data_dir: Path, corpus: str = "wikitext
                     limit: int | None = None, batch_size: int = 32) -> PreparedPass:
     """Clark §3: segments of at most ``max_tokens`` pieces, by default built as the authors' preprocess_unlabeled.py
     builds them (see :mod:`bertattn_bench.data.segments` for the recipe and the named alternatives)."""
-    from ..data.segments import load_segment_set
-
-    max_tokens = min(max_tokens, loaded.info.max_positions)
-    segs = load_segment_set(data_dir, corpus, loaded.tokenizer, max_tokens, limit)
-    info, tok = loaded.info, loaded.tokenizer
-
-    def finish(result):
-        counts = result.token_counts.clone()
-        counts[tok.all_special_ids] = 0
-        top = torch.topk(counts, 20)
-        result.top_tokens = list(zip(tok.convert_ids_to_tokens(top.indices.tolist()), top.values.tolist()))
-        return result
-
-    return PreparedPass("surface", corpus, segs.description, loaded, segs.encoded, segs.skipped,
-                        lambda: SurfaceReducer(info.n_layers, info.n_heads, info.device, len(tok)),
-                        finish=finish, batch_size=batch_size, data_paths=[data_dir / SEGMENT_CORPORA[corpus]])
+    return segments_pass(loaded, data_dir, corpus, max_tokens=max_tokens, limit=limit, batch_size=batch_size)

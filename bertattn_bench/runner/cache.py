@@ -12,7 +12,7 @@ The key cannot go stale (issue 9):
 * both by **full-content sha256** (:func:`~bertattn_bench.base.hashing.file_digest`), memoised by (size, mtime_ns, ctime_ns, inode) in a small
   index under the cache dir (``file-digests.json``, file-locked), so a hit re-reads no file;
 * **code**: a version per family, the hash of the modules its prepare function imports (transitively, within the
-  package: the family's own modules and the core ones, e.g. attention.py, batching.py, passes.py, model.py), not
+  package: the family's own modules and the core ones, e.g. attention/, batching.py, passes.py, model.py), not
   of the whole package; and of what in them computes (:func:`computing_source`: the syntax tree without comments,
   docstrings and the ``@metric`` / ``@figure`` functions, which read a finished result), so editing a claim's
   metric or a figure re-runs no pass and retrains no checkpoint;

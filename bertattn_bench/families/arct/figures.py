@@ -7,9 +7,9 @@ import numpy as np
 
 from ...base.plotting import pyplot, save_figure
 from ...claims.registry import figure
+from ..common.arct_runs import run_values
 from .adversarial import check_adversarial
 from .cues import CueTable, cue_table, cues
-from .metrics import run_values
 from .run import ArctResult, prepare_arct
 from .tokens import TOKENIZATIONS, treebank_clean_tokens, treebank_tokens
 

@@ -1,53 +1,15 @@
-"""Kovaleva §4.1 (the patterns family): the map rule, the per-batch masks and the masses that classify a map into the
-five types."""
+"""Kovaleva §4.1 (the patterns family): the map rule and the masses that classify a map into the five types (the
+per-batch masks and the ±1-neighbour mass are shared with coref: :mod:`..common.head_maps`)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
+from ..common.head_maps import MapMasks as MapMasks  # the aliased names: re-exported from their old home
+from ..common.head_maps import map_masks as map_masks
+from ..common.head_maps import neighbour_mass
 from .constants import BLOCK, MIX, STRUCTURED, TYPES
 
 # ---- the map rule ------------------------------------------------------------------------------------------------
-
-@dataclass
-class MapMasks:
-    real: torch.Tensor  # (B, T) float
-    special: torch.Tensor  # (B, T) float: [CLS] and [SEP] keys
-    ordinary: torch.Tensor  # (B, T) float
-    own: torch.Tensor  # (B, T, T) float: query and key ordinary and in the same sentence
-    chance: torch.Tensor  # (B, T): own sentence's share of the ordinary tokens
-    block_queries: torch.Tensor  # (B, T) float: ordinary queries with another sentence beside them
-    n_real: torch.Tensor  # (B,)
-    seg: torch.Tensor | None = None  # (B, T) long: the sentence of each token (how many [SEP]s come before it)
-
-
-def map_masks(batch) -> MapMasks:
-    """Masks of one padded batch; the sentence of a token = how many [SEP]s come before it."""
-    real = batch.token_mask
-    sep = batch.is_sep.long()
-    special = (batch.is_cls | batch.is_sep) & real
-    ordinary = real & ~special
-    seg = torch.cumsum(sep, -1) - sep
-    own = (seg[:, :, None] == seg[:, None, :]) & ordinary[:, :, None] & ordinary[:, None, :]
-    n_ord = ordinary.sum(-1, keepdim=True).clamp(min=1)
-    chance = own.sum(-1) / n_ord
-    block_q = ordinary & (chance < 1 - 1e-9)
-    return MapMasks(real.float(), special.float(), ordinary.float(), own.float(), chance.float(), block_q.float(),
-                    real.sum(-1).float(), seg)
-
-
-def neighbour_mass(probs: torch.Tensor, m: MapMasks) -> torch.Tensor:
-    """``d`` of each map, ``(B, H)``: the mean over its real query rows of the mass on the ±1 neighbours (keys that
-    are ordinary tokens; [CLS]/[SEP] keys excluded, so a sink next to a token does not count as diagonal)."""
-    p = probs.float()
-    real, ordk = m.real, m.ordinary
-    nq = m.n_real.clamp(min=1)[:, None]
-    prev = p.diagonal(offset=-1, dim1=-2, dim2=-1)  # [q+1, q]: query q+1, key q
-    nxt = p.diagonal(offset=1, dim1=-2, dim2=-1)  # [q, q+1]
-    return ((prev * (ordk[:, :-1] * real[:, 1:])[:, None]).sum(-1)
-            + (nxt * (ordk[:, 1:] * real[:, :-1])[:, None]).sum(-1)) / nq
-
 
 def map_features(probs: torch.Tensor, m: MapMasks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(v, d, b)``, each ``(B, H)``: means over each map's real query rows (see the module docstring)."""
@@ -87,7 +49,7 @@ def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
 
 
-def _masked_max_each(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+def masked_max_each(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     """values (B, H, N), masks (B, K, N) bool → (B, H, K): :func:`_masked_max` for K masks in one reduction."""
     out = values.unsqueeze(2).masked_fill(~masks.unsqueeze(1), float("-inf")).amax(-1)
     return torch.where(torch.isfinite(out), out, torch.zeros_like(out))

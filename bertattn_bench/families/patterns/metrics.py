@@ -8,6 +8,7 @@ from ...claims.registry import Measurement, NotApplicable, metric, relative_dept
 from ...claims.stats import difference_se, length_matched_difference, mean_se
 from ...engine.attention import head_name
 from ...engine.passes import NothingToMeasure
+from ..common.head_maps import top_heads_neighbour_ratio
 from .constants import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
 from .reduce import ModelStats, PatternsResult, PatternStats
 
@@ -238,23 +239,6 @@ def tok2tok_top_heads_diagonal(pr, k: int = 3, model: str = "pretrained") -> Mea
     value, text = top_heads_neighbour_ratio(ms.ud.nsubj, ms.ud.diag, k, "att")
     return Measurement(value, ms.ud.n_arcs, "verb -> subject arcs", unit="x median head",
                        detail=f"{ms.label}: top verb->subject heads {text}; {ms.ud.n_sentences} sentences")
-
-
-def top_heads_neighbour_ratio(score, neighbour, k: int, score_name: str) -> tuple[float, str]:
-    """Kovaleva §4.5's test of "detector" heads: the mean ±1-neighbour mass of the ``k`` heads with the highest
-    ``score`` (``(L, H)``) over the median head's, and a text naming them (with the 75th percentile of the mass)."""
-    score, neighbour = np.asarray(score, dtype=float), np.asarray(neighbour, dtype=float)
-    n_heads = score.shape[-1]
-    att, diag = score.reshape(-1), neighbour.reshape(-1)
-    if att.size < 2 * k:
-        raise NotApplicable(f"the model has {att.size} heads: its top {k} would be most of them")
-    top = np.argsort(-att, kind="stable")[:k]
-    median = float(np.median(diag))
-    q75 = float(np.quantile(diag, 0.75))
-    value = float(diag[top].mean()) / median if median > 0 else float("inf")
-    return value, (", ".join(f"{head_name(*divmod(int(i), n_heads))} ({score_name} {att[i]:.2f}, ±1 mass {diag[i]:.2f})"
-                             for i in top) + f"; ±1 mass over all heads: median {median:.3f}, 75th percentile "
-                                             f"{q75:.3f} ({int((diag[top] > q75).sum())} of {k} above it)")
 
 
 @metric("pattern_share_task_margin")

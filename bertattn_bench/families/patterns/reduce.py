@@ -9,8 +9,9 @@ import torch
 
 from ...engine.attention import Reducer
 from ...engine.batching import to_device
+from ..common.head_maps import map_masks, neighbour_mass
 from .constants import CLS_CLASSES, LING, RISE, SPECIAL, TYPES, UD_FEATURES
-from .maps import _masked_max_each, classify, map_features, map_masks, neighbour_mass, received
+from .maps import classify, map_features, masked_max_each, received
 
 # ---- reducers ----------------------------------------------------------------------------------------------------
 
@@ -84,7 +85,7 @@ class PatternReducer(Reducer):
         self.counts[layer] += (types.unsqueeze(-1) == torch.arange(len(TYPES), device=types.device)).sum(0).double()
         self.feats[layer] += torch.stack([v, d, b], -1).sum(0).double()
         col = received(probs, m)
-        scores = _masked_max_each(col, self.tok_masks)  # (B, H, 3)
+        scores = masked_max_each(col, self.tok_masks)  # (B, H, 3)
         self.special[layer] += (scores * self.tok_has[:, None, :]).sum(0).double()
         free = scores * m.n_real[:, None, None].float()
         self.special_free[layer] += (free * self.tok_has[:, None, :]).sum(0).double()
@@ -100,7 +101,7 @@ class PatternReducer(Reducer):
         self.cls_row[layer] += mass.sum(0).double()
         self.cls_row_tok[layer] += (mass / self.cls_count.clamp(min=1)[:, None, :]).sum(0).double()
         has = self.cls_count > 0  # (B, 4)
-        top = _masked_max_each(rows, self.cls_masks)  # (B, H, 4)
+        top = masked_max_each(rows, self.cls_masks)  # (B, H, 4)
         self.cls_row_max[layer] += (top * has[:, None, :]).sum(0).double()
         self.cls_max_rows[layer].append(top.mean(1).masked_fill(~has, float("nan")).double())
         if self.keep_examples:
@@ -222,13 +223,13 @@ class FeatureReducer(Reducer):
     def update(self, layer: int, probs: torch.Tensor) -> None:
         m, batch = self.m, self.batch
         col = received(probs, m)  # (B, H, T)
-        s = _masked_max_each(col, self.feat_masks)  # (B, H, F)
+        s = masked_max_each(col, self.feat_masks)  # (B, H, F)
         self.sums[layer] += (s * self.feat_has[:, None, :]).sum(0).double()
         rise = [UD_FEATURES.index(f) for f in RISE]
         vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float()
         ctl = None
         if self.control is not None:
-            ctl = _masked_max_each(col, self.control_pieces[:, None])[..., 0]
+            ctl = masked_max_each(col, self.control_pieces[:, None])[..., 0]
             ctl = ctl.masked_fill(~self.control_pieces.any(-1)[:, None], float("nan")).float()
         self.pending.append((self.rows_of, layer, vals, ctl))  # on the device until finalize
         self.diag[layer] += neighbour_mass(probs, m).sum(0).double()

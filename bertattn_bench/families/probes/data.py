@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..syntax import sd_arcs
+from ..common.dependency_stats import sd_arcs
 
 # ---- data ------------------------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from ...data import gum
 from ...data.gum import train_documents as gum_train_documents
 from ...engine.batching import Encoded, drop_too_long, encode_words
 from ...engine.passes import PassResult, PreparedPass
-from ..syntax import DIRECTIONS, DependencyReducer, HeadScore, sd_arcs
+from ..common.dependency_stats import DIRECTIONS, DependencyReducer, HeadScore, sd_arcs
 from .constants import PROBE_CORPORA, PROBE_NAMES, RANDOM_INIT_SEED, TIERS, ProbeSettings
 from .data import ROOT, TREES, gold_heads, sample_train_sentences, sd_like
 from .models import ProbeScore, seeded, train_probes

@@ -7,7 +7,6 @@ from ...base.settings import PRUNE_EXACT_ENV as EXACT_ENV  # noqa: F401 (re-expo
 IMPORTANCE_EXAMPLES = 1000  # seeded subset of the training set for I_h (the authors' default is all of MNLI train)
 # per tier (the quick tier's smoke run: its model saw 800 train pairs)
 TIER_IMPORTANCE_EXAMPLES = {"quick": 256, "regression": IMPORTANCE_EXAMPLES, "full": IMPORTANCE_EXAMPLES}
-IMPORTANCE_BATCH = 32  # the authors' --train_batch_size; per-example gates make the score independent of it
 STEPS = 10  # the curve: k = 0..9 tenths of all heads (the authors' MT code: i = 0..9; 100% = a constant predictor)
 RANDOM_ORDERS = 3  # full tier: seeded random pruning orders (chance)
 # full tier: the second sweep (recomputed importance, Δ order, random orders, all-but-one) and the per-layer best

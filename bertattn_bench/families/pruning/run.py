@@ -13,20 +13,21 @@ from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import sweeps
-from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, importance_rows, prepare_glue, recipe_for
-from ..disabling import score_configs
+from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
+from ..common.head_importance import head_importance, importance_data, normalize_by_layer
+from ..common.sweep_scoring import score_configs
 from .constants import EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
 from .measure import (
-    all_but_one_configs,
+    Importance,
     auc_points,
     binarised_stsb,
-    delta_order,
     exact_pruning_steps,
-    head_importance,
-    normalize_by_layer,
+    first_sweep,
     one_head_per_layer,
-    order_from_scores,
-    pruning_steps,
+    random_orders,
+    read_first_sweep,
+    read_second_sweep,
+    second_sweep,
     step_counts,
 )
 
@@ -77,16 +78,6 @@ class PruneResult:
         return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
 
 
-def importance_data(p: GluePass, seed: int) -> finetune.Encoded_:
-    """The head-importance examples of pass ``p``'s fine-tune with ``seed``: a seeded subset of ``p.n_importance``
-    of the training rows the model was fine-tuned on (never dev)."""
-    rows = importance_rows(p, seed, recipe_for(p.task.name, p.tier))
-    if len(rows) > p.n_importance:
-        keep = np.random.default_rng(10_000 + seed).choice(len(rows), p.n_importance, replace=False)
-        rows = [rows[i] for i in sorted(keep)]
-    return finetune.encode_split(p.loaded.tokenizer, rows, min(finetune.Recipe().max_tokens, p.loaded.info.max_positions))
-
-
 @dataclass
 class PrunePass(GluePass):
     """The ``prune`` family's pass."""
@@ -107,101 +98,77 @@ class PrunePass(GluePass):
         counts = step_counts(L, H)
         secs: dict[str, float] = {}
         add = lambda k, s: secs.__setitem__(k, secs.get(k, 0.0) + s)  # noqa: E731
-        acc = {k: [] for k in ("raw", "imp", "base", "hd", "hp", "hf", "curve", "curve_p", "one", "kept", "exact",
-                               "dorder", "random", "abo", "abo_p", "one_best")}
-        metas, cross, early, n_imp, n_cfg = {}, None, None, 0, {}
+        first, second, imps, kept, one_best = [], [], [], [], []  # per seed (second, one_best: the extra seeds)
+        metas, cross, early, n_cfg = {}, None, None, {}
         for i_seed, seed in enumerate(self.seeds):
             extras = i_seed < EXTRA_SEEDS  # this seed also runs the second sweep
             ft = self.finetuned(self.loaded, seed, progress)
             metas[seed] = {**ft.meta, "cached": ft.cached}
             model = ft.model
             imp_data = importance_data(self, seed)
-            (raw, n_imp), s = timed(dv, lambda: head_importance(model, t, imp_data, tok))
+            # step 1, importance: I_h on the importance examples, normalised per layer
+            imp, s = timed(dv, lambda: Importance(*head_importance(model, t, imp_data, tok)))
             add("importance", s)
-            norm = normalize_by_layer(raw)
-            order = order_from_scores(norm)
-            curve_cfgs = pruning_steps(order, counts)[1:]  # step 0 = "none"
-            kept = [int(np.argmax(norm[l])) for l in range(L)]
-            configs = [[]] + [[(l, h)] for l in range(L) for h in range(H)] + curve_cfgs + [one_head_per_layer(kept, H)]
-            n_cfg["sweep"] = len(configs)
+            imps.append(imp)
+            kept.append([head_name(l, h) for l, h in enumerate(imp.kept)])
+            # step 2, order: the configurations of the seed's sweep (single heads, the importance curve, one head)
+            blocks = first_sweep(imp, counts, H)
+            n_cfg["sweep"] = len(blocks.configs)
             plain, s = timed(dv, lambda: finetune.predict(model, dev, tok, batch_size=32))
             add("plain", s)
-            logits, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, configs, "mask", self.rows_per_pass,
+            logits, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, blocks.configs, "mask", self.rows_per_pass,
                                                          progress=progress, desc=f"prune {t.name}/{seed}"))
             add("sweep", s)
             if not np.allclose(logits[0], plain, atol=1e-4):
                 raise RuntimeError(f"{t.name}: the sweep's unmasked rows disagree with the plain evaluation "
                                    f"(max |Δ logit| {np.abs(logits[0] - plain).max():.3g})")
-            scores, p, flips = score_configs(t, logits, dev.labels)
-            single = slice(1, 1 + L * H)
-            cstart = 1 + L * H
-            acc["raw"].append(raw)
-            acc["imp"].append(norm)
-            acc["base"].append(scores[0])
-            delta = (scores[single] - scores[0]).reshape(L, H)
-            acc["hd"].append(delta)
-            acc["hp"].append(p[single].reshape(L, H))
-            acc["hf"].append(flips[single].reshape(L, H, 2))
-            acc["curve"].append(np.concatenate([[scores[0]], scores[cstart:cstart + len(curve_cfgs)]]))
-            acc["curve_p"].append(np.concatenate([[1.0], p[cstart:cstart + len(curve_cfgs)]]))
-            acc["one"].append(scores[-1])
-            acc["kept"].append([head_name(l, h) for l, h in enumerate(kept)])
-            if self.exact and extras:
-                ex, s = timed(dv, lambda: exact_pruning_steps(
-                    lambda masked: normalize_by_layer(head_importance(model, t, imp_data, tok, masked)[0]), L, H,
-                    counts))
-                add("importance_exact", s)
+            # step 3, curve: the sweep's scores read back by block
+            first.append(read_first_sweep(blocks, *score_configs(t, logits, dev.labels), L, H))
             if (self.full or self.exact) and extras:
-                more = []
+                ex = None
                 if self.exact:
-                    more += ex[1:]
-                if self.full:
-                    more += pruning_steps(delta_order(delta), counts)[1:]
-                    for r in range(RANDOM_ORDERS):
-                        perm = np.random.default_rng(1000 * seed + r).permutation(L * H)
-                        more += pruning_steps([divmod(int(i), H) for i in perm], counts)[1:]
-                    more += all_but_one_configs(L, H)
-                n_cfg["sweep2"] = 1 + len(more)
-                logits2, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, [[]] + more, "mask", self.rows_per_pass,
-                                                              progress=progress, desc=f"prune+ {t.name}/{seed}"))
+                    ex, s = timed(dv, lambda: exact_pruning_steps(
+                        lambda masked: normalize_by_layer(head_importance(model, t, imp_data, tok, masked)[0]), L, H,
+                        counts))
+                    add("importance_exact", s)
+                blocks2 = second_sweep(counts, L, H, ex, first[-1]["head_delta"] if self.full else None,
+                                       random_orders(seed, L, H, RANDOM_ORDERS) if self.full else None)
+                n_cfg["sweep2"] = len(blocks2.configs)
+                logits2, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, blocks2.configs, "mask",
+                                                              self.rows_per_pass, progress=progress,
+                                                              desc=f"prune+ {t.name}/{seed}"))
                 add("sweep2", s)
                 sc2, p2, _ = score_configs(t, logits2, dev.labels)
-                pos, k1 = 1, len(counts) - 1
-                with_base = lambda a: np.concatenate([[sc2[0]], a])  # noqa: E731
-                if self.exact:
-                    acc["exact"].append(with_base(sc2[pos:pos + k1]))
-                    pos += k1
+                second.append(read_second_sweep(blocks2, sc2, p2, L, H))
                 if self.full:
-                    acc["dorder"].append(with_base(sc2[pos:pos + k1]))
-                    pos += k1
-                    acc["random"].append(np.stack([with_base(sc2[pos + r * k1:pos + (r + 1) * k1])
-                                                   for r in range(RANDOM_ORDERS)]))
-                    pos += RANDOM_ORDERS * k1
-                    abo = (sc2[pos:pos + L * H] - sc2[0]).reshape(L, H)
-                    acc["abo"].append(abo)
-                    acc["abo_p"].append(p2[pos:pos + L * H].reshape(L, H))
-                    best = [int(np.argmax(abo[l])) for l in range(L)]  # chosen on dev, as Table 3
+                    best = [int(np.argmax(row)) for row in second[-1]["abo_delta"]]  # chosen on dev, as Table 3
                     lg, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, [[], one_head_per_layer(best, H)],
                                                              "mask", self.rows_per_pass))
                     add("sweep2", s)
-                    acc["one_best"].append(score_configs(t, lg, dev.labels)[0][1])
+                    one_best.append(score_configs(t, lg, dev.labels)[0][1])
             if self.full and seed == self.seeds[0]:
                 if self.cross_dev is not None:
                     cross, s = timed(dv, lambda: self._cross(model, logits[:1 + L * H], dev.labels))
                     add("cross_dataset", s)
-                early, s = timed(dv, lambda: self._early(t, seed, imp_data, norm, progress))
+                early, s = timed(dv, lambda: self._early(t, seed, imp_data, imp.norm, progress))
                 add("early_training", s)
             del ft, model
-        stack = lambda k: np.stack(acc[k]) if acc[k] else None  # noqa: E731
+
+        def stack(rows: list[dict], k: str):
+            return np.stack([r[k] for r in rows]) if rows and k in rows[0] else None
+
         result = PruneResult(
             task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
-            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)), n_importance=n_imp,
-            importance_raw=stack("raw"), importance=stack("imp"), base=np.array(acc["base"]),
-            head_delta=stack("hd"), head_p=stack("hp"), head_flips=stack("hf"), counts=counts,
-            curve=stack("curve"), curve_p=stack("curve_p"), one_head=np.array(acc["one"]), one_head_kept=acc["kept"],
-            exact=self.exact, curve_exact=stack("exact"), curve_delta_order=stack("dorder"),
-            curve_random=stack("random"), abo_delta=stack("abo"), abo_p=stack("abo_p"),
-            one_head_best=np.array(acc["one_best"]) if acc["one_best"] else None,
+            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)), n_importance=imps[-1].n if imps else 0,
+            importance_raw=np.stack([i.raw for i in imps]) if imps else None,
+            importance=np.stack([i.norm for i in imps]) if imps else None,
+            base=np.array([r["base"] for r in first]), head_delta=stack(first, "head_delta"),
+            head_p=stack(first, "head_p"), head_flips=stack(first, "head_flips"), counts=counts,
+            curve=stack(first, "curve"), curve_p=stack(first, "curve_p"),
+            one_head=np.array([r["one_head"] for r in first]), one_head_kept=kept, exact=self.exact,
+            curve_exact=stack(second, "curve_exact"), curve_delta_order=stack(second, "curve_delta_order"),
+            curve_random=stack(second, "curve_random"), abo_delta=stack(second, "abo_delta"),
+            abo_p=stack(second, "abo_p"), one_head_best=np.array(one_best) if one_best else None,
             cross=cross, early=early, seconds=secs, n_configs=n_cfg, train_meta=metas)
         return result, {"seconds": secs}
 

@@ -14,8 +14,9 @@ For each architecture :func:`probe` records
 * **families**: every attention family's pass on a toy data folder (two or three examples, :func:`toy_data_dir`),
   then every claim of the family evaluated: measured or skipped with its reason, never a crash.
 
-``scripts/architectures.py`` prints the matrix as the README's Markdown table; ``tests/test_architectures.py``
-asserts it.
+``scripts/architectures.py`` prints the matrix as docs/architectures.md's Markdown table; ``tests/test_architectures.py``
+asserts it. A support module of the tests (and of those scripts), not of the package: it reads the checkout's
+``fixtures/``, which the wheel does not carry (issue 44).
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from ..base.errors import ModelLoadError
-from ..engine import attention
+from bertattn_bench.base.errors import ModelLoadError
+from bertattn_bench.engine import attention
 
 SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)
@@ -145,7 +146,7 @@ class Probe:
 
 def build(arch: Arch, tokenizer):
     """The tiny model of ``arch`` (seed 0, CPU) through the project's loader: a LoadedModel or a ModelLoadError."""
-    from ..engine.model import model_from_config
+    from bertattn_bench.engine.model import model_from_config
 
     config = arch.config(tokenizer.vocab_size)
     # special-token ids of a config made for another vocabulary (ModernBERT's 50283): the tokenizer's, by role
@@ -159,7 +160,7 @@ def build(arch: Arch, tokenizer):
 
 
 def _inputs(loaded, tokenizer):
-    from ..engine.batching import model_inputs
+    from bertattn_bench.engine.batching import model_inputs
 
     return model_inputs(loaded.model, tokenizer(["the cat sat on the mat", "a dog"], ["it was tired .", "no"],
                                                 padding=True, return_tensors="pt"))
@@ -310,9 +311,9 @@ def finetune_and_sweep(loaded, tokenizer) -> tuple[float, float, str]:
     configuration run alone| over the configurations and both kinds, the training precision)."""
     import math
 
-    from ..data import glue
-    from ..training import glue_finetune as finetune
-    from ..training import sweeps
+    from bertattn_bench.data import glue
+    from bertattn_bench.training import glue_finetune as finetune
+    from bertattn_bench.training import sweeps
 
     t = glue.task("mrpc")
     rows = [glue.Example(a, b, float(i % 2), f"toy:{i + 1}") for i, (a, b) in enumerate(_PAIRS)]
@@ -349,7 +350,7 @@ _SENTS = [
 ]
 
 
-def _conllu(doc_id: str) -> str:
+def toy_conllu(doc_id: str) -> str:
     out = [f"# newdoc id = {doc_id}"]
     for s, words in enumerate(_SENTS):
         out += [f"# sent_id = {doc_id}-{s + 1}", "# text = " + " ".join(w for w, *_ in words)]
@@ -361,7 +362,7 @@ def _conllu(doc_id: str) -> str:
 def toy_data_dir(root: Path) -> Path:
     """WikiText-2 test, UD EWT/GUM dev and test, GUM documents (the coreference fixture as a dev document, two
     train documents): enough for every attention family's default corpus."""
-    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "coref" / "GUM_toy_coref.conllu"
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "coref" / "GUM_toy_coref.conllu"
     (root / "wikitext2_raw").mkdir(parents=True, exist_ok=True)
     text = " The cat sat on the mat . It was tired , so it slept . The dog barked at the cat . "
     (root / "wikitext2_raw" / "wiki.test.raw").write_text(
@@ -369,15 +370,15 @@ def toy_data_dir(root: Path) -> Path:
     for corpus in ("ud_english_ewt/en_ewt-ud-dev.conllu", "ud_english_ewt/en_ewt-ud-test.conllu",
                    "ud_english_gum/en_gum-ud-test.conllu"):
         (root / corpus).parent.mkdir(parents=True, exist_ok=True)
-        (root / corpus).write_text(_conllu("GUM_x_" + corpus.split("-")[-1][:-7]), encoding="utf-8")
+        (root / corpus).write_text(toy_conllu("GUM_x_" + corpus.split("-")[-1][:-7]), encoding="utf-8")
     docs = root / "gum" / "documents"
     docs.mkdir(parents=True, exist_ok=True)
     (docs / fixture.name).write_text(fixture.read_text(encoding="utf-8"), encoding="utf-8")
     (root / "ud_english_gum" / "en_gum-ud-dev.conllu").write_text(fixture.read_text(encoding="utf-8"),
                                                                    encoding="utf-8")
-    (docs / "GUM_x_test.conllu").write_text(_conllu("GUM_x_test"), encoding="utf-8")
+    (docs / "GUM_x_test.conllu").write_text(toy_conllu("GUM_x_test"), encoding="utf-8")
     for d in range(2):
-        (docs / f"GUM_y_train{d}.conllu").write_text(_conllu(f"GUM_y_train{d}"), encoding="utf-8")
+        (docs / f"GUM_y_train{d}.conllu").write_text(toy_conllu(f"GUM_y_train{d}"), encoding="utf-8")
     return root
 
 
@@ -385,10 +386,10 @@ def run_families(loaded, data_dir: Path, families=FAMILIES, limit: int = 3) -> d
     """Every attention family's default pass (``limit`` examples) and every claim of it evaluated, by the runner
     (the same steps as a run of the suite, on the model object, no cache, no baseline): family -> (claims measured,
     claims skipped, the first skip reason). A crash propagates."""
-    from ..claims.catalog import load_claims
-    from ..claims.registry import families as registered
-    from ..engine.passes import NothingToMeasure
-    from .session import Runner, RunOptions, Target
+    from bertattn_bench.claims.catalog import load_claims
+    from bertattn_bench.claims.registry import families as registered
+    from bertattn_bench.engine.passes import NothingToMeasure
+    from bertattn_bench.runner.session import Runner, RunOptions, Target
 
     name = loaded.info.name
     runner = Runner(RunOptions(models=[name], data_dir=data_dir, limit=limit, batch_size=2, tier="regression",
@@ -434,7 +435,7 @@ def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
 def norms_split(loaded) -> str:
     """The norms family's reading of a loaded model: alpha f(x) with the residual ratios, alpha f(x) only, or the
     refusal's reason (:func:`bertattn_bench.engine.norms.norm_site`)."""
-    from ..engine import norms
+    from bertattn_bench.engine import norms
 
     try:
         ns = norms.norm_site(loaded.model)
