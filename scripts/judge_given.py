@@ -85,7 +85,10 @@ def trainer_model(args, data_dir: Path) -> Path:
 
     path = str(embedded_model_path())
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2, finetuning_task="mrpc")
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, num_labels=2, finetuning_task="mrpc")
+    model = AutoModelForSequenceClassification.from_pretrained(path, config=config)
     train = glue.load_split(data_dir, "mrpc", "train")
     enc = tok([r.text_a for r in train], [r.text_b for r in train], truncation=True, max_length=128)
     rows = [{"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],

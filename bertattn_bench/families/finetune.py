@@ -136,7 +136,7 @@ class FinetunePass(GluePass):
             finetuned[seed] = _scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
                                       dev.labels, seed)
             metas[seed] = {**ft.meta, "cached": ft.cached}
-            if self.loaded.task is not None:  # a classifier as given: its pre-trained encoder is not known here
+            if getattr(self.loaded, "task", None) is not None:  # a classifier as given: its pre-trained encoder is not known here
                 del ft
                 continue
             plain = finetune.task_model(self.loaded, t, seed)  # Table 1 "pre-trained": an untrained head

@@ -152,7 +152,7 @@ def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
         dev = finetune.Encoded_(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens, origin=dev.origin,
                                 origin_text=dev.origin_text)
     model = (f"the {loaded.task.task} classifier as given (weights sha256 {loaded.task.digest[:16]})"
-             if loaded.task is not None else f"fine-tuned seed {seeds[0]}")
+             if getattr(loaded, "task", None) is not None else f"fine-tuned seed {seeds[0]}")
     desc = (f"GLUE {t.folder} dev{dev.origin_text}, first {len(dev.examples)} examples timed at batch "
             f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; {model}; "
             f"{FRACTION:.0%} of heads removed by importance ({IMPORTANCE_EXAMPLES} training examples) ({tier} tier)")

@@ -125,7 +125,7 @@ def importance_rows(p, seed: int, recipe) -> list:
     fine-tune; for a classifier judged as given, the train split of its evaluation source where it has one, else
     the shipped train TSV."""
     origin = getattr(p.dev, "origin", None)
-    if p.loaded.task is not None and origin is not None and eval_sets.has_train(origin):
+    if getattr(p.loaded, "task", None) is not None and origin is not None and eval_sets.has_train(origin):
         return eval_sets.rows(origin, "train")
     return finetune.training_rows(p.data_dir, p.task.name, recipe, seed)
 
@@ -190,7 +190,7 @@ class GluePass:
         return getattr(self.dev, "origin", None)
 
     def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
-        if loaded is self.loaded and loaded.task is not None:  # the user's classifier, judged as given
+        if loaded is self.loaded and getattr(loaded, "task", None) is not None:  # the user's classifier, judged as given
             return given.as_given(loaded, self.task, guard_dev(loaded, self.data_dir, self.task.name, self.origin))
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
                                   recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
