@@ -13,7 +13,8 @@ Select with ``-k``: ``pytest benchmarks -k dependency``, ``-k kovaleva``, ``-k "
 clark.sep_mid_layers``. A new family needs no module here: registering it (``@family``) and its TOML file is enough
 (docs/contributing.md).
 """
-from bertattn_bench.faces.pytest_session import EVERY_FAMILY, check_claim, time_core
+from bertattn_bench.faces.pytest_session import check_claim, time_core
+from bertattn_bench.runner.session import EVERY_FAMILY
 
 FAMILY = EVERY_FAMILY
 

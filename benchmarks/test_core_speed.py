@@ -89,7 +89,7 @@ def test_speed_naive_loop_and_agreement(benchmark, bench, dep_target):
     # its own table: it times NAIVE_SENTENCES sentences, not the corpus, so a ratio beside the core would mislead
     benchmark.group = f"{benchmark_group(dep_target)}, naive loop on {NAIVE_SENTENCES} sentences"
     from bertattn_bench.engine.attention import run_reducers
-    from bertattn_bench.families.syntax import RELATIONS, DependencyReducer, sd_arcs
+    from bertattn_bench.families.dependency import RELATIONS, DependencyReducer, sd_arcs
 
     prepared = bench.prepare(dep_target)
     subset = prepared.encoded[:NAIVE_SENTENCES]

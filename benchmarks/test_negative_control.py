@@ -4,7 +4,8 @@ Every claim about learned structure (``learned = true`` in reference_numbers) mu
 held on random weights would be measuring the data or the method, not what the model learned. One test per family
 with learned claims: the runner's plan gives its row (the first model's twin, the family's first corpus).
 """
-from bertattn_bench.faces.pytest_session import EVERY_FAMILY, check_negative_control
+from bertattn_bench.faces.pytest_session import check_negative_control
+from bertattn_bench.runner.session import EVERY_FAMILY
 
 FAMILY = EVERY_FAMILY
 

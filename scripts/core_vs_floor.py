@@ -75,7 +75,8 @@ def sweep_vs_plain(args, loaded) -> None:
 
     from bertattn_bench.data import glue
     from bertattn_bench.engine.passes import timed
-    from bertattn_bench.families import disabling, pruning
+    from bertattn_bench.families import disable as disabling
+    from bertattn_bench.families import prune as pruning
     from bertattn_bench.training import glue_finetune as finetune
     from bertattn_bench.training import sweeps
 

@@ -434,8 +434,8 @@ def probe(arch: Arch, tokenizer, data_dir: Path | None = None) -> Probe:
 
 def norms_split(loaded) -> str:
     """The norms family's reading of a loaded model: alpha f(x) with the residual ratios, alpha f(x) only, or the
-    refusal's reason (:func:`bertattn_bench.engine.norms.norm_site`)."""
-    from bertattn_bench.engine import norms
+    refusal's reason (:func:`bertattn_bench.engine.attention_norms.norm_site`)."""
+    from bertattn_bench.engine import attention_norms as norms
 
     try:
         ns = norms.norm_site(loaded.model)

@@ -10,7 +10,14 @@ import pytest
 
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.claims.registry import families
-from bertattn_bench.data.arct import ArctItem, Summary, load_shipped_results, read_accs, read_arct, read_claim_map
+from bertattn_bench.data.arct_corpus import (
+    ArctItem,
+    Summary,
+    load_shipped_results,
+    read_accs,
+    read_arct,
+    read_claim_map,
+)
 from bertattn_bench.families import arct as m
 
 HEADER = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo"

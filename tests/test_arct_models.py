@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from bertattn_bench.claims.registry import NotApplicable, families
-from bertattn_bench.data.arct import ArctItem
+from bertattn_bench.data.arct_corpus import ArctItem
 from bertattn_bench.engine.batching import make_batch
-from bertattn_bench.families import arct_trained as m
+from bertattn_bench.families import arct_ft as m
 from bertattn_bench.training import arct_finetune as arct_ft
 from bertattn_bench.training import glue_finetune as finetune
 

@@ -20,7 +20,7 @@ from test_claims_registry import FakePass
 from bertattn_bench.claims.catalog import evaluate, load_claims
 from bertattn_bench.claims.registry import NotApplicable
 from bertattn_bench.claims.stats import binomial_above_p, paired_gain_bounds, sign_test_p
-from bertattn_bench.families.disabling import (
+from bertattn_bench.families.disable import (
     DisableResult,
     disable_best_gain,
     disable_best_head_margin,
@@ -168,7 +168,7 @@ def _sts_sweep(head_noise: dict, n: int = 1500, layer_noise: dict | None = None,
     (layer) named in ``head_noise`` (``layer_noise``) predicts y + k e + 0.1 f instead (k < 1: better; f fresh noise),
     every other head y + e + 0.005 f (a head that barely matters)."""
     from bertattn_bench.data import glue
-    from bertattn_bench.families.disabling import configurations, score_configs, with_base
+    from bertattn_bench.families.disable import configurations, score_configs, with_base
 
     rng = np.random.default_rng(seed)
     t = glue.task("sts-b")

@@ -14,7 +14,7 @@ from bertattn_bench.claims.catalog import load_claims
 from bertattn_bench.claims.registry import NotApplicable
 from bertattn_bench.claims.stats import mcnemar_exact, sign_test_p, tost_paired
 from bertattn_bench.families import framenet as M
-from bertattn_bench.families.disabling import DisableResult
+from bertattn_bench.families.disable import DisableResult
 
 L, H = 6, 12
 HEADS = ((2, 3), (5, 4))  # 0-based: the heads 3-4 and 6-5

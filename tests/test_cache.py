@@ -263,7 +263,7 @@ def test_code_version_per_family():
     assert C.family_code_version("probes") == H.module_version("bertattn_bench.families.probes.run")
     from bertattn_bench.claims.registry import families
 
-    for fam, name in (("probes", "probes"), ("patterns", "patterns"), ("prune", "pruning"), ("arct", "arct")):
+    for fam, name in (("probes", "probes"), ("patterns", "patterns"), ("prune", "prune"), ("arct", "arct")):
         # families as packages: the key follows the pass; their claims and figures modules are never keyed
         closure = H.module_closure(families()[fam].prepare.__module__)
         assert f"bertattn_bench.families.{name}.run" in closure

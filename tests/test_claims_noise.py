@@ -109,7 +109,7 @@ def test_dependency_best_head_gap_carries_its_interval():
     import torch
 
     from bertattn_bench.claims.registry import METRICS, load_all_metrics
-    from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
+    from bertattn_bench.families.dependency import DependencyResult, OffsetBaseline
 
     load_all_metrics()
     correct = torch.zeros(1, 2, 1, 2, dtype=torch.float64)

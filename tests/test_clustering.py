@@ -11,8 +11,8 @@ from bertattn_bench.engine.batching import Skipped, encode_pair, iter_batches, m
 from bertattn_bench.engine.model import ModelInfo
 from bertattn_bench.engine.passes import PassResult
 from bertattn_bench.families import clustering as C
+from bertattn_bench.families.dependency import DependencyResult, OffsetBaseline
 from bertattn_bench.families.surface import FIELDS, SurfaceResult
-from bertattn_bench.families.syntax import DependencyResult, OffsetBaseline
 
 LN2 = math.log(2.0)
 

@@ -24,7 +24,7 @@ import torch
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.claims.registry import METRICS, NotApplicable, load_all_metrics
 from bertattn_bench.claims.stats import difference_se
-from bertattn_bench.data.coref import load_documents, make_windows, read_gum_document, span_head
+from bertattn_bench.data.coref_corpus import load_documents, make_windows, read_gum_document, span_head
 from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.families.coref import CorefReducer, CorefResult, baseline_counts
 
@@ -98,7 +98,7 @@ def test_windows_keep_antecedents_inside(doc, tokenizer):
 # ---- Clark's setup: PTB typing, last-word name heads, first-128-piece truncation, corpus variants --------------
 
 def test_ptb_typing_and_last_word_name_heads(tmp_path):
-    from bertattn_bench.data.coref import name_head, ptb_kind
+    from bertattn_bench.data.coref_corpus import name_head, ptb_kind
 
     assert [ptb_kind(t) for t in ("PRP", "PRP$", "NNP", "NNPS", "DT", "WP", "NN", "VB", "_")] == \
         ["pronoun", "pronoun", "proper", "proper"] + ["nominal"] * 5
@@ -125,7 +125,7 @@ def test_ptb_typing_and_last_word_name_heads(tmp_path):
 
 
 def test_truncation_keeps_the_first_pieces_only(doc, tokenizer):
-    from bertattn_bench.data.coref import truncate_documents
+    from bertattn_bench.data.coref_corpus import truncate_documents
 
     pieces = [max(1, len(tokenizer.tokenize(w))) for w in doc.words]
     windows, stats = truncate_documents([doc], tokenizer, 128)
@@ -142,7 +142,7 @@ def test_truncation_keeps_the_first_pieces_only(doc, tokenizer):
 
 
 def test_corpus_variants():
-    from bertattn_bench.data.coref import corpus_variants, parse_corpus
+    from bertattn_bench.data.coref_corpus import corpus_variants, parse_corpus
 
     assert parse_corpus("gum_dev") == ("gum_dev", False, "ptb", "last")
     assert parse_corpus("gum_dev_windows") == ("gum_dev", True, "ptb", "last")
@@ -416,7 +416,7 @@ def _litbank_file(tmp_path, sentences=LITBANK_SENTENCES, name="toy_litbank") -> 
 
 
 def test_litbank_brackets_nested_multi_id_and_singletons(tmp_path):
-    from bertattn_bench.data.coref import read_litbank_document
+    from bertattn_bench.data.coref_corpus import read_litbank_document
 
     doc = read_litbank_document(_litbank_file(tmp_path))
     assert doc.doc_id == "toy_litbank" and len(doc.words) == 37
@@ -437,7 +437,7 @@ def test_litbank_brackets_nested_multi_id_and_singletons(tmp_path):
 
 
 def test_litbank_windows_and_baselines(tmp_path, tokenizer):
-    from bertattn_bench.data.coref import read_litbank_document
+    from bertattn_bench.data.coref_corpus import read_litbank_document
 
     doc = read_litbank_document(_litbank_file(tmp_path))
     windows, stats = make_windows([doc], tokenizer, 128)
@@ -449,7 +449,7 @@ def test_litbank_windows_and_baselines(tmp_path, tokenizer):
 
 
 def test_litbank_head_word_heuristic():
-    from bertattn_bench.data.coref import litbank_head
+    from bertattn_bench.data.coref_corpus import litbank_head
 
     words = "the man in the house who laughed".split()
     assert litbank_head(words, 0, 7) == 1  # before the first preposition
@@ -462,7 +462,7 @@ def test_litbank_head_word_heuristic():
 
 
 def test_litbank_type_heuristic():
-    from bertattn_bench.data.coref import guess_tags, mention_kind
+    from bertattn_bench.data.coref_corpus import guess_tags, mention_kind
 
     words = ['"', "Stone", "fell", ".", "Rose", "saw", "Rose", ".", "Hope", "came", ".", "Themselves", "men", "."]
     upos, feats = guess_tags(words, [0, 4, 8, 11])
@@ -483,7 +483,7 @@ def test_litbank_type_heuristic():
     ("(7))", 3, r"malformed coreference value"),
 ])
 def test_litbank_malformed_brackets_name_file_and_line(tmp_path, coref, line, message):
-    from bertattn_bench.data.coref import read_litbank_document
+    from bertattn_bench.data.coref_corpus import read_litbank_document
 
     path = _litbank_file(tmp_path, [[("John", ""), ("left", coref), (".", "")]], name="bad")
     with pytest.raises(DataError, match=rf"bad\.conll:{line}: .*{message}"):
@@ -494,7 +494,7 @@ def test_litbank_corpus_loading_paths_and_fingerprint(tmp_path, tiny):
     from bertattn_bench.base.hashing import data_files, data_fingerprint
     from bertattn_bench.claims.baselines import describe_data
     from bertattn_bench.claims.registry import FAMILIES
-    from bertattn_bench.data.coref import corpus_data_paths
+    from bertattn_bench.data.coref_corpus import corpus_data_paths
     from bertattn_bench.families.coref import prepare_coref
 
     data = tmp_path / "data"

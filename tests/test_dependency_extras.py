@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertattn_bench.engine.batching import encode_words, make_batch
-from bertattn_bench.families.syntax import NOMINAL_UPOS, DependencyReducer, sd_arcs
+from bertattn_bench.families.dependency import NOMINAL_UPOS, DependencyReducer, sd_arcs
 from tests.test_dependency_reducer import CAT, first_piece
 
 
@@ -49,7 +49,7 @@ def test_sink_share_by_nominality(reduced):
     assert reduced.sink_sq_mean[0, 1].tolist() == pytest.approx([1 / 5, 0.0])
     from types import SimpleNamespace
 
-    from bertattn_bench.families.syntax import noop_sink_by_nominality
+    from bertattn_bench.families.dependency import noop_sink_by_nominality
 
     head = SimpleNamespace(layer=0, head=1, name="1-2", describe=lambda: "1-2")
     res = SimpleNamespace(**{k: getattr(reduced, k) for k in ("sink_share", "sink_sq_mean", "n_nominal")},

@@ -6,7 +6,7 @@ import torch
 
 from bertattn_bench.data.ud import Sentence
 from bertattn_bench.engine.batching import encode_words, make_batch
-from bertattn_bench.families.syntax import RELATIONS, Arc, DependencyReducer, sd_arcs
+from bertattn_bench.families.dependency import RELATIONS, Arc, DependencyReducer, sd_arcs
 
 CPU = torch.device("cpu")
 

@@ -39,7 +39,7 @@ def test_last_layers_must_actually_change():
 def test_disabling_sweep_layer_passes_by_hand():
     """Issue 27's counts: a 6 x 12 model's 79 configurations cost 6 + 12 x (6+5+4+3+2+1) + (6+...+1) = 279 layer
     passes per example with the prefix shared, against 79 x 6 = 474; a 12 x 12 model 1,026 against 1,884."""
-    from bertattn_bench.families.disabling import configurations
+    from bertattn_bench.families.disable import configurations
     from bertattn_bench.training import sweeps
 
     assert sweeps.sweep_layer_passes(configurations(6, 12)[0], 6) == 279
@@ -57,7 +57,7 @@ def test_the_disable_pass_pairs_a_regression_task_by_its_predictions(tiny, tmp_p
     from test_pruning import STSB_HEADER, _pairs
 
     from bertattn_bench.claims.registry import families
-    from bertattn_bench.families.disabling import DisableResult, disable_best_gain
+    from bertattn_bench.families.disable import DisableResult, disable_best_gain
     from bertattn_bench.training import glue_pass
 
     d = tmp_path / "glue" / "STS-B"

@@ -179,7 +179,7 @@ def test_sweep_equals_one_configuration_at_a_time(tiny, glue_dir):
 
 
 def test_mcnemar_exact_by_hand():
-    from bertattn_bench.families.disabling import mcnemar_exact
+    from bertattn_bench.families.disable import mcnemar_exact
 
     base = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1], dtype=bool)
     other = np.array([1, 1, 1, 0, 1, 1, 1, 0, 1, 1], dtype=bool)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertattn_bench.base.errors import DataError
-from bertattn_bench.data import framenet as F
+from bertattn_bench.data import framenet_corpus as F
 from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.families import framenet as M
 

@@ -145,7 +145,8 @@ def test_time_interleaved_alternates_and_warms_up():
 def test_speedup_pass_on_a_tiny_model(tiny, tmp_path, monkeypatch):
     """The pass end to end: the least important half of the heads removed, pruned = masked, every batch size timed
     in every round; the claim's metric reads the fastest round of each model."""
-    from bertattn_bench.families import pruning, speedup
+    from bertattn_bench.families import prune as pruning
+    from bertattn_bench.families import speedup
 
     d = tmp_path / "glue" / "MRPC"
     d.mkdir(parents=True)

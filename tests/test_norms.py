@@ -9,7 +9,7 @@ import architecture_matrix as A
 import pytest
 import torch
 
-from bertattn_bench.engine import norms as N
+from bertattn_bench.engine import attention_norms as N
 
 # refused by the norms family with the reason (the value vectors or the output projection are not modules' tensors)
 NORMS_REFUSED = {"ModernBERT", "ModernBERT, local window of 5 tokens", "DeBERTa", "ConvBERT", "I-BERT", "XLNet"}

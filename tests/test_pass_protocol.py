@@ -58,7 +58,7 @@ def test_a_prepared_pass_is_a_pass_instance():
 def test_glue_pass_makes_its_checkpoints_in_artifacts(monkeypatch, tmp_path):
     """Every (model, seed) the measurement reads is fine-tuned (or found) by ``artifacts``; without a checkpoint
     cache nothing is made there (it could not be kept for ``run``)."""
-    from bertattn_bench.families.disabling import DisablePass
+    from bertattn_bench.families.disable import DisablePass
     from bertattn_bench.training import glue_finetune as finetune
 
     made = []

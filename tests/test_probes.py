@@ -16,7 +16,7 @@ from bertattn_bench.data.ud import Sentence
 from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.engine.model import LoadedModel
 from bertattn_bench.families import probes as P
-from bertattn_bench.families.syntax import HeadScore
+from bertattn_bench.families.dependency import HeadScore
 
 CPU = torch.device("cpu")
 

@@ -8,7 +8,7 @@ import torch
 from bertattn_bench.claims.registry import METRICS, load_all_metrics
 from bertattn_bench.data import glue
 from bertattn_bench.engine import attention
-from bertattn_bench.families import pruning
+from bertattn_bench.families import prune as pruning
 from bertattn_bench.training import glue_finetune as finetune
 
 MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"

@@ -167,7 +167,10 @@ def run_sample() -> bytes:
 # ---- one property per reader ---------------------------------------------------------------------------------------
 
 def _readers():
-    from bertattn_bench.data import arct, coref, framenet, glue, segments, ud
+    from bertattn_bench.data import arct_corpus as arct
+    from bertattn_bench.data import coref_corpus as coref
+    from bertattn_bench.data import framenet_corpus as framenet
+    from bertattn_bench.data import glue, segments, ud
 
     return {
         "CoNLL-U (UD)": (lambda p: ud.read_conllu(p), conllu_sample(), "x.conllu", DataError, True),
@@ -261,7 +264,7 @@ def test_a_corrupted_file_is_read_or_refused_with_the_input_error(name, work):
 
 def test_an_unknown_encoding_in_an_xml_declaration_is_the_input_error(tmp_path):
     """Found by the property above: a flipped byte in ``encoding="UTF-8"`` made ElementTree raise LookupError."""
-    from bertattn_bench.data import framenet
+    from bertattn_bench.data import framenet_corpus as framenet
 
     text = (FIXTURES / "framenet" / "lu_toy.xml").read_bytes()
     assert b'encoding="UTF-8"' in text

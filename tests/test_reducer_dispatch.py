@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.data.coref import Anaphor, CorefWindow
+from bertattn_bench.data.coref_corpus import Anaphor, CorefWindow
 from bertattn_bench.data.ud import Sentence
 from bertattn_bench.engine.attention import Reducer
 from bertattn_bench.engine.batching import encode_pair, encode_words, make_batch
 from bertattn_bench.engine.opcount import OpCount, reducer_counts
-from bertattn_bench.families import framenet, surface, syntax
+from bertattn_bench.families import dependency as syntax
+from bertattn_bench.families import framenet, surface
 from bertattn_bench.families.coref import CorefReducer
 from bertattn_bench.families.patterns import reduce as patterns
 from bertattn_bench.families.patterns.constants import LING

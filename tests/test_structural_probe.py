@@ -114,7 +114,7 @@ def test_hidden_word_states_pool_pieces_and_ignore_padding(tiny):
 def test_probe_vs_structural_metric():
     from types import SimpleNamespace
 
-    from bertattn_bench.families.syntax import HeadScore
+    from bertattn_bench.families.dependency import HeadScore
 
     res = P.ProbeResult(probes={"attn_words": P.ProbeScore(72.0, 100)}, right_branching=30.0,
                         best_head=HeadScore(2, 1, 0, 45.0, 100), n_eval_sentences=10, n_eval_arcs=100,
@@ -156,7 +156,7 @@ def test_the_structural_probe_is_guarded_against_itself_untrained():
     from types import SimpleNamespace
 
     from bertattn_bench.claims.catalog import evaluate, load_claims
-    from bertattn_bench.families.syntax import HeadScore
+    from bertattn_bench.families.dependency import HeadScore
 
     train_states, train_trees = planted(80, seed=0)
     eval_states, eval_trees = planted(30, seed=1)

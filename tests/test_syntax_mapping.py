@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from bertattn_bench.data.ud import Sentence
-from bertattn_bench.families.syntax import RELATIONS, UD_TO_SD, Arc, offset_baselines, sd_arcs
+from bertattn_bench.families.dependency import RELATIONS, UD_TO_SD, Arc, offset_baselines, sd_arcs
 
 
 def sent(rows: list[tuple]) -> Sentence:

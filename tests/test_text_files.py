@@ -6,8 +6,8 @@ import pytest
 
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.data import read_text
-from bertattn_bench.data.arct import read_arct
-from bertattn_bench.data.framenet import read_jsonl
+from bertattn_bench.data.arct_corpus import read_arct
+from bertattn_bench.data.framenet_corpus import read_jsonl
 from bertattn_bench.data.glue import TASKS, read_tsv
 from bertattn_bench.data.ud import read_conllu
 

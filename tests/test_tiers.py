@@ -76,8 +76,9 @@ def test_families_that_train_say_so_at_registration():
 
 def test_every_per_tier_table_names_every_tier():
     """A per-tier budget table that misses a tier would fail (KeyError) only when that tier runs: checked here."""
-    from bertattn_bench.families import arct_trained as arct_models
-    from bertattn_bench.families import framenet, patterns, probes, pruning, speedup
+    from bertattn_bench.families import arct_ft as arct_models
+    from bertattn_bench.families import framenet, patterns, probes, speedup
+    from bertattn_bench.families import prune as pruning
 
     tables = {"finetuned.TIERS": finetuned.TIERS, "pruning.TIER_IMPORTANCE_EXAMPLES": pruning.TIER_IMPORTANCE_EXAMPLES,
               "patterns.TIER_DEV_MAX": patterns.TIER_DEV_MAX, "patterns.TIER_UD_MAX": patterns.TIER_UD_MAX,

@@ -252,7 +252,7 @@ def rebuild(rule: str, data_dir: Path, inputs: list[str]) -> bytes:
 def archive_rule(rule: str):
     """A new builder for a derived file made from an archive's members: ``.add(member, data)`` for each member (any
     order), then ``.result()`` -> the file's bytes."""
-    from . import framenet
+    from . import framenet_corpus as framenet
 
     rules = {"framenet_lu_exemplars": framenet.ExemplarBuilder}
     if rule not in rules:
@@ -310,7 +310,10 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     """The data paths (files, or folders ending in ``/``) that ``family`` reads for ``corpus``, from the family
     modules' own constants; [] for a family that reads no data file. ``manifest_paths``: the manifest's file paths
     (GLUE's train split is needed where the manifest has one: QNLI has only dev)."""
-    from . import arct, coref, framenet, glue, gum, segments, ud
+    from . import arct_corpus as arct
+    from . import coref_corpus as coref
+    from . import framenet_corpus as framenet
+    from . import glue, gum, segments, ud
 
     if manifest_paths is None:
         manifest_paths = {f.path for f in load_manifest().files}

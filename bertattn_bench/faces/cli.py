@@ -41,32 +41,21 @@ import json
 import sys
 from pathlib import Path
 
-USAGE_ERROR = 4  # pytest's exit status for a usage error: the options are checked there with the same status
-PROG = "bertattn-bench"
+from .cli_parsing import PROG, USAGE_ERROR, Parser, checkout_root  # noqa: F401 (USAGE_ERROR: the command's)
+
 COMMANDS = ["run", "record", "compare", "list", "diff", "merge", "matrix", "data"]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and pytest's usage-error status, not argparse's usage block and 2
-        self.exit(USAGE_ERROR, f"ERROR: {self.prog}: {message} (see --help)\n")
-
-
-def _checkout_root() -> Path | None:
-    """The repository the package runs from, if it does (its benchmarks/ beside the package)."""
-    root = Path(__file__).resolve().parents[2]  # faces/ -> the package -> the checkout
-    return root if (root / "benchmarks").is_dir() and (root / "pyproject.toml").is_file() else None
 
 
 def pytest_args(argv: list[str] | None = None) -> list[str]:
     """The pytest command line a ``run|record|compare`` invocation stands for."""
     from ..base.resources import BENCHMARKS, folder
 
-    parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                      add_help=False)
     parser.add_argument("command", choices=COMMANDS)
     parser.add_argument("--against", help="compare: model A (name, slug or baseline JSON)")
     args, rest = parser.parse_known_args(argv)
-    root = _checkout_root()
+    root = checkout_root()
     # (the command imported this package before pytest starts: pytest's note that it cannot rewrite the plugin's
     # asserts is expected, and said once here instead of in every run's warnings)
     out = [str(folder(BENCHMARKS)), "-p", "bertattn_bench.faces.short_options",
@@ -88,7 +77,7 @@ def list_main(argv: list[str]) -> int:
     from ..claims.registry import families
     from ..runner.session import family_order, plan_id, selection
 
-    parser = _Parser(prog=f"{PROG} list", description="the claims of the catalog (no data or model needed)")
+    parser = Parser(prog=f"{PROG} list", description="the claims of the catalog (no data or model needed)")
     parser.add_argument("-k", dest="select", default=None, help="a -k expression over paper-family-claim ids")
     parser.add_argument("--families", action="store_true", help="the families, their corpora and defaults")
     parser.add_argument("--json", action="store_true", help="as JSON")
@@ -129,94 +118,6 @@ def list_main(argv: list[str]) -> int:
     return 0
 
 
-def diff_main(argv: list[str]) -> int:
-    """0: nothing that fails under --fail-on moved; 1: something did (listed); 4: bad usage or input."""
-    from ..base.errors import BenchError
-    from ..claims.baselines import FAIL_ON, baseline_diff, diff_failures, diff_markdown, read_baseline
-
-    parser = _Parser(prog=f"{PROG} diff", description="what moved between two recorded baselines")
-    parser.add_argument("old", help="baseline JSON, or REV:PATH (e.g. HEAD~3:reference_numbers/baselines/X.json)")
-    parser.add_argument("new", help="baseline JSON, or REV:PATH")
-    parser.add_argument("--prefix", default="", help="only claim ids starting with this (e.g. clark.)")
-    parser.add_argument("--fail-on", default="flips+values", choices=FAIL_ON,
-                        help="what exits 1: a flipped verdict, a value outside its claim's tolerance, both (default), "
-                             "any moved entry, or never")
-    args = parser.parse_args(argv)
-    try:
-        rows = baseline_diff(read_baseline(args.old, _checkout_root()),
-                             read_baseline(args.new, _checkout_root()), args.prefix)
-        failures = diff_failures(rows, args.fail_on)
-    except BenchError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    print(diff_markdown(rows))
-    flips = sum(r["flipped"] for r in rows)
-    print(f"\n{len(rows)} moved, {flips} verdict(s) changed")
-    other = sum(1 for r in rows if not r.get("comparable", True))
-    if other:
-        print(f"not judged: {other} entr(y/ies) recorded with another --limit and another n")
-    if failures:
-        print(f"FAILED (--fail-on {args.fail_on}): {len(failures)} entr(y/ies)")
-        for line in failures:
-            print(f"  {line}")
-        return 1
-    return 0
-
-
-def _report_parser(command: str, what: str) -> _Parser:
-    parser = _Parser(prog=f"{PROG} {command}", description=what)
-    parser.add_argument("out", help="output folder (created)")
-    parser.add_argument("inputs", nargs="+", help="claims-report folders (--claims-report DIR of each part)")
-    parser.add_argument("--reference", default=None, help="model whose values the others' delta is taken against "
-                                                          "(full name, short name as in the table, or slug)")
-    parser.add_argument("--self-contained", action="store_true", help="embed the figures in matrix.html")
-    return parser
-
-
-def merge_main(argv: list[str]) -> int:
-    from ..base.errors import BenchError
-    from ..runner.merge import merge_reports
-
-    args = _report_parser("merge", "join the claims reports and baseline fragments of a split run").parse_args(argv)
-    try:
-        _, lines = merge_reports([Path(p) for p in args.inputs], Path(args.out), args.reference,
-                                 "python -m bertattn_bench merge " + " ".join(argv), self_contained=args.self_contained)
-    except BenchError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    print("\n".join(lines))
-    return 0
-
-
-def matrix_main(argv: list[str]) -> int:
-    from ..base.errors import BenchError
-    from ..report import matrix as mx
-    from ..report.claims_report import MUST_MATCH, RUN_FILE, read_run
-
-    args = _report_parser("matrix", "the claims x models table of any claims reports").parse_args(argv)
-    try:
-        records = []
-        versions = set()
-        for p in map(Path, args.inputs):
-            records += mx.read_records(p)
-            run = Path(p) / RUN_FILE
-            if run.is_file():
-                doc = read_run(Path(p))  # checked against its schema: a malformed one is exit 4 naming it
-                versions.add(tuple(doc.get(k) for k in MUST_MATCH))
-        dirs = [Path(p) / "figures" for p in args.inputs if Path(p).is_dir()]
-        paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out),
-                                self_contained=args.self_contained)
-    except BenchError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    if len(versions) > 1:
-        print(f"note: the reports were measured with {len(versions)} different (code, catalog, limit) versions; "
-              f"the columns are not one measurement (merge refuses this)")
-    for p in paths:
-        print(f"  {p}")
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -224,12 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else USAGE_ERROR
     if argv[:1] == ["list"]:
         return list_main(argv[1:])
-    if argv[:1] == ["diff"]:
-        return diff_main(argv[1:])
-    if argv[:1] == ["merge"]:
-        return merge_main(argv[1:])
-    if argv[:1] == ["matrix"]:
-        return matrix_main(argv[1:])
+    if argv[:1] in (["diff"], ["merge"], ["matrix"]):  # the report sub-commands (faces/report_cli.py)
+        from . import report_cli
+
+        return getattr(report_cli, f"{argv[0]}_main")(argv[1:])
     if argv[:1] == ["data"]:  # list / fetch / verify the corpora (bertattn_bench/faces/data_cli.py)
         from .data_cli import main as data_main
         return data_main(argv[1:])

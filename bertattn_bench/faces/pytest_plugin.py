@@ -35,7 +35,8 @@ def pytest_configure(config):
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
             and benchmarks_requested(config):
         # the xdist controller collects nothing itself: check the options and diagnose the models here, once
-        from .pytest_session import diagnose_models, session
+        from .pytest_collect import diagnose_models
+        from .pytest_session import session
 
         diagnose_models(config, session(config).options.models)
 
@@ -67,7 +68,7 @@ def bench(request):
 def pytest_generate_tests(metafunc):
     if not is_bench_module(metafunc.module):
         return
-    from .pytest_session import generate_tests
+    from .pytest_collect import generate_tests
 
     generate_tests(metafunc)
 
@@ -78,7 +79,7 @@ def pytest_collection_modifyitems(config, items):
     bench_items = [i for i in items if is_bench_module(getattr(i, "module", None)) or uses_session(i)]
     if not bench_items and not hasattr(config, "_bertattn_usage_error"):
         return
-    from .pytest_session import check_collected
+    from .pytest_collect import check_collected
 
     check_collected(config, bench_items)
 
@@ -111,13 +112,13 @@ class _ReportCollector:
         if report.when != "teardown":  # every phase's report carries the item's properties: read them once
             return
         if hasattr(self.config, "_bertattn_selected"):
-            from .pytest_session import finished
+            from .pytest_finish import finished
 
             finished(self.config, report.nodeid)
         props = [(k, v) for k, v in getattr(report, "user_properties", []) if k in ("bertattn_outcome", "bertattn_pass")]
         if not props:
             return
-        from .pytest_session import collect_properties
+        from .pytest_finish import collect_properties
 
         collect_properties(self.config, props)
 
@@ -145,6 +146,6 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if getattr(config, "_bertattn_session", None) is None:
         return
-    from .pytest_session import terminal_summary
+    from .pytest_finish import terminal_summary
 
     terminal_summary(terminalreporter, config)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from ..base.errors import BenchError
-from ..base.settings import SUMMARY_ENV, env
+from ..base.settings import env
 from ..claims.catalog import ClaimOutcome
 from ..engine.passes import NothingToMeasure, PassResult
 from ..report.claims_report import failure_message
-from ..runner.session import EVERY_FAMILY, Runner, RunOptions, Target, make_pass, model_id
+from ..runner.session import Runner, RunOptions, Target, make_pass
 from .pytest_options import option
 
 
@@ -142,87 +142,6 @@ def worker_threads(cores: int, workers: int) -> int:
     return max(1, cores // max(1, workers))
 
 
-# ---- collection --------------------------------------------------------------------------------------------------
-
-def generate_tests(metafunc):
-    """Parametrize a benchmark module's tests from the runner's plan: ``target`` over its rows (model, corpus) of
-    the module's families, ``claim`` over each row's claims, jointly; ``control`` over the negative-control rows.
-    Ids are the plan's (``paper-family-model-corpus[-claim]``), so that ``-k`` selects by paper, family, model,
-    corpus or claim. A bad option is kept for the end of the collection (a usage error raised here would be a
-    collection error, not exit status 4)."""
-    config = metafunc.config
-    names = [n for n in ("target", "claim", "control") if n in metafunc.fixturenames]
-    if not names:
-        return
-    try:
-        s = session(config)
-    except pytest.UsageError as exc:
-        config._bertattn_usage_error = str(exc)
-        return
-    family = getattr(metafunc.module, "FAMILY", None)
-    rows = s.plan(families=None if family == EVERY_FAMILY else [family])
-    if "control" in names:
-        controls = [r for r in rows if r.negative_control]
-        metafunc.parametrize("control", controls, ids=[r.test_id for r in controls])
-        return
-    rows = [r for r in rows if not r.negative_control]
-    if "claim" not in names:
-        metafunc.parametrize("target", [r.target for r in rows], ids=[r.test_id for r in rows])
-        return
-    params = [((r.target, c) if "target" in names else c) for r in rows for c in r.claims]
-    ids = [r.claim_test_id(c) for r in rows for c in r.claims]
-    metafunc.parametrize(names if len(names) > 1 else names[0], params, ids=ids)
-
-
-def _target(item) -> Target | None:
-    """The pass a collected benchmark test runs on (a claim's or the pass's target, a negative control's twin)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    target = params.get("target") or getattr(params.get("control"), "target", None)
-    return target if isinstance(target, Target) else None
-
-
-def check_collected(config, items) -> None:
-    """After -k / -m: a bad option, then a bad data directory (a clear message naming the option), then each model
-    the selected tests need loaded once: each a usage error before any test runs. ``--collect-only`` needs neither
-    data nor models."""
-    if hasattr(config, "_bertattn_usage_error"):
-        raise pytest.UsageError(config._bertattn_usage_error)
-    config._bertattn_selected = {i.nodeid: _claim_label(i) for i in items}  # every kind: claims, controls, timings
-    if config.option.collectonly:
-        return
-    s = session(config)
-    try:
-        # a missing corpus: fetched into the default data folder, else one line naming it and the fetch command
-        s.ensure_data(list(dict.fromkeys((t.family, t.corpus) for t in map(_target, items) if t)))
-    except BenchError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    if hasattr(config, "workerinput"):
-        return  # an xdist worker: the controller diagnosed the models (a usage error here would be an INTERNALERROR)
-    needed = []
-    for item in items:
-        if "bench" not in getattr(item, "fixturenames", ()):
-            continue
-        target = _target(item)
-        needed += [target.model] if target else s.options.models[:1]
-    diagnose_models(config, dict.fromkeys(needed))
-
-
-def diagnose_models(config, names) -> None:
-    """Load each model once at start-up (the session keeps it): a bad model is one usage error, not a failure in
-    every test. Hugging Face's "Loading weights" bars are off while loading, and as before afterwards."""
-    from transformers.utils import logging as hf_logging
-
-    s = session(config)
-    was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        for name in names:
-            s.model(name, at_startup=True)
-    finally:
-        if was_on:
-            hf_logging.enable_progress_bar()
-
-
 # ---- the tests' bodies ---------------------------------------------------------------------------------------------
 
 def check_negative_control(bench: BenchSession, row) -> None:
@@ -296,57 +215,3 @@ def time_core(benchmark, bench: BenchSession, target: Target) -> PassResult:
         "attn_implementation": result.model.attn_implementation, "skipped": result.skipped.describe(),
     })
     return result
-
-
-# ---- the end of the session ------------------------------------------------------------------------------------
-
-def _claim_label(item) -> str:
-    """A selected test as the incomplete report names it: a claim ``claim_id on model / corpus``, a timing row
-    ``timing: family on model / corpus``, a negative control ``negative control: family``, else the test's name."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    claim, target = params.get("claim"), params.get("target")
-    if target is not None and claim is None and isinstance(target, Target):
-        return f"timing: {target.family} on {model_id(target.model)} / {target.corpus}"
-    if target is None and "family" in params:
-        return f"negative control: {params['family']} on the random-init twin"
-    return f"{getattr(claim, 'id', item.name)} on {model_id(target.model)} / {target.corpus}" if target else item.name
-
-
-def finished(config, nodeid: str) -> None:
-    config.__dict__.setdefault("_bertattn_finished", set()).add(nodeid)
-
-
-def missing_claims(config) -> list[str]:
-    """The selected claim tests that did not run (an interrupted session): named in an incomplete report."""
-    done = getattr(config, "_bertattn_finished", set())
-    return [label for nodeid, label in getattr(config, "_bertattn_selected", {}).items() if nodeid not in done]
-
-
-def collect_properties(config, props) -> None:
-    import json
-
-    s = session(config)
-    for key, value in props:
-        value = json.loads(value) if isinstance(value, str) else value
-        if key == "bertattn_outcome":
-            s.outcomes.append(ClaimOutcome(**value))
-        elif key == "bertattn_pass":
-            s.passes.append(value)
-
-
-def is_xdist_worker(config) -> bool:
-    """A pytest-xdist worker: its outcomes reach the controller through the test reports, and only the controller
-    writes the report, the figures and the baseline (once, not once per worker)."""
-    return hasattr(config, "workerinput")
-
-
-def terminal_summary(terminalreporter, config) -> None:
-    """The runner's finish, printed: the claims table and what the run wrote (the controller only, under xdist)."""
-    s = config._bertattn_session
-    if not s.outcomes or is_xdist_worker(config):
-        return
-    terminalreporter.write_sep("=", "bertattn-bench: claims vs measured")
-    # a terminal: its width (80..120); a log file (CI): 120
-    width = max(80, min(terminalreporter._tw.fullwidth, 120)) if terminalreporter.isatty else 120
-    for line in s.finish(missing_claims(config) or None, width=width, summary_file=env(SUMMARY_ENV) or None).lines:
-        terminalreporter.write_line(line)

@@ -1,7 +1,7 @@
 """Clark et al. §4.3 (Table 2): attention heads as antecedent selectors, against three baselines without a model.
 
 Antecedent-selection accuracy: a coreferent mention that is not the first of its entity (in its window, see
-``bertattn_bench.data.coref``) is resolved by a head when its head word attends most to the head word of *any*
+``bertattn_bench.data.coref_corpus``) is resolved by a head when its head word attends most to the head word of *any*
 earlier mention of the same entity. Word-level maps as in §4.1 (``metrics/syntax.py``): attention to a word sums
 over its pieces, attention from a word averages over its pieces, [CLS]/[SEP] and the word itself are not
 candidates; every word of the window is a candidate (the head is not told where the mentions are).
@@ -9,7 +9,7 @@ candidates; every word of the window is a candidate (the head is not told where 
 Baselines on the same anaphors (Clark §4.3, computed from the data): the nearest preceding mention; the nearest
 preceding mention with the same lower-cased head word (no fallback: none found counts as wrong); a rule-based
 system of four sieves after Lee et al. (2011): full string match, head-word match, number/gender/person agreement
-(UD FEATS; for LitBank surface guesses, see ``bertattn_bench.data.coref``), any mention; the nearest mention
+(UD FEATS; for LitBank surface guesses, see ``bertattn_bench.data.coref_corpus``), any mention; the nearest mention
 passing the earliest sieve.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import binomial_se_points, difference_se, paired_difference_se
-from ..data.coref import KINDS, CorefWindow, WindowStats, corpus_variants
+from ..data.coref_corpus import KINDS, CorefWindow, WindowStats, corpus_variants
 from ..engine.attention import Reducer, head_name, parse_head_name
 from ..engine.batching import to_device
 from .common.head_maps import map_masks, neighbour_mass, top_heads_neighbour_ratio
@@ -164,9 +164,16 @@ def prepare_coref(loaded, data_dir: Path, corpus: str = "gum_dev", limit: int | 
                   max_tokens: int = 128):
     """Clark §4.3: by default each GUM (or LitBank) document truncated to its first ``max_tokens`` pieces, as the
     paper (footnote 3); a ``_windows`` corpus variant cuts every document into windows of whole sentences instead,
-    a ``_ud`` variant types mentions by UPOS with UD name heads (``bertattn_bench.data.coref.parse_corpus``).
+    a ``_ud`` variant types mentions by UPOS with UD name heads (``bertattn_bench.data.coref_corpus.parse_corpus``).
     ``limit`` = at most that many windows. Windows without an anaphor are not run (they add nothing)."""
-    from ..data.coref import CORPORA, corpus_data_paths, load_documents, make_windows, parse_corpus, truncate_documents
+    from ..data.coref_corpus import (
+        CORPORA,
+        corpus_data_paths,
+        load_documents,
+        make_windows,
+        parse_corpus,
+        truncate_documents,
+    )
     from ..engine.batching import Skipped, drop_too_long, encode_words
     from ..engine.passes import PreparedPass
 

@@ -6,7 +6,7 @@ distribution of values for all heads are the frame-semantic heads (2 of 144, 0.2
 
 **Default (corpus "notebook"): the authors' code** (text-machine-lab/dark-secrets-of-BERT, ``visualize_attention.ipynb``,
 "7. BaseBERT study", ``analyze_sem_links`` and ``get_max_source_target_weight``), on the sentences of
-:mod:`bertattn_bench.data.framenet`'s notebook filters: the input is ``[CLS] sentence [SEP]`` with the sentence cut
+:mod:`bertattn_bench.data.framenet_corpus`'s notebook filters: the input is ``[CLS] sentence [SEP]`` with the sentence cut
 to ``NOTEBOOK_MAX_LEN - 3`` = 17 word pieces (``convert_to_bert_tokens(..., max_len=20)``); the target's pieces and the
 linked FEs' pieces (concatenated in FE order) are located by the *first* occurrence of the piece string in the input
 (``bert_tokens.index``); the pairs are ``zip(FE pieces, target pieces)`` (so a one-piece target pairs only with
@@ -276,8 +276,8 @@ def _prepare_notebook(loaded, fn, batch_size: int):
 @family("framenet", corpora=("notebook", "one_per_lu", "all"), default_corpus="notebook", tier_corpora=TIER_CORPORA)
 def prepare_framenet(loaded, data_dir: Path, corpus: str = "notebook", limit: int | None = None,
                      batch_size: int = 32):
-    """Kovaleva §4.2 on FrameNet 1.5 exemplars (filters and n per step in ``data/framenet.py``)."""
-    from ..data.framenet import load_corpus
+    """Kovaleva §4.2 on FrameNet 1.5 exemplars (filters and n per step in ``data/framenet_corpus.py``)."""
+    from ..data.framenet_corpus import load_corpus
     from ..engine.batching import drop_too_long, encode_words
     from ..engine.passes import PreparedPass
 

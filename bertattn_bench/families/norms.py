@@ -1,7 +1,7 @@
 """Kobayashi et al. 2020 (the norm-based reading ||alpha f(x)||) and 2021 (mixing ratios), beside Clark §3's weights.
 
 On Clark's segments (the surface family's corpora; default ``wikitext2_types01``: token types 0 through the first
-[SEP], then 1, as the authors' data_extract.py). Two forward sweeps, both through :mod:`bertattn_bench.engine.norms`:
+[SEP], then 1, as the authors' data_extract.py). Two forward sweeps, both through :mod:`bertattn_bench.engine.attention_norms`:
 
 * **plain** (the 2020 analyses and the 2021 frequency table): for every (segment, layer, head) the mean over real
   queries of the share to [CLS], [SEP], "." / "," and the pooled special tokens, read three ways: alpha (Clark's
@@ -30,8 +30,8 @@ from ..claims.stats import rank_correlation
 from ..data.manifest import KOBAYASHI_RANKS
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import Reducer, run_reducers
+from ..engine.attention_norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.batching import Encoded, iter_batches
-from ..engine.norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
 from .common.surface_stats import SurfaceResult
 
@@ -307,7 +307,7 @@ class NormsPass(PreparedPass):
 def prepare_norms(loaded, data_dir: Path, corpus: str = "wikitext2_types01", max_tokens: int = 128,
                   limit: int | None = None, batch_size: int = 32) -> NormsPass:
     """Kobayashi et al. 2020/2021 on Clark's segments (see the module doc); a model whose attention output cannot be
-    split into alpha f(x) from its own modules is refused with the reason (:mod:`bertattn_bench.engine.norms`)."""
+    split into alpha f(x) from its own modules is refused with the reason (:mod:`bertattn_bench.engine.attention_norms`)."""
     from ..base.settings import data_file
     from ..data.segments import load_segment_set
     from ..engine.batching import Skipped

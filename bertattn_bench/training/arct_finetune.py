@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..base.errors import DataError
-from ..data import arct
+from ..data import arct_corpus as arct
 from ..data.glue import Task
 from ..engine.batching import Encoded
 from . import checkpoints

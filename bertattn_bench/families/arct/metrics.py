@@ -166,7 +166,7 @@ def claims_not_negated(pr, splits=("train_adv", "dev_adv", "test_adv")) -> Measu
 # ---- claim metrics: the authors' shipped runs ------------------------------------------------------------------
 
 def stat_of(values: np.ndarray, stat: str) -> float:
-    from ...data.arct import Summary
+    from ...data.arct_corpus import Summary
 
     s = Summary.of(values)
     if stat not in ("mean", "sd", "median", "max", "min"):

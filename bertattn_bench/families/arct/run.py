@@ -41,7 +41,7 @@ class ArctResult:
 
 def compute_arct(data_dir: Path) -> tuple[ArctResult, int]:
     from ...base.settings import data_file
-    from ...data.arct import CLAIM_MAP, load_adversarial, load_original, load_shipped_results, read_claim_map
+    from ...data.arct_corpus import CLAIM_MAP, load_adversarial, load_original, load_shipped_results, read_claim_map
 
     original = load_original(data_dir)
     original["all"] = original["train"] + original["dev"] + original["test"]
@@ -90,7 +90,7 @@ def prepare_arct(loaded, data_dir: Path, corpus: str = "all", limit: int | None 
                  batch_size: int = 32) -> ArctPass:
     """Niven & Kao 2019, model-free: every ARCT file (original, adversarial, claim_map, the authors' accs.csv).
     ``limit`` is ignored (the whole files take about a second) and the model is not used."""
-    from ...data.arct import data_paths
+    from ...data.arct_corpus import data_paths
 
     data = ("arct_original (train/dev/test, train-w-swap) + arct_adversarial (train-swapped, train/dev/test-adv-negated, "
             "claim_map, results_from_paper/*/accs.csv); model-free: the model under test is not used")

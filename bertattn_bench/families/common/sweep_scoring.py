@@ -2,7 +2,7 @@
 dev examples, and the paired bounds on their gains: shared by the disable family (Kovaleva §4.6), the prune family
 (Michel §4) and the FrameNet family's disabling claim (Kovaleva §5) (issue 44: no family imports another's module).
 
-A sweep result here is the disable pass's :class:`~bertattn_bench.families.disabling.DisableResult` (read by its
+A sweep result here is the disable pass's :class:`~bertattn_bench.families.disable.DisableResult` (read by its
 fields: task, seeds, base, n_dev, n_layers, n_heads, head/layer deltas, flips and correlations with the base).
 """
 from __future__ import annotations

@@ -37,7 +37,7 @@ from __future__ import annotations
 # ``from bertattn_bench.families import probes`` reads as one module; importing the package registers the family,
 # its metrics and nothing else.
 from .constants import *  # noqa: F401,F403
-from .data import *  # noqa: F401,F403
+from .data import *  # noqa: F401, F403
 from .metrics import *  # noqa: F401,F403
 from .models import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403

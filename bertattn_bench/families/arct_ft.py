@@ -30,7 +30,7 @@ from ..base.plotting import pyplot, save_figure
 from ..claims import learned
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import binomial_se
-from ..data import arct
+from ..data import arct_corpus as arct
 from ..engine.batching import Skipped
 from ..engine.passes import NothingToMeasure, PassResult
 from ..training import arct_finetune as arct_ft
