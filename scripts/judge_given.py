@@ -87,7 +87,8 @@ def trainer_model(args, data_dir: Path) -> Path:
     tok = AutoTokenizer.from_pretrained(path)
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(path, num_labels=2, finetuning_task="mrpc")
+    config = AutoConfig.from_pretrained(path, num_labels=2)
+    config.finetuning_task = "mrpc"  # transformers 5 drops it as a from_pretrained keyword (docs/your-model.md)
     model = AutoModelForSequenceClassification.from_pretrained(path, config=config)
     train = glue.load_split(data_dir, "mrpc", "train")
     enc = tok([r.text_a for r in train], [r.text_b for r in train], truncation=True, max_length=128)
