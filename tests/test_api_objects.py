@@ -36,7 +36,7 @@ def _user_model(loaded):
     return model.eval()
 
 
-# every type of the architecture table with BERTATTN_ALL_ARCHITECTURES=1 (56 types, ~2 min on 2 cores); by default one
+# every type of the architecture table with BERTATTN_ALL_ARCHITECTURES=1 (55 types, ~2 min on 2 cores); by default one
 # of each attention path (interface, shared layers, own code read at its dropout, the seam) and one refused type
 PATHS = ("BERT", "DistilBERT", "ALBERT", "ModernBERT", "MPNet", "DeBERTa-v2/v3", "RoFormer", "XLNet", "ConvBERT",
          "FNet")
