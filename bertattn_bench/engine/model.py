@@ -321,9 +321,9 @@ def _load_task_model(source, name, readable, slug, task, dev, hub, tok) -> Loade
     return _given(clf.eval().to(dev), tok, readable, slug, source, dev, task)
 
 
-def _given(clf, tok, name, slug, source, dev, task) -> LoadedModel:
+def _given(clf, tok, name, slug, source, dev, task, digest: str | None = None) -> LoadedModel:
     name, slug = as_given_names(name, slug, task)
-    digest = weights_digest(clf)
+    digest = digest or weights_digest(clf)
     loaded = _finish(clf.base_model, tok, name, slug, source, dev, None)
     cfg = clf.config
     loaded.task = GivenTask(task, clf, digest, int(cfg.num_labels), getattr(cfg, "problem_type", None),
@@ -432,7 +432,7 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
 
     The caller's object is left as it is: a copy (float32, eval mode, the project's attention implementation) is
     measured. A task model (``...ForSequenceClassification``, ``...ForMaskedLM``) is measured through its encoder
-    (``model.base_model``). Its name is ``name`` or ``object:<the config's name or path>``; its slug and the cache
+    (``model.base_model``), unless ``task`` names the task a classifier is judged on as given (its head kept). Its name is ``name`` or ``object:<the config's name or path>``; its slug and the cache
     key carry a digest of its weights, so two objects with the same weights share cached passes and a changed
     weight is never served a stale one."""
 
@@ -445,18 +445,15 @@ def wrap_model(model: torch.nn.Module, tokenizer, name: str | None = None, devic
         if getattr(model, "base_model", model) is model or not hasattr(model.config, "num_labels"):
             raise ModelLoadError(f"task={task!r}: {type(model).__name__} is not a sequence-classification model "
                                  f"(leave out task= to measure it as an encoder)")
-        clf = measured_copy(model).eval()
-        digest = weights_digest(clf)
-        base = name or f"object:{getattr(clf.config, '_name_or_path', '') or type(model).__name__}"
-        slug = f"{slugify(Path(base.split(':', 1)[-1]).name or type(model).__name__)}-w{digest[:10]}"
-        loaded = _given(clf.to(choose_device(device)), tokenizer, base, slug, "", choose_device(device), task)
-        loaded.info.extra["weights_sha256"] = digest
-        return loaded
-    encoder = measured_copy(getattr(model, "base_model", model))
-    digest = weights_digest(encoder)
-    base = name or f"object:{getattr(encoder.config, '_name_or_path', '') or type(model).__name__}"
+        measured = measured_copy(model).eval()
+    else:
+        measured = measured_copy(getattr(model, "base_model", model))
+    digest = weights_digest(measured)
+    base = name or f"object:{getattr(measured.config, '_name_or_path', '') or type(model).__name__}"
     slug = f"{slugify(Path(base.split(':', 1)[-1]).name or type(model).__name__)}-w{digest[:10]}"
-    loaded = _finish(encoder, tokenizer, base, slug, "", choose_device(device), None)
+    dev = choose_device(device)
+    loaded = (_given(measured.to(dev), tokenizer, base, slug, "", dev, task, digest) if task is not None
+              else _finish(measured, tokenizer, base, slug, "", dev, None))
     loaded.info.extra["weights_sha256"] = digest
     return loaded
 
