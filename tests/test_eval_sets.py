@@ -40,7 +40,7 @@ def test_a_datasets_folder_gives_the_tsv_rows(tsv, tmp_path):
     dd.save_to_disk(str(tmp_path / "mrpc_ds"))
     src = eval_sets.parse_option(f"mrpc={tmp_path / 'mrpc_ds'}")
     assert _plain(eval_sets.rows(src, "dev")) == want
-    assert _plain(eval_sets.rows(src, "train")) == want and eval_sets.has_train(src)
+    assert _plain(eval_sets.rows(src, "train")) == want == _plain(eval_sets.train_rows(src))
     assert _plain(eval_sets.rows(eval_sets.of(dd, "mrpc"), "dev", limit=2)) == want[:2]
     assert eval_sets.rows_digest(eval_sets.rows(src)) == eval_sets.rows_digest(glue.load_split(tsv, "mrpc", "dev"))
 
@@ -56,7 +56,7 @@ def test_files_with_a_column_mapping(tsv, tmp_path, suffix):
      ".jsonl": lambda: path.write_text("".join(json.dumps(r) + "\n" for r in frame.to_dict("records")))}[suffix]()
     src = eval_sets.parse_option(f"mrpc={path},text=a,text_pair=b,label=y")
     assert _plain(eval_sets.rows(src)) == _plain(glue.load_split(tsv, "mrpc", "dev"))
-    assert not eval_sets.has_train(src)  # one file is one split: the dev set
+    assert eval_sets.train_rows(src) is None  # one file is one split: the dev set
 
 
 def test_a_classlabel_maps_by_name():

@@ -206,8 +206,11 @@ def _class_names(table, column: str, t: glue.Task) -> list | None:
 
 def rows(src: EvalSource, which: str = "dev", limit: int | None = None, allow_download: bool = False) -> list[glue.Example]:
     """The split's examples, in the source's order, as the TSV reader gives them (the first ``limit``)."""
+    return _rows_of(src, _table(src, which, allow_download), which, limit)
+
+
+def _rows_of(src: EvalSource, table, which: str, limit: int | None) -> list[glue.Example]:
     t = glue.task(src.task)
-    table = _table(src, which, allow_download)
     where = src.describe()
     a_col = _column(table, src.text, COLUMNS[t.name][0], "text", where)
     b_col = _column(table, src.text_pair, COLUMNS[t.name][1], "text_pair", where) if t.is_pair else None
@@ -229,13 +232,14 @@ def rows(src: EvalSource, which: str = "dev", limit: int | None = None, allow_do
     return out
 
 
-def has_train(src: EvalSource) -> bool:
-    """Whether the source has a train split (a DatasetDict or folder with one, a hub dataset's)."""
+def train_rows(src: EvalSource) -> list[glue.Example] | None:
+    """The source's train split (a DatasetDict or folder with one, a hub dataset's), read once; None where it has
+    none."""
     try:
-        _table(src, "train")
+        table = _table(src, "train")
     except DataError:
-        return False
-    return True
+        return None
+    return _rows_of(src, table, "train", None)
 
 
 def rows_digest(examples: list[glue.Example]) -> str:

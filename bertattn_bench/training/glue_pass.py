@@ -125,8 +125,10 @@ def importance_rows(p, seed: int, recipe) -> list:
     fine-tune; for a classifier judged as given, the train split of its evaluation source where it has one, else
     the shipped train TSV."""
     origin = getattr(p.dev, "origin", None)
-    if getattr(p.loaded, "task", None) is not None and origin is not None and eval_sets.has_train(origin):
-        return eval_sets.rows(origin, "train")
+    if getattr(p.loaded, "task", None) is not None and origin is not None:
+        rows = eval_sets.train_rows(origin)  # the source's train split, read once; None: it has none
+        if rows is not None:
+            return rows
     return finetune.training_rows(p.data_dir, p.task.name, recipe, seed)
 
 
