@@ -135,6 +135,8 @@ class ClusteringReducer(Reducer):
     """Per batch: the sampled query rows of every layer's heads, stacked (L·H, R, T) once the last layer is in,
     reduced to JS sums; plus the §3 statistics of the batch for the behaviour labels."""
 
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
+
     def __init__(self, n_layers: int, n_heads: int, device, query_fraction: float | None = QUERY_FRACTION,
                  seed: int = QUERY_SEED, chunk_elements: int = CHUNK_ELEMENTS):
         self.n_layers, self.n_heads = n_layers, n_heads

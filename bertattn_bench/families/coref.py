@@ -86,6 +86,8 @@ class CorefResult:
 class CorefReducer(Reducer):
     """Per (layer, mention type, head) counts of anaphors whose head word's argmax is an antecedent's head word."""
 
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
+
     def __init__(self, windows: list[CorefWindow], n_layers: int, n_heads: int, device, kinds=KINDS):
         self.kinds = tuple(kinds)
         kid = {k: i for i, k in enumerate(self.kinds)}

@@ -112,6 +112,8 @@ class FrameResult:
 class FrameReducer(Reducer):
     """Sums over sentences, per (direction, layer, head), of the linked pairs' max attention and of the control's."""
 
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
+
     def __init__(self, pairs_per_example: list[list[tuple[int, int]]], n_words: list[int], n_layers: int,
                  n_heads: int, device, draws: int = DRAWS, seed: int = CONTROL_SEED, example_index: int | None = None,
                  pooling: str = "mean", level: str = "word", offset: int = 0):

@@ -61,6 +61,11 @@ def attention_run(
                 mod.__dict__.pop("_bertattn_stack", None)
 
 
+def in_a_run(model: torch.nn.Module) -> bool:
+    """Whether an :func:`attention_run` is active on ``model`` (a run entered now would nest in it)."""
+    return any(mod.__dict__.get("_bertattn_stack") for mod in attention_modules(model))
+
+
 # ---- interventions (functions passed in) -------------------------------------------------------------------------
 
 def _uniform_over_real_keys(probs: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:

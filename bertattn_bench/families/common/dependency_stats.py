@@ -48,6 +48,9 @@ UD_TO_SD = {"det": "det", "compound": "nn", "compound:prt": "prt", "obj": "dobj"
             "amod": "amod", "advmod": "advmod", "ccomp": "ccomp", "aux": "aux", "aux:pass": "auxpass",
             "nmod:poss": "poss"}
 POSSESSIVE_MARKERS = {"'s", "'", "’s", "’"}
+# the most float32 elements one layer group's pooled maps may hold (the pieces attending → words, then words and
+# [CLS]/[SEP]); a batch whose maps for all layers are larger is reduced in groups of layers (same numbers)
+GROUP_ELEMENTS = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -173,9 +176,16 @@ class DependencyReducer(Reducer):
     """Per (layer, direction, relation, head) counts of correct argmax predictions, accumulated on device.
 
     Issue 47: a batch's arcs, its "All" arcs and its nominal-word mask travel in one host array (selected on the
-    host, one non-blocking copy); per layer only the word maps, the two argmaxes, the row sums and the fused sink
-    sums run; the arcs are scored for all layers at once when the batch ends (one gather, one ``index_add_``).
-    Nothing in the batch loop reads a value back to the host (``tests/test_reducer_dispatch.py``)."""
+    host, one non-blocking copy). Per layer only the first pooling product runs (the pieces attending → words, into
+    a per-batch buffer); the rest runs once for a group of layers (all of them unless the buffer would pass
+    :data:`GROUP_ELEMENTS`): the second product, which pools the pieces attended to into words and gives the
+    [CLS]/[SEP] columns in the same product, the row sums, one masked max (the word argmax; the argmax with
+    [CLS]/[SEP] as candidates follows from comparing it with theirs), and one fused reduction of the four sink
+    statistics. The arcs are scored for all layers at once when the batch ends (one gather, one ``index_add_``).
+    Nothing in the batch loop reads a value back to the host (``tests/test_reducer_dispatch.py``). Every statistic
+    is bit-identical to the per-layer code it replaced (docs/speed.md)."""
+
+    maps_only = True  # reads nothing but the maps: the forward pass may stop after the last one
 
     def __init__(self, arcs_per_example: list[list[Arc]], n_layers: int, n_heads: int, device,
                  relations=RELATIONS, nominal_per_example: list | None = None):
@@ -236,28 +246,52 @@ class DependencyReducer(Reducer):
         self.classes = torch.stack([~is_nominal & batch.word_mask, is_nominal], 1).float()  # (B, 2, W)
         self.batch = batch
         self.invalid = (~batch.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=t.device))
-        self.cls_sep = torch.stack([batch.is_cls, batch.is_sep], 1).float()[:, None, None]  # (B, 1, 1, 2, T)
         self.pred = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.long, device=t.device)
         self.pred_special = torch.empty_like(self.pred)
         self.row_sum = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.float32, device=t.device)
         self.n_sentences += b_n
         self.words_split += torch.stack([batch.word_mask.sum(), (batch.word_to.sum(1) > 1).sum()])
+        # the pieces attended to → words, and [CLS], [SEP]: one (B, T, W + 2) matrix, one product per layer group
+        self.to_ext = torch.cat([batch.word_to, torch.stack([batch.is_cls, batch.is_sep], -1).float()], -1)
+        n_t = batch.word_to.shape[1]
+        self.group = max(1, min(self.n_layers, GROUP_ELEMENTS // max(1, b_n * self.n_heads * w * (n_t + w + 2))))
+        # the pieces attending → words: expanded over the heads once per batch (matmul would copy it every layer)
+        self.word_from_h = batch.word_from.unsqueeze(1).expand(b_n, self.n_heads, w, n_t).contiguous()
+        self.from_words = torch.empty(self.group, b_n, self.n_heads, w, n_t, dtype=torch.float32, device=t.device)
+        self.word_max = torch.empty(self.group, b_n, self.n_heads, w, dtype=torch.float32, device=t.device)
+        self.special_index = torch.full((), w, dtype=torch.long, device=t.device)  # never a word's index
+        self.layers: list[int] = []  # the layers whose first product waits in from_words
         self.pending = False
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
-        b = self.batch
-        from_words = b.word_from.unsqueeze(1) @ probs.float()  # (B, H, W, T): mean over the pieces attending
-        words = from_words @ b.word_to.unsqueeze(1)  # (B, H, W, W): sum over the pieces attended to
-        special = (from_words.unsqueeze(-2) * self.cls_sep).sum(-1)  # (B, H, W, 2): to [CLS], to [SEP]
-        masked = words.masked_fill(self.invalid, float("-inf"))
-        torch.argmax(masked, -1, out=self.pred[layer])
-        # Clark fn. 2: the same argmax with [CLS]/[SEP] as candidates (index W, W+1 never equals a word)
-        torch.argmax(torch.cat([masked, special], dim=-1), -1, out=self.pred_special[layer])
-        sink = special.sum(-1)  # (B, H, W)
-        torch.add(words.sum(-1), sink, out=self.row_sum[layer])  # every word's attention sums to 1 (Clark §4.1)
-        stats = torch.stack([sink, sink.square()], 2)  # (B, H, 2, W)
-        self.sink[layer] += (stats.unsqueeze(3) * self.classes[:, None, None]).sum((0, 4)).double()
+        if self.layers and (layer != self.layers[-1] + 1 or len(self.layers) == self.group):
+            self._reduce_layers()
+        torch.matmul(self.word_from_h, probs.float(), out=self.from_words[len(self.layers)])  # (B, H, W, T)
+        self.layers.append(layer)
         self.pending = True
+        if layer == self.n_layers - 1 or len(self.layers) == self.group:
+            self._reduce_layers()
+
+    def _reduce_layers(self) -> None:
+        """Everything after the first product, for the contiguous layers waiting in ``from_words``."""
+        if not self.layers:
+            return
+        first, k = self.layers[0], len(self.layers)
+        self.layers = []
+        layers = slice(first, first + k)
+        _, b_n, h, w, n_t = self.from_words[:k].shape
+        ext = (self.from_words[:k].view(k, b_n, h * w, n_t) @ self.to_ext).view(k, b_n, h, w, w + 2)
+        words, special = ext[..., :w], ext[..., w:]  # (k, B, H, W, W): sum over the pieces attended to; [CLS], [SEP]
+        sink = special.sum(-1)  # (k, B, H, W)
+        torch.add(words.sum(-1), sink, out=self.row_sum[layers])  # every word's attention sums to 1 (Clark §4.1)
+        words.masked_fill_(self.invalid, float("-inf"))
+        torch.max(words, -1, out=(self.word_max[:k], self.pred[layers]))
+        # Clark fn. 2: the argmax with [CLS]/[SEP] as candidates too. In [words, CLS, SEP] the first maximum is a
+        # word's unless a special column is strictly larger: the same index as an argmax over the concatenation
+        torch.where(special.amax(-1) > self.word_max[:k], self.special_index, self.pred[layers],
+                    out=self.pred_special[layers])
+        stats = torch.stack([sink, sink.square()], 3)  # (k, B, H, 2, W)
+        self.sink[layers] += (stats.unsqueeze(4) * self.classes[None, :, None, None]).sum((1, 5)).double()
 
     def end_batch(self, hidden_states=None) -> None:
         self._flush()
@@ -267,6 +301,7 @@ class DependencyReducer(Reducer):
         too, for callers that drive update() alone)."""
         if not self.pending:
             return
+        self._reduce_layers()
         self.pending = False
         got = self.pred[:, self.arc_b.unsqueeze(0), :, self.arc_words]  # (3, A, L, H): from dep, alt, head
         ok = got == self.arc_want  # dep→head, alt→head, head→dep

@@ -66,6 +66,8 @@ class SurfaceReducer(Reducer):
     from them in :meth:`finalize` (the same float32 batch sums as before, so the same numbers). Nothing in the batch
     loop reads a value back to the host."""
 
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
+
     def __init__(self, n_layers: int, n_heads: int, device, vocab_size: int | None = None):
         self.n_layers, self.n_heads = n_layers, n_heads
         self.rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per layer: (B, H, FIELDS) per batch

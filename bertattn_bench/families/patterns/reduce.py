@@ -18,6 +18,8 @@ from .maps import classify, map_features, masked_max_each, received
 class PatternReducer(Reducer):
     """GLUE task pass: type counts, map features, the §4.4 special-token scores, the [CLS] row, typical maps."""
 
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
+
     def __init__(self, n_layers: int, n_heads: int, device, keep_examples: bool = True, max_len_example: int = 48):
         z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
         self.counts, self.feats = z(n_layers, n_heads, len(TYPES)), z(n_layers, n_heads, 3)
@@ -167,6 +169,8 @@ class PatternReducer(Reducer):
 
 class FeatureReducer(Reducer):
     """UD pass: the §4.4 feature scores per head, verb → subject attention (§4.5) and the ±1 mass ``d``."""
+
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
 
     def __init__(self, flags: dict[int, np.ndarray], arcs: dict[int, list[tuple[int, int]]], n_layers: int,
                  n_heads: int, device, control: dict[int, np.ndarray] | None = None):

@@ -19,6 +19,8 @@ class WordMapReducer(Reducer):
     from [CLS] to the word, from [SEP] to the word (the model's own cls/sep tokens; a word's pieces pooled as in
     the maps). For a subsample only: it keeps maps (the probes train on them)."""
 
+    maps_only = True  # reads nothing but the maps: each forward pass may stop after the last one
+
     def __init__(self, n_layers: int, n_heads: int, embeddings: torch.Tensor | None = None):
         self.n_layers, self.n_heads = n_layers, n_heads
         self.embeddings = embeddings
