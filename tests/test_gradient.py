@@ -2,6 +2,8 @@
 masking, and refusing a checkpoint without MLM head weights (a tiny BertForMaskedLM built from a config)."""
 from types import SimpleNamespace
 
+import os
+
 import pytest
 import torch
 
@@ -212,3 +214,23 @@ def test_figure_writes_png(tmp_path):
     no_head = SimpleNamespace(result=g.NoMLMHead("none"))
     paths = g.gradient_figure([pr, no_head], tmp_path)
     assert [p.name for p in paths] == ["gradient-tiny-wikitext2.png"] and paths[0].stat().st_size > 0
+
+
+def test_no_synchronising_operation_in_the_gradient_loop(tiny_mlm, tokenizer, masked):
+    """Issue 47: the masked positions are chosen on the host and read by integer index (8949cf5's loss took them by
+    a boolean index and ``nonzero``, whose sizes the host learns from the device); the reducer reads no value back.
+    Counted: what this package's code asks for; the model's own (transformers' mask check, ``padding_mask.all()``)
+    is the bare forward's too."""
+    from bertattn_bench.engine.opcount import OpCount
+
+    batch = _batch(masked, tokenizer, [0, 1, 2])
+    red = g.GradientReducer(2, 2, "cpu")
+    with OpCount() as counted:
+        labels = g.batch_labels(batch, masked)
+        red.start_batch(batch, labels)
+        _, probs, grads = g.attention_gradients(tiny_mlm.model, batch, labels, 2)
+        for layer in range(2):
+            red.update(layer, probs[layer], grads[layer])
+    ours = {k: v for k, v in counted.where.items() if f"{os.sep}bertattn_bench{os.sep}" in k[1]}
+    assert not ours, ours
+    assert int(red.n_masked) == sum(len(masked[i].positions) for i in (0, 1, 2))

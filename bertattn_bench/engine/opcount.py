@@ -15,6 +15,7 @@ included; views, which launch no kernel, counted apart) and records each synchro
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import torch
@@ -49,12 +50,12 @@ class _Functions(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name in HOST_READS:
-            self.owner.syncs[name] += 1
+            self.owner._sync(name)
         elif name in ("to", "cuda") and not kwargs.get("non_blocking", False) and (
                 name == "cuda" or _has_device(args, kwargs)):
-            self.owner.syncs[f"{name}(device) blocking"] += 1
+            self.owner._sync(f"{name}(device) blocking")
         elif name in CREATES_ON_DEVICE and "device" in kwargs:
-            self.owner.syncs[f"{name}(device=...)"] += 1
+            self.owner._sync(f"{name}(device=...)")
         return func(*args, **kwargs)
 
 
@@ -71,26 +72,36 @@ class _Dispatch(TorchDispatchMode):
             if not getattr(func, "is_view", False) and name not in NO_KERNEL:  # a view launches no kernel
                 self.owner.ops[name] += 1
         if name in DATA_DEPENDENT:
-            self.owner.syncs[f"aten::{name}"] += 1
+            self.owner._sync(f"aten::{name}")
         elif name in ("index", "index_put", "index_put_") and any(
                 isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8)
                 for i in (args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ())):
-            self.owner.syncs[f"aten::{name} (boolean mask)"] += 1
+            self.owner._sync(f"aten::{name} (boolean mask)")
         elif name == "repeat_interleave" and isinstance(args[0], torch.Tensor) and len(args) == 1:
-            self.owner.syncs["aten::repeat_interleave(tensor)"] += 1
+            self.owner._sync("aten::repeat_interleave(tensor)")
         return func(*args, **kwargs)
 
 
 class OpCount:
     """``with OpCount() as c: ...`` then ``c.n_ops`` (ATen operators dispatched that compute: views, which launch
     no kernel, are left out; ``c.calls`` counts them too), ``c.ops`` (by name),
-    ``c.syncs`` (synchronising operations by name) and ``c.n_syncs``."""
+    ``c.syncs`` (synchronising operations by name), ``c.where`` (each with the first ``file:line`` outside torch
+    that asked for it) and ``c.n_syncs``."""
 
     def __init__(self):
         self.ops: Counter = Counter()
         self.syncs: Counter = Counter()
         self.calls = 0  # every operator, views included
+        self.where: Counter = Counter()  # (synchronising operation, the first file:line outside torch that asked)
         self._modes = None
+
+    def _sync(self, name: str) -> None:
+        import traceback
+
+        self.syncs[name] += 1
+        frames = [f for f in traceback.extract_stack()[:-1]
+                  if f"{os.sep}torch{os.sep}" not in f.filename and not f.filename.endswith("opcount.py")]
+        self.where[(name, f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?")] += 1
 
     def __enter__(self) -> "OpCount":
         self._modes = (_Functions(self), _Dispatch(self))

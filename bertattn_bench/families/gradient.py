@@ -99,13 +99,36 @@ def mask_pieces(enc: Encoded, tokenizer, rate: float = MASK_RATE, seed: int = MA
     return MaskedExample(dataclasses.replace(enc, input_ids=ids), positions, labels)
 
 
-def batch_labels(batch, masked: dict[int, MaskedExample]) -> torch.Tensor:
-    """(B, T) labels: the original id at masked positions, -100 elsewhere."""
-    labels = torch.full(batch.input_ids.shape, -100, dtype=torch.long)
+@dataclass
+class MaskedLabels:
+    """A batch's masked positions, chosen on the host and copied to the device in one array (issue 47: the loss reads
+    them by integer index, no boolean index whose size the host must learn from the device)."""
+
+    labels: torch.Tensor  # (B, T): the original id at masked positions, -100 elsewhere
+    rows: torch.Tensor  # (M,): each masked position's segment, in row-major order (as a boolean mask reads them)
+    cols: torch.Tensor  # (M,): its position
+    targets: torch.Tensor  # (M,): its original id
+    per_segment: torch.Tensor  # (B,): masked positions per segment
+
+
+def batch_labels(batch, masked: dict[int, MaskedExample]) -> MaskedLabels:
+    """The batch's masked positions and their original ids (:class:`MaskedLabels`)."""
+    from ..engine.batching import to_device
+
+    b, t = batch.input_ids.shape
+    labels = np.full((b, t), -100, dtype=np.int64)
+    picks = []  # (row, position, id), row-major
     for row, e in enumerate(batch.examples):
         m = masked[e.index]
-        labels[row, m.positions] = torch.tensor(m.labels, dtype=torch.long)
-    return labels.to(batch.input_ids.device, non_blocking=True)
+        for pos, label in sorted(zip(m.positions, m.labels)):
+            labels[row, pos] = label
+            picks.append((row, pos, label))
+    at = np.array(picks, dtype=np.int64).reshape(-1, 3)
+    per_segment = np.bincount(at[:, 0], minlength=b) if len(at) else np.zeros(b, dtype=np.int64)
+    n = len(at)
+    flat = to_device(np.concatenate([labels.ravel(), at.T.ravel(), per_segment]), batch.input_ids.device)
+    return MaskedLabels(flat[:b * t].view(b, t), flat[b * t:b * t + n], flat[b * t + n:b * t + 2 * n],
+                        flat[b * t + 2 * n:b * t + 3 * n], flat[b * t + 3 * n:])
 
 
 # ---- the gradient core --------------------------------------------------------------------------------------
@@ -117,26 +140,24 @@ def _head_module(model):
     return heads[0] if len(heads) == 1 else None
 
 
-def mlm_loss(model, batch, labels: torch.Tensor) -> torch.Tensor:
+def mlm_loss(model, batch, masked: MaskedLabels) -> torch.Tensor:
     """Sum over segments of each segment's mean cross-entropy over its masked pieces.
 
     Logits are computed for the masked positions only (the full ``(B, T, vocab)`` logits would dominate memory).
     """
-    sel = labels >= 0
     head = _head_module(model)
     if head is not None:
         hidden = model.base_model(**batch.model_inputs(model)).last_hidden_state
-        logits = head(hidden[sel])
+        logits = head(hidden[masked.rows, masked.cols])
     else:  # an architecture whose head is several modules: the full forward
-        logits = model(**batch.model_inputs(model)).logits[sel]
+        logits = model(**batch.model_inputs(model)).logits[masked.rows, masked.cols]
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half precision → float32
-    ce = torch.nn.functional.cross_entropy(logits, labels[sel], reduction="none")
-    rows = sel.nonzero()[:, 0]
-    per_segment = torch.zeros(sel.shape[0], dtype=ce.dtype, device=ce.device).index_add_(0, rows, ce)
-    return (per_segment / sel.sum(-1).clamp(min=1)).sum()
+    ce = torch.nn.functional.cross_entropy(logits, masked.targets, reduction="none")
+    per_segment = torch.zeros(batch.input_ids.shape[0], dtype=ce.dtype, device=ce.device).index_add_(0, masked.rows, ce)
+    return (per_segment / masked.per_segment.clamp(min=1)).sum()
 
 
-def attention_gradients(model, batch, labels: torch.Tensor, n_layers: int):
+def attention_gradients(model, batch, labels: MaskedLabels, n_layers: int):
     """(loss, [probs per layer], [∂loss/∂probs per layer]) for one batch; gradients enabled whatever the context."""
     deltas: dict[int, torch.Tensor] = {}
     probs_seen: dict[int, torch.Tensor] = {}
@@ -171,9 +192,9 @@ class GradientReducer:
         self.n_masked = torch.zeros((), dtype=torch.long, device=device)
         self.n_segments = 0
 
-    def start_batch(self, batch, labels: torch.Tensor) -> None:
+    def start_batch(self, batch, labels: MaskedLabels) -> None:
         real = batch.token_mask
-        masked = labels >= 0
+        masked = labels.labels >= 0
         unmasked = real & ~masked
         self.query = real.to(torch.float32)
         self.keys = {
