@@ -416,3 +416,61 @@ def test_iter_batches_carry_positions_and_in_data_order_restores_order(tokenizer
     assert [b.input_ids.shape[1] for b in batches] == [3, 5, 6]
     rows = [np.array([[10.0 * p] for p in b.positions]) for b in batches]  # a row's value names its example
     assert in_data_order([b.positions for b in batches], rows)[:, 0].tolist() == [0.0, 10.0, 20.0, 30.0, 40.0]
+
+
+@pytest.mark.parametrize("cls_weight, expected", [(0.4, 100.0), (0.41, 0.0), (0.39, 100.0)])
+def test_specials_as_candidates_a_tie_goes_to_the_word(tok, cls_weight, expected):
+    """Clark fn. 2's variant with [CLS]/[SEP] as candidates: the argmax over [words, CLS, SEP] takes the first
+    maximum, so a word tied with [CLS] wins and a [CLS] strictly above it wins (the reducer derives this argmax from
+    the word argmax; ``>=`` for ``>`` there fails the tie)."""
+    def probs_fn(batch):
+        (enc,) = batch.examples
+        rows = {}
+        for t, w in enumerate(enc.word_index):
+            if w < 0 or CAT.heads[w] == 0:
+                rows[t] = {0: 1.0}
+            else:  # powers of two apart are not needed: single-piece words pool their pieces' weights exactly
+                rows[t] = {0: cls_weight, first_piece(enc, CAT.heads[w] - 1): 0.4}
+        return batch_probs(batch, [[rows]])
+
+    res = run(tok, [CAT], probs_fn)
+    n_all = int(res.n_arcs[rel(res, "All")])
+    assert float(res.all_correct_with_special[0, 0]) / n_all * 100 == expected
+    assert float(res.accuracy()[0, 0, rel(res, "All"), 0]) == 100.0  # words alone: the gold head either way
+
+
+def test_layer_groups_give_the_same_numbers(tok, monkeypatch):
+    """A batch's layers reduced together, one at a time, or in groups of two (a cap on the group's elements) give
+    the same numbers, bit for bit."""
+    import bertattn_bench.families.common.dependency_stats as D
+
+    sentences = [CAT, SNORKEL, CAT]
+    g = torch.Generator().manual_seed(3)
+
+    def probs_fn(batch):
+        b, t = batch.input_ids.shape
+        scores = torch.randn(b, 4, t, t, generator=g) * 3
+        return scores.masked_fill(~batch.token_mask[:, None, None, :], float("-inf")).softmax(-1)
+
+    encs = [encode_words(tok, i, s.words) for i, s in enumerate(sentences)]
+    batch = make_batch(encs, tok, CPU, with_words=True)
+    maps = [probs_fn(batch) for _ in range(3)]
+    per_layer = batch.input_ids.shape[0] * 4 * batch.word_mask.shape[1] * (batch.input_ids.shape[1] +
+                                                                           batch.word_mask.shape[1] + 2)
+
+    def reduce(cap):
+        monkeypatch.setitem(D.GROUP_ELEMENTS, "cpu", cap)
+        red = DependencyReducer([sd_arcs(s) for s in sentences], 3, 4, CPU)
+        red.start_batch(batch)
+        assert red.group == min(3, max(1, cap // per_layer))
+        for layer, p in enumerate(maps):
+            red.update(layer, p)
+        red.end_batch()
+        return red.finalize()
+
+    together, one, two = reduce(3 * per_layer), reduce(1), reduce(2 * per_layer)
+    for res in (one, two):
+        for name in ("correct", "all_correct_with_special", "sink_share", "sink_sq_mean"):
+            assert torch.equal(getattr(together, name), getattr(res, name)), name
+        assert res.max_row_sum_error == together.max_row_sum_error
+    assert float(together.correct.sum()) > 0
