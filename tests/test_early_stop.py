@@ -5,11 +5,11 @@ leaves out modules (the last layer's value product onward); it does not happen w
 maps: a reducer that is not maps-only, one that wants hidden states, an intervention, a run nested in another."""
 from __future__ import annotations
 
+import architecture_matrix as A
 import pytest
 import torch
 from torch.nn.modules.module import register_module_forward_hook
 
-import architecture_matrix as A
 from bertattn_bench.engine.attention import Intervention, Reducer, attention_run, forward, run_reducers, zero_heads
 from bertattn_bench.engine.batching import encode_words, iter_batches
 

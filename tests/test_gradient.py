@@ -1,8 +1,7 @@
 """Clark §3.2 Fig. 3 gradient family: ∂L_MLM/∂α against finite differences, reducer and metrics on known answers,
 masking, and refusing a checkpoint without MLM head weights (a tiny BertForMaskedLM built from a config)."""
-from types import SimpleNamespace
-
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch

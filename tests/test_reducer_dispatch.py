@@ -21,8 +21,8 @@ from bertattn_bench.data.ud import Sentence
 from bertattn_bench.engine.attention import Reducer
 from bertattn_bench.engine.batching import encode_pair, encode_words, make_batch
 from bertattn_bench.engine.opcount import OpCount, reducer_counts
-from bertattn_bench.families import dependency as syntax
 from bertattn_bench.families import clustering, framenet, surface
+from bertattn_bench.families import dependency as syntax
 from bertattn_bench.families.coref import CorefReducer
 from bertattn_bench.families.patterns import reduce as patterns
 from bertattn_bench.families.patterns.constants import LING

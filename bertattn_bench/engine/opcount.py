@@ -88,12 +88,12 @@ class OpCount:
     ``c.syncs`` (synchronising operations by name), ``c.where`` (each with the first ``file:line`` outside torch
     that asked for it) and ``c.n_syncs``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ops: Counter = Counter()
         self.syncs: Counter = Counter()
         self.calls = 0  # every operator, views included
         self.where: Counter = Counter()  # (synchronising operation, the first file:line outside torch that asked)
-        self._modes = None
+        self._modes: tuple = ()
 
     def _sync(self, name: str) -> None:
         import traceback

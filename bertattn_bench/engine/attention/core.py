@@ -8,8 +8,8 @@ from typing import Iterator, Sequence
 
 import torch
 
-from .interface import Intervention, Observer, ProbEditor
 from .discovery import layers_heads
+from .interface import Intervention, Observer, ProbEditor
 from .interventions import attention_run, in_a_run
 
 

@@ -111,7 +111,7 @@ class UniformRows:
     each row is one (example, configuration), and a row equals :func:`uniform_attention` of its own heads alone.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.mask: torch.Tensor | None = None
 
     def set(self, mask: torch.Tensor) -> "UniformRows":
