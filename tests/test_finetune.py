@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from toy_glue import MRPC_HEADER, mrpc_lines
 
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.base.settings import from_environment
@@ -11,27 +12,13 @@ from bertattn_bench.data import glue
 from bertattn_bench.training import glue_finetune as finetune
 from bertattn_bench.training import sweeps
 
-MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
-
-
-def _mrpc_rows(n, seed):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        a = " ".join(rng.choice(WORDS, rng.integers(3, 9)))
-        label = int(rng.integers(0, 2))
-        b = a if label else " ".join(rng.choice(WORDS, rng.integers(3, 9)))  # a learnable rule: copy = paraphrase
-        rows.append(f'{label}\t{i}\t{i + 1000}\t{a}\t" {b}\n')  # a bare quote, as in the real files
-    return rows
-
 
 @pytest.fixture()
 def glue_dir(tmp_path):
     d = tmp_path / "glue" / "MRPC"
     d.mkdir(parents=True)
-    (d / "train.tsv").write_text(MRPC_HEADER + "".join(_mrpc_rows(48, 0)), encoding="utf-8")
-    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(_mrpc_rows(20, 1)), encoding="utf-8")
+    (d / "train.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(48, 0, bare_quote=True)), encoding="utf-8")
+    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(20, 1, bare_quote=True)), encoding="utf-8")
     q = tmp_path / "glue" / "QNLI"
     q.mkdir()
     (q / "dev.tsv").write_text("index\tquestion\tsentence\tlabel\n0\tWhy?\tBecause.\tentailment\n", encoding="utf-8")

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from toy_glue import MRPC_HEADER, mrpc_lines
 
 import bertattn_bench as bb
 from bertattn_bench.base.errors import BenchError, ModelLoadError
@@ -15,28 +16,14 @@ from bertattn_bench.training import glue_finetune as finetune
 from bertattn_bench.training.given import export_classifier, resolve_task
 from bertattn_bench.training.glue_pass import recipe_for
 
-MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
-
-
-def _rows(n, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        a = " ".join(rng.choice(WORDS, rng.integers(3, 9)))
-        label = int(rng.integers(0, 2))
-        b = a if label else " ".join(rng.choice(WORDS, rng.integers(3, 9)))
-        out.append(f"{label}\t{i}\t{i + 1000}\t{a}\t{b}\n")
-    return out
-
 
 @pytest.fixture(scope="module")
 def glue_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("glue")
     d = root / "glue" / "MRPC"
     d.mkdir(parents=True)
-    (d / "train.tsv").write_text(MRPC_HEADER + "".join(_rows(96, 0)), encoding="utf-8")
-    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(_rows(40, 1)), encoding="utf-8")
+    (d / "train.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(96, 0)), encoding="utf-8")
+    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(40, 1)), encoding="utf-8")
     return root
 
 

@@ -4,6 +4,7 @@ and the pass's batched sweeps against masking one configuration at a time."""
 import numpy as np
 import pytest
 import torch
+from toy_glue import MRPC_HEADER, STSB_HEADER, mrpc_lines, toy_pairs
 
 from bertattn_bench.claims.registry import METRICS, load_all_metrics
 from bertattn_bench.data import glue
@@ -11,21 +12,7 @@ from bertattn_bench.engine import attention
 from bertattn_bench.families import prune as pruning
 from bertattn_bench.training import glue_finetune as finetune
 
-MRPC_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-STSB_HEADER = "index\tgenre\tsentence1\tsentence2\tscore\n"
-WORDS = "the a cat dog sat ran on under mat log big small red blue quickly slowly".split()
 RECIPE = finetune.Recipe(epochs=2, batch_size=8, lr=1e-3)
-
-
-def _pairs(n, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        a = " ".join(rng.choice(WORDS, rng.integers(3, 9)))
-        label = int(rng.integers(0, 2))
-        b = a if label else " ".join(rng.choice(WORDS, rng.integers(3, 9)))
-        out.append((label, a, b))
-    return out
 
 
 @pytest.fixture()
@@ -33,11 +20,11 @@ def glue_dir(tmp_path):
     d = tmp_path / "glue" / "MRPC"
     d.mkdir(parents=True)
     for split, n, seed in (("train", 48, 0), ("dev", 24, 1)):
-        rows = [f"{y}\t{i}\t{i + 1000}\t{a}\t{b}\n" for i, (y, a, b) in enumerate(_pairs(n, seed))]
+        rows = mrpc_lines(n, seed)
         (d / f"{split}.tsv").write_text(MRPC_HEADER + "".join(rows), encoding="utf-8")
     s = tmp_path / "glue" / "STS-B"
     s.mkdir()
-    rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(_pairs(16, 2))]
+    rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(toy_pairs(16, 2))]
     (s / "dev.tsv").write_text(STSB_HEADER + "".join(rows), encoding="utf-8")
     return tmp_path
 
