@@ -112,6 +112,10 @@ class _Shares:
 class NormsReducer(Reducer):
     """The plain sweep's statistics, accumulated on the model's device from :class:`engine.norms.NormReader`."""
 
+    # reads the maps and, through its reader, each layer's value projection (its hook fires before the layer's map)
+    # and the layer's own weights: nothing the model computes after the last map, so the pass may stop there
+    maps_only = True
+
     def __init__(self, reader, n_layers: int, n_heads: int, device, special_ids):
         self.reader, self.n_layers, self.dev = reader, n_layers, device
         self.special_ids = torch.tensor(sorted(special_ids), device=device)
@@ -188,6 +192,8 @@ class NormsReducer(Reducer):
 class MixingReducer(Reducer):
     """The masked sweep: the mixing ratios of every real (token, layer), pooled (mean, max, min) and per layer."""
 
+    maps_only = True  # as NormsReducer: the value projection's hook fires before the map; the rest is recomputed
+
     def __init__(self, reader, n_layers: int, device):
         self.reader = reader
         self.sum = {r: torch.zeros(n_layers, dtype=torch.float64, device=device) for r in RATIOS}
@@ -236,7 +242,7 @@ def read_ranks(path: Path, vocab_size: int) -> tuple[torch.Tensor, int]:
     table's last + 1, as the authors' relation_with_freq.py). Bad lines raise a DataError naming file and line."""
     from ..base.errors import DataError
 
-    ranks = torch.full((vocab_size,), -1, dtype=torch.long)
+    ranks = np.full(vocab_size, -1, dtype=np.int64)  # filled on the host: 29k lines, not 29k tensor writes
     last = 0
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
@@ -253,7 +259,7 @@ def read_ranks(path: Path, vocab_size: int) -> tuple[torch.Tensor, int]:
     if last == 0:
         raise DataError(f"{path}: no ranks")
     ranks[ranks < 0] = last + 1
-    return ranks, last
+    return torch.from_numpy(ranks), last
 
 
 @dataclass

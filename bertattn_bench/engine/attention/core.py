@@ -17,8 +17,9 @@ class Reducer:
     """A statistic accumulated batch by batch on the model's device; ``finalize()`` returns a small result.
 
     A reducer that sets ``wants_hidden_states`` also gets the batch's hidden states (embeddings + every layer) from
-    the same forward pass through ``end_batch``. A reducer that sets ``maps_only`` reads nothing but the maps given
-    to ``update`` (no hook of its own, no output): where every reducer of a run does, and the run has no
+    the same forward pass through ``end_batch``. A reducer that sets ``maps_only`` reads nothing the model computes
+    after a layer's map: the maps given to ``update``, and what its own hooks saw before the map (the norms family's
+    value projections), no output: where every reducer of a run does, and the run has no
     intervention, each batch's forward pass stops once the last layer's map is read (issue 47: the rest of the last
     layer, its value product, output projection and feed-forward block, and the pooler, are never read; not in a
     run nested in another, whose interventions may read there)."""
