@@ -117,3 +117,35 @@ def test_until_layer_needs_an_observer_and_no_hidden_states(tiny, tokenizer):
         list(forward(tiny.model, batches(), lambda layer, p: None, hidden=True, until_layer=1))
     outs = [out for _, out in forward(tiny.model, batches(), lambda layer, p: None, until_layer=1)]
     assert outs == [None, None]
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if hasattr(a, "__dataclass_fields__"):
+        return _equal(vars(a), vars(b))
+    return a == b
+
+
+def test_the_norms_reducers_read_nothing_past_the_maps(tiny, tokenizer, monkeypatch):
+    """The norms family's reducers read each layer's value projection through a hook that fires before the map:
+    stopped after the last map, they give the same numbers as the whole pass."""
+    from bertattn_bench.engine.attention_norms import norm_reading
+    from bertattn_bench.families.norms import MixingReducer, NormsReducer
+
+    def reduce():
+        with norm_reading(tiny.model) as reader:
+            plain = NormsReducer(reader, 2, 4, "cpu", tokenizer.all_special_ids)
+            mixing = MixingReducer(reader, 2, "cpu")
+            calls = _run(tiny, tokenizer, [plain, mixing])
+        return calls, plain.finalize(), mixing.finalize()
+
+    stopped = reduce()
+    monkeypatch.setattr(NormsReducer, "maps_only", False)
+    whole = reduce()
+    assert stopped[0] < whole[0]
+    assert _equal(stopped[1], whole[1]) and _equal(stopped[2], whole[2])
