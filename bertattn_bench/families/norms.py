@@ -88,7 +88,7 @@ class _Shares:
         "next" is 0 with no mask), [CLS] queries for cls_entropy."""
         to = {c: torch.einsum("bhqk,bk->bhq", r, v) for c, v in keys.items()}
         mask = batch.token_mask
-        entropy = -torch.special.xlogy(r, r).sum(-1)
+        entropy = torch.special.entr(r).sum(-1)  # -r log r, 0 at 0: as -xlogy(r, r), bit for bit
         values = {"to_cls": to["cls"], "to_sep": to["sep"], "to_punct": to["punct"],
                   "to_special": to["cls"] + to["sep"] + to["punct"], "self": r.diagonal(dim1=-2, dim2=-1),
                   "prev": torch.nn.functional.pad(r.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0)),

@@ -109,7 +109,7 @@ class SurfaceReducer(Reducer):
         p = probs.float()
         to = p @ self.key_classes  # (B, H, T, 3)
         to_cls, to_sep, to_punct = to[..., 0], to[..., 1], to[..., 2]
-        entropy = -torch.special.xlogy(p, p).sum(-1)
+        entropy = torch.special.entr(p).sum(-1)  # -p log p, 0 at 0: as -xlogy(p, p), bit for bit
         diag = p.diagonal(dim1=-2, dim2=-1)
         prev = torch.nn.functional.pad(p.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
         nxt = torch.nn.functional.pad(p.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)) * self.next_is_real[:, None]
