@@ -2,7 +2,9 @@
 
 The pytest benchmarks time each pass once; on a shared machine one round can be off by 30%. This runs the core
 (forward + every §4 statistic reduced on the device) and the bare batched forward with output_attentions on the
-same batches, alternately, ``--rounds`` times, and prints every round, the minimum and the median.
+same batches, alternately, ``--rounds`` times, and prints every round, the minimum and the median. A third timing,
+the same passes stopped after the last layer's map as the core stops them (issue 47) with nothing reduced, gives
+the statistics' own cost (core / stopped floor) beside the issue's measure (core / floor).
 
 ``--sweep disable|prune`` times a head-configuration sweep instead (the ``disable`` family's 1 + L*H + L
 configurations, or the ``prune`` family's 1 + L*H + 9 curve steps + 1; issue 27): the prefix-shared sweep, the same
