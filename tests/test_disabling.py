@@ -54,7 +54,7 @@ def test_the_disable_pass_pairs_a_regression_task_by_its_predictions(tiny, tmp_p
     [-1, 1], and the gain claims read it (judged, not skipped); the score it pairs is the sweep's own."""
     from dataclasses import replace
 
-    from test_pruning import STSB_HEADER, _pairs
+    from toy_glue import STSB_HEADER, toy_pairs
 
     from bertattn_bench.claims.registry import families
     from bertattn_bench.families.disable import DisableResult, disable_best_gain
@@ -63,7 +63,7 @@ def test_the_disable_pass_pairs_a_regression_task_by_its_predictions(tiny, tmp_p
     d = tmp_path / "glue" / "STS-B"
     d.mkdir(parents=True)
     for split, n, seed in (("train", 48, 0), ("dev", 24, 1)):
-        rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(_pairs(n, seed))]
+        rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(toy_pairs(n, seed))]
         (d / f"{split}.tsv").write_text(STSB_HEADER + "".join(rows), encoding="utf-8")
     real = glue_pass.recipe_for
     monkeypatch.setattr(glue_pass, "recipe_for",
