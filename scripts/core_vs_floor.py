@@ -17,7 +17,6 @@ examples, alternately; the ratio is sweep / (configurations x plain pass). The m
 """
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -26,6 +25,7 @@ from bertattn_bench.claims.registry import families
 from bertattn_bench.engine.attention import forward, layers_heads
 from bertattn_bench.engine.batching import iter_batches
 from bertattn_bench.engine.model import load_model
+from bertattn_bench.engine.passes import timed
 
 
 def main() -> None:
@@ -45,30 +45,24 @@ def main() -> None:
     if args.sweep:
         return sweep_vs_plain(args, loaded)
     dev = torch.device(loaded.info.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     prep = families()["dependency"].prepare(loaded, Path(args.data_dir), args.corpus, limit=args.limit,
                                             batch_size=args.batch_size)
     n = len(prep.encoded)
+    batches = lambda: iter_batches(prep.encoded, loaded.tokenizer, dev, args.batch_size, with_words=False)  # noqa: E731
 
-    def bare() -> float:
-        sync()
-        start = time.perf_counter()
+    def bare_passes() -> None:
         with torch.inference_mode():
-            for batch in iter_batches(prep.encoded, loaded.tokenizer, dev, args.batch_size, with_words=False):
+            for batch in batches():
                 loaded.model(**batch.model_inputs(loaded.model), output_attentions=True)
-        sync()
-        return time.perf_counter() - start
 
     last = layers_heads(loaded.model)[0] - 1
 
-    def stopped() -> float:  # the same forward passes, stopped where the core stops them, maps read by no one
-        sync()
-        start = time.perf_counter()
-        batches = iter_batches(prep.encoded, loaded.tokenizer, dev, args.batch_size, with_words=False)
-        for _ in forward(loaded.model, batches, lambda layer, probs: None, until_layer=last):
+    def stopped_passes() -> None:  # the same forward passes, stopped where the core stops them, maps read by no one
+        for _ in forward(loaded.model, batches(), lambda layer, probs: None, until_layer=last):
             pass
-        sync()
-        return time.perf_counter() - start
+
+    bare = lambda: timed(dev, bare_passes)[1]  # noqa: E731  (the suite's one timer: the device synchronised)
+    stopped = lambda: timed(dev, stopped_passes)[1]  # noqa: E731
 
     bare()  # warm-up
     core, floor, stop = [], [], []
@@ -92,7 +86,6 @@ def sweep_vs_plain(args, loaded) -> None:
     import numpy as np
 
     from bertattn_bench.data import glue
-    from bertattn_bench.engine.passes import timed
     from bertattn_bench.families import disable as disabling
     from bertattn_bench.families import prune as pruning
     from bertattn_bench.training import glue_finetune as finetune

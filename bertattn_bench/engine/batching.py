@@ -202,6 +202,18 @@ def to_device(array: np.ndarray, device) -> torch.Tensor:
     return t.to(device, non_blocking=True)
 
 
+def to_device_parts(arrays, device) -> list[torch.Tensor]:
+    """Several host integer arrays onto ``device`` in one copy (:func:`to_device`), back as int64 tensors of their
+    own shapes (views of that copy): a batch's index arrays travel together, not one copy each."""
+    flat = to_device(np.concatenate([np.asarray(a, dtype=np.int64).ravel() for a in arrays]), device)
+    parts, start = [], 0
+    for a in arrays:
+        n = int(np.size(a))
+        parts.append(flat[start:start + n].view(np.shape(a)))
+        start += n
+    return parts
+
+
 def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:
     """Pad on the host with numpy (one array per field), then one copy per field to ``device`` (pinned, not
     blocking: :func:`to_device`). The piece→word pooling matrices are built on the device from the (B, T) word

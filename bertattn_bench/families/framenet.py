@@ -46,7 +46,7 @@ from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import one_sided_t_p
 from ..engine.attention import Reducer, head_name
-from ..engine.batching import to_device
+from ..engine.batching import to_device_parts
 from ..engine.passes import NothingToMeasure
 
 DIRECTIONS = ("t2f", "f2t", "both")
@@ -159,9 +159,8 @@ class FrameReducer(Reducer):
             real.append(np.column_stack([np.full(len(r), b), r[:, :2], r[:, 2] + 2 * b]))
             ctrl.append(np.column_stack([np.full(len(c), b), c[:, :2], c[:, 2] + 2 * b * self.draws]))
             self.n_pairs += self.n_pairs_of[ex.index]
-        real, ctrl = np.concatenate(real), np.concatenate(ctrl)  # one copy for both (pinned, not blocking)
-        both = to_device(np.concatenate([real, ctrl]), self.device)
-        self.real_idx, self.ctrl_idx = both[:len(real)].unbind(1), both[len(real):].unbind(1)
+        real_t, ctrl_t = to_device_parts([np.concatenate(real), np.concatenate(ctrl)], self.device)  # one copy
+        self.real_idx, self.ctrl_idx = real_t.unbind(1), ctrl_t.unbind(1)
         self.batch = batch
         # attention to a word: the mean over its pieces (the paper's scale: one piece pair), not Clark's sum (see
         # the module docstring: a sum favours the many-piece content words of the links under any diffuse head)

@@ -113,7 +113,7 @@ class MaskedLabels:
 
 def batch_labels(batch, masked: dict[int, MaskedExample]) -> MaskedLabels:
     """The batch's masked positions and their original ids (:class:`MaskedLabels`)."""
-    from ..engine.batching import to_device
+    from ..engine.batching import to_device_parts
 
     b, t = batch.input_ids.shape
     labels = np.full((b, t), -100, dtype=np.int64)
@@ -124,11 +124,9 @@ def batch_labels(batch, masked: dict[int, MaskedExample]) -> MaskedLabels:
             labels[row, pos] = label
             picks.append((row, pos, label))
     at = np.array(picks, dtype=np.int64).reshape(-1, 3)
-    per_segment = np.bincount(at[:, 0], minlength=b) if len(at) else np.zeros(b, dtype=np.int64)
-    n = len(at)
-    flat = to_device(np.concatenate([labels.ravel(), at.T.ravel(), per_segment]), batch.input_ids.device)
-    return MaskedLabels(flat[:b * t].view(b, t), flat[b * t:b * t + n], flat[b * t + n:b * t + 2 * n],
-                        flat[b * t + 2 * n:b * t + 3 * n], flat[b * t + 3 * n:])
+    per_segment = np.bincount(at[:, 0], minlength=b)
+    on_device, rows, cols, targets, counts = to_device_parts([labels, *at.T, per_segment], batch.input_ids.device)
+    return MaskedLabels(on_device, rows, cols, targets, counts)
 
 
 # ---- the gradient core --------------------------------------------------------------------------------------

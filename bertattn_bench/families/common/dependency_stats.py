@@ -230,40 +230,39 @@ class DependencyReducer(Reducer):
                 nominal[i, :ex.n_words] = self.nominal[ex.index]
         n_nom = int(nominal.sum())
         self.n_nominal += (int(n_words.sum()) - n_nom, n_nom)
-        a, a_all = len(arcs), int(is_all.sum())
-        # one array, one copy: [rows per arc: b; dependent, alt, head (the words read); head, head, dependent (what
-        # they must predict); relation; has alt][All arcs: b, dependent, head][nominal mask]
-        packed = np.concatenate([
-            np.stack([rows, arcs[:, 0], arcs[:, 2].clip(min=0), arcs[:, 1],
-                      arcs[:, 1], arcs[:, 1], arcs[:, 0], arcs[:, 3], (arcs[:, 2] >= 0)]).ravel(),
-            np.stack([rows[is_all], arcs[is_all, 0], arcs[is_all, 1]]).ravel(), nominal.ravel()])
-        from ...engine.batching import to_device
+        a = len(arcs)
+        # one copy: [rows per arc: b; dependent, alt, head (the words read); head, head, dependent (what they must
+        # predict); relation; has alt], [All arcs: b, dependent, head], [nominal mask]
+        from ...engine.batching import to_device_parts
 
-        t = to_device(packed, self.device)
-        arc_t, all_t, nom_t = t[:9 * a].view(9, a), t[9 * a:9 * a + 3 * a_all].view(3, a_all), t[9 * a + 3 * a_all:]
+        arc_t, all_t, nom_t = to_device_parts([
+            np.stack([rows, arcs[:, 0], arcs[:, 2].clip(min=0), arcs[:, 1],
+                      arcs[:, 1], arcs[:, 1], arcs[:, 0], arcs[:, 3], (arcs[:, 2] >= 0)]),
+            np.stack([rows[is_all], arcs[is_all, 0], arcs[is_all, 1]]), nominal], self.device)
+        dev = nom_t.device
         self.arc_b, self.arc_words = arc_t[0], arc_t[1:4]  # words whose prediction is read: dependent, alt, head
         self.arc_want = arc_t[4:7].view(3, a, 1, 1)  # ... and what it must be: head, head, dependent (alt below)
         self.arc_rel, self.has_alt = arc_t[7], arc_t[8].bool().view(a, 1, 1)
         self.all_b, self.all_dep, self.all_head = all_t[0], all_t[1], all_t[2].view(-1, 1, 1)
-        is_nominal = nom_t.view(b_n, w).bool() & batch.word_mask
+        is_nominal = nom_t.bool() & batch.word_mask
         self.classes = torch.stack([~is_nominal & batch.word_mask, is_nominal], 1).float()  # (B, 2, W)
         self.batch = batch
-        self.invalid = (~batch.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=t.device))
-        self.pred = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.long, device=t.device)
+        self.invalid = (~batch.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=dev))
+        self.pred = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.long, device=dev)
         self.pred_special = torch.empty_like(self.pred)
-        self.row_sum = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.float32, device=t.device)
+        self.row_sum = torch.empty(self.n_layers, b_n, self.n_heads, w, dtype=torch.float32, device=dev)
         self.n_sentences += b_n
         self.words_split += torch.stack([batch.word_mask.sum(), (batch.word_to.sum(1) > 1).sum()])
         # the pieces attended to → words, and [CLS], [SEP]: one (B, T, W + 2) matrix, one product per layer group
         self.to_ext = torch.cat([batch.word_to, torch.stack([batch.is_cls, batch.is_sep], -1).float()], -1)
         n_t = batch.word_to.shape[1]
-        cap = GROUP_ELEMENTS["cpu" if t.device.type == "cpu" else "accelerator"]
+        cap = GROUP_ELEMENTS["cpu" if dev.type == "cpu" else "accelerator"]
         self.group = max(1, min(self.n_layers, cap // max(1, b_n * self.n_heads * w * (n_t + w + 2))))
         # the pieces attending → words: expanded over the heads once per batch (matmul would copy it every layer)
         self.word_from_h = batch.word_from.unsqueeze(1).expand(b_n, self.n_heads, w, n_t).contiguous()
-        self.from_words = torch.empty(self.group, b_n, self.n_heads, w, n_t, dtype=torch.float32, device=t.device)
-        self.word_max = torch.empty(self.group, b_n, self.n_heads, w, dtype=torch.float32, device=t.device)
-        self.special_index = torch.full((), w, dtype=torch.long, device=t.device)  # never a word's index
+        self.from_words = torch.empty(self.group, b_n, self.n_heads, w, n_t, dtype=torch.float32, device=dev)
+        self.word_max = torch.empty(self.group, b_n, self.n_heads, w, dtype=torch.float32, device=dev)
+        self.special_index = torch.full((), w, dtype=torch.long, device=dev)  # never a word's index
         self.layers: list[int] = []  # the layers whose first product waits in from_words
         self.pending = False
 
