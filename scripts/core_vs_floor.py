@@ -40,6 +40,9 @@ def main() -> None:
     ap.add_argument("--task", default="mrpc", help="GLUE task of --sweep")
     ap.add_argument("--limit", type=int, default=None, help="the first N sentences (--sweep: dev examples)")
     ap.add_argument("--cache-dir", default=None, help="--sweep: where a fine-tuned checkpoint may be cached")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the rounds, one core pass and one floor pass under torch.profiler: the operators "
+                         "with the most device (or CPU) time, and how many of each")
     args = ap.parse_args()
     loaded = load_model(args.model, device=args.device)
     if args.sweep:
@@ -64,7 +67,7 @@ def main() -> None:
     bare = lambda: timed(dev, bare_passes)[1]  # noqa: E731  (the suite's one timer: the device synchronised)
     stopped = lambda: timed(dev, stopped_passes)[1]  # noqa: E731
 
-    bare()  # warm-up
+    prep.run(), bare(), stopped()  # warm-up (a GPU's kernels loaded and tuned before any round counts)
     core, floor, stop = [], [], []
     for _ in range(args.rounds):
         core.append(prep.run().seconds)
@@ -80,6 +83,26 @@ def main() -> None:
         c, f, st = pick(core), pick(floor), pick(stop)
         print(f"{name:>6}: core {n / c:.0f} sent/s, floor {n / f:.0f} sent/s, core/floor time {c / f:.2f}; "
               f"core/stopped floor {c / st:.2f}")
+    if args.profile:
+        profile(dev, {"core": prep.run, "floor": bare_passes})
+
+
+def profile(dev: torch.device, runs: dict) -> None:
+    """Each run once under torch.profiler: its ten operators with the most self time on the device (the CPU where
+    there is no GPU), with their call counts: where a core's time over its floor goes."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cuda = dev.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    for name, fn in runs.items():
+        with torch_profile(activities=activities) as prof:
+            fn()
+            if cuda:
+                torch.cuda.synchronize(dev)
+        print(f"== profile: {name}")
+        print(prof.key_averages().table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total",
+                                        row_limit=10, max_name_column_width=48))
 
 
 def sweep_vs_plain(args, loaded) -> None:

@@ -23,10 +23,16 @@ import numpy as np
 import torch
 
 from bertattn_bench.data import glue
-from bertattn_bench.engine.model import load_model
+from bertattn_bench.engine.model import choose_device, load_model
 from bertattn_bench.training import glue_finetune as finetune
 
 VARIANTS = ("ours-bf16", "ours-fp32", "naive")
+
+
+def wait(device: torch.device) -> None:
+    """The device's queued work done (a timer read after it counts the work, not only its launch)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def ours(loaded, t, rows, dev_rows, epochs: int, bf16: bool) -> tuple[float, float]:
@@ -34,23 +40,27 @@ def ours(loaded, t, rows, dev_rows, epochs: int, bf16: bool) -> tuple[float, flo
     data = finetune.encode_split(loaded.tokenizer, rows, recipe.max_tokens)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, recipe.max_tokens)
     model = finetune.task_model(loaded, t, 0)
+    device = next(model.parameters()).device
+    wait(device)
     start = time.perf_counter()
     finetune.train(model, t, data, loaded.tokenizer, recipe, 0)
+    wait(device)
     secs = time.perf_counter() - start
     acc = float((finetune.predict(model, dev, loaded.tokenizer).argmax(-1) == dev.labels).mean())
     return secs, acc
 
 
-def naive(source: str, t, rows, dev_rows, epochs: int) -> tuple[float, float]:
+def naive(source: str, t, rows, dev_rows, epochs: int, device: torch.device) -> tuple[float, float]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
     tok = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=t.num_labels)
+    model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=t.num_labels).to(device)
     gen = torch.Generator().manual_seed(0)
     steps = epochs * ((len(rows) + 31) // 32)
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     sched = get_linear_schedule_with_warmup(opt, int(0.1 * steps), steps)
     labels = torch.tensor([int(r.label) for r in rows])
+    wait(device)
     start = time.perf_counter()
     model.train()
     for _ in range(epochs):
@@ -59,12 +69,13 @@ def naive(source: str, t, rows, dev_rows, epochs: int) -> tuple[float, float]:
             idx = order[b0:b0 + 32]
             enc = tok([rows[i].text_a for i in idx], [rows[i].text_b for i in idx], truncation=True, max_length=128,
                       padding="longest", return_tensors="pt")
-            loss = model(**enc, labels=labels[idx]).loss
+            loss = model(**enc.to(device), labels=labels[idx].to(device)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
             opt.zero_grad()
+    wait(device)
     secs = time.perf_counter() - start
     model.eval()
     correct = 0
@@ -73,7 +84,7 @@ def naive(source: str, t, rows, dev_rows, epochs: int) -> tuple[float, float]:
             chunk = dev_rows[b0:b0 + 64]
             enc = tok([r.text_a for r in chunk], [r.text_b for r in chunk], truncation=True, max_length=128,
                       padding="longest", return_tensors="pt")
-            pred = model(**enc).logits.argmax(-1).numpy()
+            pred = model(**enc.to(device)).logits.argmax(-1).cpu().numpy()
             correct += int((pred == np.array([int(r.label) for r in chunk])).sum())
     return secs, correct / len(dev_rows)
 
@@ -83,6 +94,7 @@ def main() -> None:
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--task", default="mrpc")
+    ap.add_argument("--device", default="auto", help="auto (a GPU where there is one), cpu, cuda, cuda:N")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-train", type=int, default=None, help="the first N training rows (a smoke check)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated of {', '.join(VARIANTS)}")
@@ -91,17 +103,18 @@ def main() -> None:
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
         raise SystemExit(f"--variants: unknown {', '.join(bad)} (expected some of {', '.join(VARIANTS)})")
-    loaded = load_model(args.model, device="cpu")
+    loaded = load_model(args.model, device=args.device)
+    device = choose_device(args.device)
     t = glue.task(args.task)
     rows = glue.load_split(Path(args.data_dir), args.task, "train")[:args.max_train]
     dev_rows = glue.load_split(Path(args.data_dir), args.task, "dev")
     flags = finetune._cpu_flags()
     print(f"{loaded.info.name}, {args.task}: {len(rows)} training examples, {args.epochs} epoch(s), dev n = "
-          f"{len(dev_rows)}; torch {torch.__version__}, {torch.get_num_threads()} threads; CPU amx_bf16 "
+          f"{len(dev_rows)}; on {device}; torch {torch.__version__}, {torch.get_num_threads()} threads; CPU amx_bf16 "
           f"{'amx_bf16' in flags}, avx512_bf16 {'avx512_bf16' in flags}")
     for v in variants:
         if v == "naive":
-            secs, acc = naive(loaded.info.source, t, rows, dev_rows, args.epochs)
+            secs, acc = naive(loaded.info.source, t, rows, dev_rows, args.epochs, device)
         else:
             secs, acc = ours(loaded, t, rows, dev_rows, args.epochs, v == "ours-bf16")
         print(f"{v:>10}: {secs:7.1f} s, dev accuracy {100 * acc:.1f}", flush=True)
