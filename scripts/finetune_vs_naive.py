@@ -26,7 +26,8 @@ from bertattn_bench.data import glue
 from bertattn_bench.engine.model import choose_device, load_model
 from bertattn_bench.training import glue_finetune as finetune
 
-VARIANTS = ("ours-bf16", "ours-fp32", "naive")
+VARIANTS = ("ours-bf16", "ours-fp32", "ours-fp32-sdpa", "naive")
+PROFILE = False
 
 
 def wait(device: torch.device) -> None:
@@ -35,17 +36,42 @@ def wait(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def ours(loaded, t, rows, dev_rows, epochs: int, bf16: bool) -> tuple[float, float]:
+def timed_region(device: torch.device, name: str, fn) -> float:
+    """Seconds ``fn`` takes, the device's queued work included; with ``--profile`` under torch.profiler, then its
+    twelve operators with the most self CPU time (a launch-bound loop spends its time there)."""
+    import contextlib
+
+    prof = None
+    if PROFILE:
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else []))
+    with prof if prof is not None else contextlib.nullcontext():
+        wait(device)
+        start = time.perf_counter()
+        fn()
+        wait(device)
+        secs = time.perf_counter() - start
+    if prof is not None:
+        print(f"== profile: {name}")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=40))
+    return secs
+
+
+def ours(loaded, t, rows, dev_rows, epochs: int, bf16: bool, attn: str | None = None) -> tuple[float, float]:
+    """``attn``: train with this attention implementation (``sdpa``: the fused kernel, no maps), then back."""
     recipe = dataclasses.replace(finetune.Recipe(), epochs=epochs, bf16_autocast=bf16)
     data = finetune.encode_split(loaded.tokenizer, rows, recipe.max_tokens)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, recipe.max_tokens)
     model = finetune.task_model(loaded, t, 0)
     device = next(model.parameters()).device
-    wait(device)
-    start = time.perf_counter()
-    finetune.train(model, t, data, loaded.tokenizer, recipe, 0)
-    wait(device)
-    secs = time.perf_counter() - start
+    measured = model.encoder.config._attn_implementation
+    if attn:
+        model.encoder.set_attn_implementation(attn)
+    secs = timed_region(device, f"ours{'-' + attn if attn else ''}",
+                        lambda: finetune.train(model, t, data, loaded.tokenizer, recipe, 0))
+    if attn:
+        model.encoder.set_attn_implementation(measured)
     acc = float((finetune.predict(model, dev, loaded.tokenizer).argmax(-1) == dev.labels).mean())
     return secs, acc
 
@@ -60,23 +86,23 @@ def naive(source: str, t, rows, dev_rows, epochs: int, device: torch.device) -> 
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     sched = get_linear_schedule_with_warmup(opt, int(0.1 * steps), steps)
     labels = torch.tensor([int(r.label) for r in rows])
-    wait(device)
-    start = time.perf_counter()
-    model.train()
-    for _ in range(epochs):
-        order = torch.randperm(len(rows), generator=gen).tolist()
-        for b0 in range(0, len(order), 32):
-            idx = order[b0:b0 + 32]
-            enc = tok([rows[i].text_a for i in idx], [rows[i].text_b for i in idx], truncation=True, max_length=128,
-                      padding="longest", return_tensors="pt")
-            loss = model(**enc.to(device), labels=labels[idx].to(device)).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad()
-    wait(device)
-    secs = time.perf_counter() - start
+
+    def loop() -> None:
+        model.train()
+        for _ in range(epochs):
+            order = torch.randperm(len(rows), generator=gen).tolist()
+            for b0 in range(0, len(order), 32):
+                idx = order[b0:b0 + 32]
+                enc = tok([rows[i].text_a for i in idx], [rows[i].text_b for i in idx], truncation=True, max_length=128,
+                          padding="longest", return_tensors="pt")
+                loss = model(**enc.to(device), labels=labels[idx].to(device)).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                opt.zero_grad()
+
+    secs = timed_region(device, "naive", loop)
     model.eval()
     correct = 0
     with torch.inference_mode():
@@ -98,7 +124,10 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-train", type=int, default=None, help="the first N training rows (a smoke check)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated of {', '.join(VARIANTS)}")
+    ap.add_argument("--profile", action="store_true", help="each variant's training under torch.profiler")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
@@ -116,8 +145,9 @@ def main() -> None:
         if v == "naive":
             secs, acc = naive(loaded.info.source, t, rows, dev_rows, args.epochs, device)
         else:
-            secs, acc = ours(loaded, t, rows, dev_rows, args.epochs, v == "ours-bf16")
-        print(f"{v:>10}: {secs:7.1f} s, dev accuracy {100 * acc:.1f}", flush=True)
+            secs, acc = ours(loaded, t, rows, dev_rows, args.epochs, v == "ours-bf16",
+                             "sdpa" if v.endswith("-sdpa") else None)
+        print(f"{v:>14}: {secs:7.1f} s, dev accuracy {100 * acc:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #                             is recorded)
 #   data.tar.xz               the data folder (11 MB)
 #   run.sh                    installs all that under /tmp and runs scripts/gpu_check.sh, passing on its options
+#                             (`--cmd COMMAND...`: runs that command instead, in the same environment)
 # Then, on the machine: `set -o pipefail; bash .gpu/run.sh 2>&1 | tee $OUT/log` with carry [".gpu"].
 #
 #   BERTATTN_DATA_DIR=../shared/data bash scripts/gpu_carry.sh
@@ -36,7 +37,7 @@ git rev-parse --short HEAD > .gpu/COMMIT
 [[ -z "$(git status --porcelain --untracked-files=no)" ]] || echo "+uncommitted" >> .gpu/COMMIT
 cat > .gpu/run.sh <<'RUN'
 #!/usr/bin/env bash
-# on the GPU machine: bash .gpu/run.sh [--smoke]   (PY3, SITE, SHARED, EXTRA_PYTHONPATH override for a rehearsal)
+# on the GPU machine: bash .gpu/run.sh [--smoke | --cmd COMMAND...]   (PY3, SITE, SHARED, EXTRA_PYTHONPATH override for a rehearsal)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY3=${PY3:-python3}; SITE=${SITE:-/tmp/gpu_site}; SHARED=${SHARED:-/tmp/gpu_shared}
@@ -55,6 +56,6 @@ with tarfile.open(".gpu/data.tar.xz") as tar:
 PYEOF
 export PYTHONPATH=$SITE${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH} PYTHON=$PY3 BERTATTN_DATA_DIR=$(echo "$SHARED"/*) \
   BERTATTN_COMMIT="$(cat .gpu/COMMIT | tr '\n' ' ')" GPU_CHECK_OUT=${OUT:-} PYTHONUNBUFFERED=1
-bash scripts/gpu_check.sh "$@"
+if [[ "${1:-}" == --cmd ]]; then shift; "$@"; else bash scripts/gpu_check.sh "$@"; fi
 RUN
 du -sh .gpu; du -b --max-depth=0 .gpu
