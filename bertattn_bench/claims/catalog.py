@@ -74,6 +74,9 @@ class Claim:
     # the claim this entry is another reading of (the norms family's ||alpha f|| row of a Clark weight claim): the
     # claims matrix shows the two rows together
     pairs: str | None = None
+    # the value is a property of the machine's kind (a wall-clock speed-up): a recorded value is checked only on the
+    # device type it was recorded on (cpu, cuda, mps); on another it is reported beside the baseline, not checked
+    per_device: bool = False
 
     @property
     def catalog_id(self) -> str | None:
@@ -330,6 +333,19 @@ def baseline_key(claim_id: str, corpus: str) -> str:
     return f"{claim_id}@{corpus}"
 
 
+def recorded_device(baseline: dict | None, entry: dict) -> str | None:
+    """The device of the run that recorded ``entry`` (the provenance, or the earlier run of the entry's date)."""
+    provenance = (baseline or {}).get("provenance", {})
+    for run in (provenance, *provenance.get("earlier_runs", [])):
+        if run.get("date") == entry.get("recorded"):
+            return run.get("device")
+    return provenance.get("device")
+
+
+def _device_type(device: str | None) -> str | None:
+    return None if not device else str(device).split(":")[0]
+
+
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
              others=None, limit: int | None = None, compare_fail_on: str = "lost",
              assume_shape: str | None = None) -> ClaimOutcome:
@@ -395,6 +411,13 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         out.detail += f" [not checked: recorded n={recorded.get('n')}, this run n={m.n} (--limit {limit})]"
         out.passed = True
         return out
+    if claim.per_device and mode != "compare":
+        here, there = _device_type(info.device), _device_type(recorded_device(baseline, recorded))
+        if there is not None and here != there:  # a timing of another kind of device: no regression to check
+            out.detail += (f" [not checked: a wall-clock value, recorded on {there}, measured here on {here}; the "
+                           f"verdict is this device's]")
+            out.passed = True
+            return out
     if mode == "compare":  # model A's verdict against this one's, by the --compare-fail-on policy
         out.baseline_ok = {"lost": not (recorded["holds"] and not out.holds),
                            "flips": bool(recorded["holds"]) == bool(out.holds),

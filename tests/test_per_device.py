@@ -1,0 +1,55 @@
+"""A wall-clock claim (``per_device = true``: Michel's pruning speed-up) recorded on one device type is not checked
+against a run on another (a launch-bound GPU and a 2-core CPU measure different quantities: the H200's quick tier
+measured -2.6% where the CPU recorded +22.8%); on the same device type it is checked as any value, and a claim
+without the flag is checked everywhere."""
+import dataclasses
+
+from test_claims_registry import FakePass, baseline, claim, info
+
+from bertattn_bench.claims.catalog import evaluate, load_claims, recorded_device
+
+
+def recorded_on(device: str, measured=5.0, holds=True, earlier: str | None = None) -> dict:
+    doc = baseline(measured, holds=holds)
+    entry = doc["results"][next(iter(doc["results"]))]
+    entry["recorded"] = "2026-01-02T00:00:00+00:00"
+    doc["provenance"] = {"date": "2026-01-03T00:00:00+00:00", "device": "cpu",
+                         "earlier_runs": [{"date": "2026-01-02T00:00:00+00:00", "device": earlier or device}]}
+    return doc
+
+
+def on(device: str, value: float) -> FakePass:
+    return FakePass(value, model=dataclasses.replace(info(), device=device))
+
+
+def test_a_wall_clock_value_of_another_device_type_is_reported_not_checked():
+    c = claim(">", 1.0, per_device=True)
+    out = evaluate(c, on("cuda:0", -2.6), recorded_on("cpu"))
+    assert out.passed and out.baseline_ok is None and out.check_failure is None
+    assert out.baseline == 5.0 and out.holds is False  # the value and this device's verdict are still reported
+    assert "not checked: a wall-clock value, recorded on cpu, measured here on cuda" in out.detail
+
+
+def test_the_same_device_type_is_checked():
+    c = claim(">", 1.0, per_device=True)
+    out = evaluate(c, on("cuda:1", -2.6), recorded_on("cuda"))  # another index of the same type: checked
+    assert not out.passed and "value off" in out.check_failure
+    assert evaluate(c, on("cpu", 5.2), recorded_on("cpu")).passed
+
+
+def test_the_entry_s_own_run_decides_not_the_latest():
+    # the latest run was on the CPU, the entry was recorded by an earlier run on a GPU: a GPU run is checked
+    doc = recorded_on("cuda", earlier="cuda")
+    assert recorded_device(doc, next(iter(doc["results"].values()))) == "cuda"
+    out = evaluate(claim(">", 1.0, per_device=True), on("cuda", -2.6), doc)
+    assert not out.passed and "value off" in out.check_failure
+
+
+def test_without_the_flag_every_device_is_checked():
+    out = evaluate(claim(">", 1.0), on("cuda:0", -2.6), recorded_on("cpu"))
+    assert not out.passed and "value off" in out.check_failure
+
+
+def test_the_speedup_claim_is_per_device_and_no_other_is():
+    flagged = sorted(c.id for c in load_claims() if c.per_device)
+    assert flagged == ["michel.prune_speedup"]
