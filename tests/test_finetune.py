@@ -317,3 +317,66 @@ def test_a_model_whose_code_fails_under_bf16_trains_in_fp32(tokenizer, tiny, glu
     assert ft.meta["precision"] == "fp32" and "fails in this model's code" in ft.meta["precision_why"]
     assert finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, recipe,
                               precision=precision).meta["precision"] == "bf16 autocast"
+
+
+def test_no_step_of_the_training_loop_waits_for_the_device(tiny, glue_dir, monkeypatch):
+    """Issue 47 (GPU path): a training step reads nothing back from the device; the epoch's loss is summed there in
+    float64 and read once an epoch (the only synchronising operation this package asks for: bb9587e's parent read
+    ``float(loss)`` every step). The sum equals Python's float sum of every step's loss exactly (the logged losses
+    of the recorded baselines' fine-tunes are unchanged)."""
+    import os
+    from pathlib import Path
+
+    from bertattn_bench.engine.opcount import OpCount
+
+    t = glue.task("mrpc")
+    recipe = finetune.Recipe(epochs=2, batch_size=8, lr=1e-3, bf16_autocast=False)
+    data = finetune.encode_split(tiny.tokenizer, glue.load_split(glue_dir, "mrpc", "train"), recipe.max_tokens)
+    model = finetune.task_model(tiny, t, 0)
+    steps: list = []
+    real = finetune.loss_per_example
+
+    def recorded(task, logits, y):
+        out = real(task, logits, y)
+        steps.append((out.detach(), len(y)))
+        return out
+
+    monkeypatch.setattr(finetune, "loss_per_example", recorded)
+    with OpCount() as counted:
+        log = finetune.train(model, t, data, tiny.tokenizer, recipe, 0)
+    source = Path(finetune.__file__).read_text().splitlines()
+    sites: dict[str, int] = {}  # the source line of each synchronising operation our code asked for -> how many
+    for (_, where), n in counted.where.items():
+        if f"{os.sep}bertattn_bench{os.sep}" in where:
+            file, line = where.rsplit(":", 1)
+            assert file == finetune.__file__, where
+            text = source[int(line) - 1].strip()
+            sites[text] = sites.get(text, 0) + n
+    # allowed: the host generator's order (a CPU tensor by construction), torch's own clipping and optimiser on
+    # the CPU (their CUDA paths, fused AdamW included, read nothing back), and the epoch's loss, once an epoch
+    allowed = ("torch.randperm(", "clip_grad_norm_(", "opt.step()")
+    end = [text for text in sites if "float(total_loss)" in text]
+    assert len(end) == 1 and sites[end[0]] == 2 * recipe.epochs, sites  # __float__ and its _local_scalar_dense
+    assert all(any(a in text for a in allowed) for text in sites if text not in end), sites
+    per_epoch = len(steps) // recipe.epochs
+    for epoch in range(recipe.epochs):
+        total, seen = 0.0, 0
+        for loss, n in steps[epoch * per_epoch:(epoch + 1) * per_epoch]:
+            total += float(loss.mean()) * n
+            seen += n
+        assert log["loss_per_epoch"][epoch] == total / seen  # exactly: the same float64 operations
+
+
+def test_training_attention_switches_to_sdpa_on_a_gpu_and_back(tiny):
+    """On a GPU the encoder trains with torch's fused attention and is switched back to the project's eager
+    attention afterwards, also when training fails; on the CPU nothing changes."""
+    model = finetune.task_model(tiny, glue.task("mrpc"), 0)
+    ours = model.encoder.config._attn_implementation
+    with finetune._training_attention(model):
+        assert model.encoder.config._attn_implementation == ours  # CPU: unchanged
+    with finetune._training_attention(model, on_gpu=True):
+        assert model.encoder.config._attn_implementation == "sdpa"
+    assert model.encoder.config._attn_implementation == ours
+    with pytest.raises(KeyboardInterrupt), finetune._training_attention(model, on_gpu=True):
+        raise KeyboardInterrupt
+    assert model.encoder.config._attn_implementation == ours

@@ -286,16 +286,18 @@ def _resume_state(state_path: Path, model: TaskModel, device) -> dict | None:
 
 
 @contextmanager
-def _training_attention(model: TaskModel):
+def _training_attention(model: TaskModel, on_gpu: bool | None = None):
     """Training reads no attention map: on a GPU the encoder trains with torch's fused attention (``sdpa``: fewer
     kernels per step in a launch-bound loop, measured in docs/speed.md) where its code can switch implementation
     (transformers' attention interface), and is switched back to the project's eager attention afterwards; on the
-    CPU, and for models that cannot switch, training is unchanged (the recorded baselines' numbers)."""
+    CPU, and for models that cannot switch, training is unchanged (the recorded baselines' numbers). ``on_gpu``:
+    the model's device decides where None (tests say it)."""
+    if on_gpu is None:
+        on_gpu = next(model.parameters()).device.type == "cuda"
     encoder = getattr(model, "encoder", None)
     measured = getattr(getattr(encoder, "config", None), "_attn_implementation", None)
     switched = False
-    if (next(model.parameters()).device.type == "cuda" and getattr(encoder, "_supports_attention_backend", False)
-            and measured is not None):
+    if on_gpu and getattr(encoder, "_supports_attention_backend", False) and measured is not None:
         try:
             encoder.set_attn_implementation("sdpa")
             switched = True
