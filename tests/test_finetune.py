@@ -9,6 +9,7 @@ from toy_glue import MRPC_HEADER, mrpc_lines
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.base.settings import from_environment
 from bertattn_bench.data import glue
+from bertattn_bench.engine import attention
 from bertattn_bench.training import glue_finetune as finetune
 from bertattn_bench.training import sweeps
 
@@ -367,15 +368,16 @@ def test_no_step_of_the_training_loop_waits_for_the_device(tiny, glue_dir, monke
         assert log["loss_per_epoch"][epoch] == total / seen  # exactly: the same float64 operations
 
 
-def test_training_attention_switches_to_sdpa_on_a_gpu_and_back(tiny):
-    """On a GPU the encoder trains with torch's fused attention and is switched back to the project's eager
+def test_training_attention_switches_to_fused_attention_on_a_gpu_and_back(tiny):
+    """On a GPU the encoder trains with torch's fused attention (transformers' sdpa function under the project's
+    name) and is switched back to the project's eager
     attention afterwards, also when training fails; on the CPU nothing changes."""
     model = finetune.task_model(tiny, glue.task("mrpc"), 0)
     ours = model.encoder.config._attn_implementation
     with finetune._training_attention(model):
         assert model.encoder.config._attn_implementation == ours  # CPU: unchanged
     with finetune._training_attention(model, on_gpu=True):
-        assert model.encoder.config._attn_implementation == "sdpa"
+        assert model.encoder.config._attn_implementation == attention.TRAINING_ATTN_IMPLEMENTATION
     assert model.encoder.config._attn_implementation == ours
     with pytest.raises(KeyboardInterrupt), finetune._training_attention(model, on_gpu=True):
         raise KeyboardInterrupt

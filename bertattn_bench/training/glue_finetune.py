@@ -287,8 +287,9 @@ def _resume_state(state_path: Path, model: TaskModel, device) -> dict | None:
 
 @contextmanager
 def _training_attention(model: TaskModel, on_gpu: bool | None = None):
-    """Training reads no attention map: on a GPU the encoder trains with torch's fused attention (``sdpa``: fewer
-    kernels per step in a launch-bound loop, measured in docs/speed.md) where its code can switch implementation
+    """Training reads no attention map: on a GPU the encoder trains with torch's fused attention (transformers'
+    ``sdpa`` function under :data:`attention.TRAINING_ATTN_IMPLEMENTATION`, its mask built without asking the device
+    about padding: fewer kernels, no wait per step, measured in docs/speed.md) where its code can switch implementation
     (transformers' attention interface), and is switched back to the project's eager attention afterwards; on the
     CPU, and for models that cannot switch, training is unchanged (the recorded baselines' numbers). ``on_gpu``:
     the model's device decides where None (tests say it)."""
@@ -299,7 +300,7 @@ def _training_attention(model: TaskModel, on_gpu: bool | None = None):
     switched = False
     if on_gpu and getattr(encoder, "_supports_attention_backend", False) and measured is not None:
         try:
-            encoder.set_attn_implementation("sdpa")
+            encoder.set_attn_implementation(attention.TRAINING_ATTN_IMPLEMENTATION)
             switched = True
         except Exception:  # noqa: BLE001 - a model that cannot switch trains as it is
             pass

@@ -43,6 +43,7 @@ from .head_names import head_name, parse_head_name
 from .interface import (
     ATTN_IMPLEMENTATION,
     POINTS,
+    TRAINING_ATTN_IMPLEMENTATION,
     HeadOutEditor,
     Intervention,
     Observer,
@@ -55,7 +56,7 @@ from .interventions import UniformRows, attention_run, gate_heads, head_gate_gra
 
 __all__ = [
     "ATTN_IMPLEMENTATION", "INTERFACE", "NO_SOFTMAX_MAP", "OWN_ATTENTION", "OWN_CODE", "POINTS", "SEAM", "SUPPORTED",
-    "HeadOutEditor", "Intervention", "Observer", "ProbEditor", "Reducer", "Site", "UniformRows", "attention_modules",
+    "TRAINING_ATTN_IMPLEMENTATION", "HeadOutEditor", "Intervention", "Observer", "ProbEditor", "Reducer", "Site", "UniformRows", "attention_modules",
     "attention_run", "bertattn_attention_forward", "discover", "forward", "gate_heads", "head_gate_gradients",
     "head_name", "key_mask_from", "layers_heads", "own_attention_reason", "parse_head_name", "register",
     "run_reducers", "seam_reason", "site", "uniform_attention", "unsupported", "zero_heads",

@@ -14,6 +14,9 @@ from typing import Callable, Iterator
 import torch
 
 ATTN_IMPLEMENTATION = "bertattn_eager"
+# training reads no map: torch's fused attention (transformers' sdpa function) under a name of ours, whose mask builder
+# never asks the device whether a batch has padding (glue_finetune trains with it on a GPU)
+TRAINING_ATTN_IMPLEMENTATION = "bertattn_sdpa"
 
 Observer = Callable[[int, torch.Tensor], None]
 ProbEditor = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -116,8 +119,30 @@ def key_mask_from(attention_mask: torch.Tensor | None, probs: torch.Tensor) -> t
 _registered = False
 
 
+def asks_about_padding(device) -> bool:
+    """Whether the mask builders keep transformers' skip of a batch without padding on ``device``: on the CPU (the
+    question costs nothing there, and the recorded values were measured with it: under bf16 autocast a skipped
+    mask leaves the scores in bf16, an added one promotes them), not on an accelerator, where asking is a wait."""
+    return torch.device(device).type == "cpu"
+
+
+def _materialized(builder: Callable) -> Callable:
+    """``builder`` (transformers' eager or sdpa mask) building the mask without asking: transformers skips the mask of
+    a batch without padding after asking the device ``padding_mask.all()``, a host synchronisation in every forward
+    pass on a GPU (issue 47). There the mask is always built; a batch without padding adds 0 to every score (in
+    float32 the same maps, bit for bit)."""
+
+    def build(*args, **kwargs):
+        if not asks_about_padding(kwargs.get("device", "cpu")):
+            kwargs["allow_is_bidirectional_skip"] = False
+        return builder(*args, **kwargs)
+
+    return build
+
+
 def register() -> None:
-    """Register the attention function and its (eager) mask builder under ``ATTN_IMPLEMENTATION``.
+    """Register the attention function and its (eager) mask builder under ``ATTN_IMPLEMENTATION``, and torch's fused
+    attention with its mask builder under ``TRAINING_ATTN_IMPLEMENTATION``.
 
     The mask must be registered too: transformers 5 gives a custom attention function *no* padding mask
     unless a mask function is registered under the same name (tests/test_attention.py guards this).
@@ -126,9 +151,12 @@ def register() -> None:
     if _registered:
         return
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
 
     AttentionInterface.register(ATTN_IMPLEMENTATION, bertattn_attention_forward)
-    AttentionMaskInterface.register(ATTN_IMPLEMENTATION, eager_mask)
+    AttentionMaskInterface.register(ATTN_IMPLEMENTATION, _materialized(eager_mask))
+    AttentionInterface.register(TRAINING_ATTN_IMPLEMENTATION, sdpa_attention_forward)
+    AttentionMaskInterface.register(TRAINING_ATTN_IMPLEMENTATION, _materialized(sdpa_mask))
     _registered = True
 
