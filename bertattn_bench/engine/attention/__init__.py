@@ -56,8 +56,9 @@ from .interventions import UniformRows, attention_run, gate_heads, head_gate_gra
 
 __all__ = [
     "ATTN_IMPLEMENTATION", "INTERFACE", "NO_SOFTMAX_MAP", "OWN_ATTENTION", "OWN_CODE", "POINTS", "SEAM", "SUPPORTED",
-    "TRAINING_ATTN_IMPLEMENTATION", "HeadOutEditor", "Intervention", "Observer", "ProbEditor", "Reducer", "Site", "UniformRows", "attention_modules",
-    "attention_run", "bertattn_attention_forward", "discover", "forward", "gate_heads", "head_gate_gradients",
-    "head_name", "key_mask_from", "layers_heads", "own_attention_reason", "parse_head_name", "register",
-    "run_reducers", "seam_reason", "site", "uniform_attention", "unsupported", "zero_heads",
+    "TRAINING_ATTN_IMPLEMENTATION", "HeadOutEditor", "Intervention", "Observer", "ProbEditor", "Reducer", "Site",
+    "UniformRows", "attention_modules", "attention_run", "bertattn_attention_forward", "discover", "forward",
+    "gate_heads", "head_gate_gradients", "head_name", "key_mask_from", "layers_heads", "own_attention_reason",
+    "parse_head_name", "register", "run_reducers", "seam_reason", "site", "uniform_attention", "unsupported",
+    "zero_heads",
 ]
