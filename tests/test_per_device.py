@@ -6,7 +6,8 @@ import dataclasses
 
 from test_claims_registry import FakePass, baseline, claim, info
 
-from bertattn_bench.claims.catalog import evaluate, load_claims, recorded_device
+from bertattn_bench.claims.catalog import evaluate, load_claims
+from bertattn_bench.claims.recorded import recorded_device
 
 
 def recorded_on(device: str, measured=5.0, holds=True, earlier: str | None = None) -> dict:

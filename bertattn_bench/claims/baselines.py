@@ -16,6 +16,7 @@ from ..base.errors import BenchError
 from ..base.hashing import DigestIndex, files_digest
 from . import verdicts
 from .catalog import REFERENCE_DIR, baseline_key
+from .recorded import provenance_runs
 
 BASELINE_DIR = REFERENCE_DIR / "baselines"  # the package's recorded baselines, one JSON per model
 
@@ -178,8 +179,8 @@ def _merged(path: Path, provenance: dict, results: dict) -> dict:
         kept = {k: v for k, v in old.get("results", {}).items() if k not in results}
         results = {**kept, **results}
         dates = {v.get("recorded") for v in kept.values()}
-        runs = [old.get("provenance", {}), *old.get("provenance", {}).get("earlier_runs", [])]
-        earlier = [{k: v for k, v in run.items() if k != "earlier_runs"} for run in runs if run.get("date") in dates]
+        earlier = [{k: v for k, v in run.items() if k != "earlier_runs"}
+                   for run in provenance_runs(old.get("provenance", {})) if run.get("date") in dates]
     if earlier:
         provenance = {**provenance, "earlier_runs": earlier}
     return {"provenance": provenance, "results": dict(sorted(results.items()))}

@@ -29,6 +29,7 @@ from ..base import resources
 from ..base.errors import BenchError
 from ..base.settings import ASSUME_SHAPE_ENV
 from . import learned
+from .recorded import device_type, recorded_device
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
 from .verdicts import INCONCLUSIVE, NOT_JUDGED, SKIPPED, verdict_of
 
@@ -333,19 +334,6 @@ def baseline_key(claim_id: str, corpus: str) -> str:
     return f"{claim_id}@{corpus}"
 
 
-def recorded_device(baseline: dict | None, entry: dict) -> str | None:
-    """The device of the run that recorded ``entry`` (the provenance, or the earlier run of the entry's date)."""
-    provenance = (baseline or {}).get("provenance", {})
-    for run in (provenance, *provenance.get("earlier_runs", [])):
-        if run.get("date") == entry.get("recorded"):
-            return run.get("device")
-    return provenance.get("device")
-
-
-def _device_type(device: str | None) -> str | None:
-    return None if not device else str(device).split(":")[0]
-
-
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
              others=None, limit: int | None = None, compare_fail_on: str = "lost",
              assume_shape: str | None = None) -> ClaimOutcome:
@@ -412,7 +400,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         out.passed = True
         return out
     if claim.per_device and mode != "compare":
-        here, there = _device_type(info.device), _device_type(recorded_device(baseline, recorded))
+        here, there = device_type(info.device), device_type(recorded_device(baseline, recorded))
         if there is not None and here != there:  # a timing of another kind of device: no regression to check
             out.detail += (f" [not checked: a wall-clock value, recorded on {there}, measured here on {here}; the "
                            f"verdict is this device's]")
