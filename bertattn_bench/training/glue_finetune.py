@@ -337,51 +337,44 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
         bar = tqdm(total=total, initial=start_epoch * steps_per_epoch, desc=desc, unit="step", leave=False,
                    disable=None)
     with _training_attention(model):
-        _epochs(model, t, data, tokenizer, recipe, seed, opt, sched, log, start_epoch, state_path, bar,
-                stop_after_epoch)
+        for epoch in range(start_epoch, recipe.epochs):
+            model.train()
+            batches = epoch_batches(data.examples, recipe.batch_size, _epoch_seed(seed, epoch))
+            torch.manual_seed(_epoch_seed(seed, epoch) + 1)  # dropout of this epoch
+            # the epoch's loss is summed on the device in float64 (the same sums as Python floats of each step's
+            # loss) and read once at the epoch's end: no step waits for the device (issue 47); labels travel pinned
+            t0, total_loss, seen = time.perf_counter(), torch.zeros((), dtype=torch.float64, device=device), 0
+            for idx in batches:
+                batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
+                y = to_device(data.labels[idx], device)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
+                    logits = model(**batch.model_inputs())
+                loss = loss_per_example(t, logits.float(), y).mean()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+                total_loss += loss.detach().double() * len(idx)
+                seen += len(idx)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(ex_per_s=f"{seen / (time.perf_counter() - t0):.0f}")
+            log["loss_per_epoch"].append(float(total_loss) / seen)
+            if bar is not None:
+                bar.set_postfix(loss=f"{log['loss_per_epoch'][-1]:.4f}")
+            log["seconds_per_epoch"].append(time.perf_counter() - t0)
+            if state_path is not None:
+                tmp = state_path.with_suffix(f".tmp{os.getpid()}")
+                torch.save({"epoch": epoch + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                            "scheduler": sched.state_dict(), "log": log}, tmp)
+                os.replace(tmp, state_path)
+            if stop_after_epoch is not None and epoch + 1 >= stop_after_epoch:
+                break
     if bar is not None:
         bar.close()
     model.eval()
     return log
-
-
-def _epochs(model, t, data, tokenizer, recipe, seed, opt, sched, log, start_epoch, state_path, bar,
-            stop_after_epoch) -> None:
-    device = next(model.parameters()).device
-    for epoch in range(start_epoch, recipe.epochs):
-        model.train()
-        batches = epoch_batches(data.examples, recipe.batch_size, _epoch_seed(seed, epoch))
-        torch.manual_seed(_epoch_seed(seed, epoch) + 1)  # dropout of this epoch
-        # the epoch's loss is summed on the device in float64 (the same sums as Python floats of each step's loss)
-        # and read once at the epoch's end: no step waits for the device (issue 47); labels travel pinned
-        t0, total_loss, seen = time.perf_counter(), torch.zeros((), dtype=torch.float64, device=device), 0
-        for idx in batches:
-            batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
-            y = to_device(data.labels[idx], device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
-                logits = model(**batch.model_inputs())
-            loss = loss_per_example(t, logits.float(), y).mean()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            total_loss += loss.detach().double() * len(idx)
-            seen += len(idx)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(ex_per_s=f"{seen / (time.perf_counter() - t0):.0f}")
-        log["loss_per_epoch"].append(float(total_loss) / seen)
-        if bar is not None:
-            bar.set_postfix(loss=f"{log['loss_per_epoch'][-1]:.4f}")
-        log["seconds_per_epoch"].append(time.perf_counter() - t0)
-        if state_path is not None:
-            tmp = state_path.with_suffix(f".tmp{os.getpid()}")
-            torch.save({"epoch": epoch + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "scheduler": sched.state_dict(), "log": log}, tmp)
-            os.replace(tmp, state_path)
-        if stop_after_epoch is not None and epoch + 1 >= stop_after_epoch:
-            break
 
 
 # ---- evaluation ----------------------------------------------------------------------------------------------
