@@ -25,6 +25,7 @@ from bertattn_bench.claims.registry import families
 from bertattn_bench.engine.attention import forward, layers_heads
 from bertattn_bench.engine.batching import iter_batches
 from bertattn_bench.engine.model import load_model
+from bertattn_bench.engine.opcount import top_operators
 from bertattn_bench.engine.passes import timed
 
 
@@ -90,19 +91,9 @@ def main() -> None:
 def profile(dev: torch.device, runs: dict) -> None:
     """Each run once under torch.profiler: its ten operators with the most self time on the device (the CPU where
     there is no GPU), with their call counts: where a core's time over its floor goes."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    cuda = dev.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     for name, fn in runs.items():
-        with torch_profile(activities=activities) as prof:
-            fn()
-            if cuda:
-                torch.cuda.synchronize(dev)
         print(f"== profile: {name}")
-        print(prof.key_averages().table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total",
-                                        row_limit=10, max_name_column_width=48))
+        print(top_operators(dev, fn)[1])
 
 
 def sweep_vs_plain(args, loaded) -> None:

@@ -19,45 +19,28 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from bertattn_bench.data import glue
-from bertattn_bench.engine.model import choose_device, load_model
+from bertattn_bench.engine.model import load_model
+from bertattn_bench.engine.opcount import top_operators
+from bertattn_bench.engine.passes import timed
 from bertattn_bench.training import glue_finetune as finetune
 
 VARIANTS = ("ours-bf16", "ours-fp32", "naive")
 PROFILE = False
 
 
-def wait(device: torch.device) -> None:
-    """The device's queued work done (a timer read after it counts the work, not only its launch)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed_region(device: torch.device, name: str, fn) -> float:
-    """Seconds ``fn`` takes, the device's queued work included; with ``--profile`` under torch.profiler, then its
-    twelve operators with the most self CPU time (a launch-bound loop spends its time there)."""
-    import contextlib
-
-    prof = None
-    if PROFILE:
-        from torch.profiler import ProfilerActivity, profile
-
-        prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else []))
-    with prof if prof is not None else contextlib.nullcontext():
-        wait(device)
-        start = time.perf_counter()
-        fn()
-        wait(device)
-        secs = time.perf_counter() - start
-    if prof is not None:
-        print(f"== profile: {name}")
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=40))
+    """Seconds ``fn`` takes, the device's queued work included (the suite's one timer); with ``--profile`` under
+    torch.profiler, then its twelve operators with the most host time (a launch-bound loop spends its time there)."""
+    if not PROFILE:
+        return timed(device, fn)[1]
+    secs, table = top_operators(device, fn, by="host", rows=12)
+    print(f"== profile: {name}\n{table}")
     return secs
 
 
@@ -129,7 +112,7 @@ def main() -> None:
     if bad:
         raise SystemExit(f"--variants: unknown {', '.join(bad)} (expected some of {', '.join(VARIANTS)})")
     loaded = load_model(args.model, device=args.device)
-    device = choose_device(args.device)
+    device = torch.device(loaded.info.device)
     t = glue.task(args.task)
     rows = glue.load_split(Path(args.data_dir), args.task, "train")[:args.max_train]
     dev_rows = glue.load_split(Path(args.data_dir), args.task, "dev")

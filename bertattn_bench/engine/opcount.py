@@ -147,3 +147,19 @@ def reducer_counts(reducer, batches, probs_of, n_layers: int) -> dict:
         ops += layers.ops
     n = max(len(per_layer), 1)
     return {"ops_per_layer": sum(per_layer) / n, "ops_per_batch": sum(per_batch) / n, "syncs": syncs, "ops": ops}
+
+
+def top_operators(device, fn, by: str = "device", rows: int = 10) -> tuple[float, str]:
+    """``fn()`` once under torch.profiler (the host's activity, and the GPU's where ``device`` is one), timed by the
+    suite's one timer: its seconds and the table of its ``rows`` operators with the most self time, on the device
+    (``by="device"``; the host where there is no GPU) or on the host (``by="host"``), with their call counts. The
+    profiler is a development tool of the timing scripts (scripts/core_vs_floor.py, scripts/finetune_vs_naive.py)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from .passes import timed
+
+    cuda = torch.device(device).type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        seconds = timed(device, fn)[1]
+    sort = "self_device_time_total" if cuda and by == "device" else "self_cpu_time_total"
+    return seconds, prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=48)
