@@ -177,9 +177,10 @@ def takes_token_types(model) -> bool:
     return "token_type_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> dict:
+def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None, token_types: bool | None = None) -> dict:
     """The one model-input builder: ``input_ids`` and ``attention_mask``, and ``token_type_ids`` only where the
-    model takes them (:func:`takes_token_types`). ``input_ids`` may also be a tokenizer's encoding (a mapping)."""
+    model takes them (:func:`takes_token_types`; ``token_types``: that answer, where the caller already has it).
+    ``input_ids`` may also be a tokenizer's encoding (a mapping)."""
     if not isinstance(input_ids, torch.Tensor) and hasattr(input_ids, "keys"):
         enc = input_ids
         input_ids, attention_mask = enc["input_ids"], enc.get("attention_mask", attention_mask)
@@ -187,7 +188,7 @@ def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> 
     out = {"input_ids": input_ids}
     if attention_mask is not None:
         out["attention_mask"] = attention_mask
-    if token_type_ids is not None and takes_token_types(model):
+    if token_type_ids is not None and (takes_token_types(model) if token_types is None else token_types):
         out["token_type_ids"] = token_type_ids
     return out
 
@@ -214,17 +215,25 @@ def to_device_parts(arrays, device) -> list[torch.Tensor]:
     return parts
 
 
+def padded(examples: Sequence[Encoded], pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The one padding on the host: ``(ids, token types, mask)`` of ``(B, T)``, T the longest example, ids padded
+    with ``pad_id``, types with 0; the mask is boolean (True: a real piece)."""
+    b, t = len(examples), max(len(e.input_ids) for e in examples)
+    lengths = np.array([len(e.input_ids) for e in examples])
+    mask = np.arange(t)[None, :] < lengths[:, None]
+    ids = np.full((b, t), pad_id, dtype=np.int64)
+    types = np.zeros((b, t), dtype=np.int64)
+    ids[mask] = np.concatenate([e.input_ids for e in examples])
+    types[mask] = np.concatenate([e.token_type_ids for e in examples])
+    return ids, types, mask
+
+
 def make_batch(examples: list[Encoded], tokenizer, device, with_words: bool) -> Batch:
     """Pad on the host with numpy (one array per field), then one copy per field to ``device`` (pinned, not
     blocking: :func:`to_device`). The piece→word pooling matrices are built on the device from the (B, T) word
     index, one scatter per batch (no dense host matrices to copy)."""
-    b, t = len(examples), max(len(e.input_ids) for e in examples)
-    lengths = np.array([len(e.input_ids) for e in examples])
-    mask = np.arange(t)[None, :] < lengths[:, None]
-    ids = np.full((b, t), tokenizer.pad_token_id, dtype=np.int64)
-    types = np.zeros((b, t), dtype=np.int64)
-    ids[mask] = np.concatenate([e.input_ids for e in examples])
-    types[mask] = np.concatenate([e.token_type_ids for e in examples])
+    ids, types, mask = padded(examples, tokenizer.pad_token_id)
+    b, t = ids.shape
     punct_ids = tokenizer.convert_tokens_to_ids(list(PUNCT_PIECES))
     to = lambda a: to_device(a, device)  # noqa: E731
     batch = Batch(

@@ -32,7 +32,18 @@ from ..base.errors import DataError
 from ..base.settings import PRECISION_ENV
 from ..data import glue
 from ..engine import attention
-from ..engine.batching import Encoded, in_data_order, iter_batches, length_order, make_batch, model_inputs, to_device
+from ..engine.batching import (
+    Encoded,
+    in_data_order,
+    iter_batches,
+    length_order,
+    make_batch,
+    model_inputs,
+    padded,
+    takes_token_types,
+    to_device,
+    to_device_parts,
+)
 from . import checkpoints
 
 TRAINER_VERSION = "1"  # bump when a change to training changes the weights it produces
@@ -167,9 +178,11 @@ class TaskModel(torch.nn.Module):
                 lin.bias.zero_()
         self.head = torch.nn.Sequential(torch.nn.Dropout(p), dense, torch.nn.Tanh(), torch.nn.Dropout(p), out)
         self.num_labels = num_labels
+        self.token_types = takes_token_types(encoder)  # asked once: a signature per step is host time on a GPU
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        hidden = self.encoder(**model_inputs(self.encoder, input_ids, attention_mask, token_type_ids)).last_hidden_state[:, 0]
+        inputs = model_inputs(self.encoder, input_ids, attention_mask, token_type_ids, token_types=self.token_types)
+        hidden = self.encoder(**inputs).last_hidden_state[:, 0]
         logits = self.head(hidden)
         return logits[:, 0] if self.num_labels == 1 else logits
 
@@ -260,6 +273,27 @@ def epoch_batches(examples: Sequence[Encoded], batch_size: int, seed: int, pool:
     return [batches[i] for i in perm]
 
 
+def epoch_on_device(data: Encoded_, batches: Sequence[Sequence[int]], pad_id: int, device
+                    ) -> list[tuple[dict, torch.Tensor]]:
+    """An epoch's batches, padded on the host (:func:`~bertattn_bench.engine.batching.padded`) and sent to
+    ``device`` in two copies, the pieces' three fields and the labels, then cut into each batch's model inputs and
+    labels (views: no step pads, pins or copies anything; on a launch-bound GPU each of those is host time, issue
+    47). The same tensors, value for value, as padding each batch at its step."""
+    host = []
+    for idx in batches:
+        ids, types, mask = padded([data.examples[i] for i in idx], pad_id)
+        host += [ids, types, mask.astype(np.int64)]
+    fields = to_device_parts(host, device)
+    labels = to_device(np.concatenate([data.labels[list(idx)] for idx in batches]), device)
+    out, start = [], 0
+    for k, idx in enumerate(batches):
+        ids, types, mask = fields[3 * k:3 * k + 3]
+        out.append(({"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+                    labels[start:start + len(idx)]))
+        start += len(idx)
+    return out
+
+
 def _resume_state(state_path: Path, model: TaskModel, device) -> dict | None:
     """The resume state at ``state_path`` (written by :func:`train` after an epoch), read with ``weights_only=True``
     (tensors and plain containers only: nothing in the file can run code), or None with a warning when it is
@@ -342,24 +376,22 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
             batches = epoch_batches(data.examples, recipe.batch_size, _epoch_seed(seed, epoch))
             torch.manual_seed(_epoch_seed(seed, epoch) + 1)  # dropout of this epoch
             # the epoch's loss is summed on the device in float64 (the same sums as Python floats of each step's
-            # loss) and read once at the epoch's end: no step waits for the device (issue 47); labels travel pinned
+            # loss) and read once at the epoch's end: no step waits for the device (issue 47)
             t0, total_loss, seen = time.perf_counter(), torch.zeros((), dtype=torch.float64, device=device), 0
-            for idx in batches:
-                batch = make_batch([data.examples[i] for i in idx], tokenizer, device, False)
-                y = to_device(data.labels[idx], device)
+            for inputs, y in epoch_on_device(data, batches, tokenizer.pad_token_id, device):
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
-                    logits = model(**batch.model_inputs())
+                    logits = model(**inputs)
                 loss = loss_per_example(t, logits.float(), y).mean()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 sched.step()
                 opt.zero_grad(set_to_none=True)
-                total_loss += loss.detach().double() * len(idx)
-                seen += len(idx)
+                total_loss += loss.detach().double() * len(y)
+                seen += len(y)
                 if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(ex_per_s=f"{seen / (time.perf_counter() - t0):.0f}")
+                    bar.set_postfix(ex_per_s=f"{seen / (time.perf_counter() - t0):.0f}", refresh=False)
+                    bar.update(1)  # draws at tqdm's own pace (a refresh per step is host time on a GPU)
             log["loss_per_epoch"].append(float(total_loss) / seen)
             if bar is not None:
                 bar.set_postfix(loss=f"{log['loss_per_epoch'][-1]:.4f}")
