@@ -204,3 +204,78 @@ def test_counter_finds_each_synchronising_operation(fn, expected):
         (x * m).sum(0)
         x.index_add_(0, torch.tensor([0, 1]), torch.ones(2))
     assert not c.syncs, dict(c.syncs)
+
+
+# ---- the norms family's two reducers: they read the model's value vectors, so they run in a real pass -----------
+
+class _Counted(Reducer):
+    """A reducer run as :func:`attention.run_reducers` runs it, each batch-loop call counted (``finalize`` is not)."""
+
+    def __init__(self, inner):
+        self.inner, self.maps_only = inner, getattr(inner, "maps_only", False)
+        self.ops, self.syncs, self.batches = {"start_batch": 0, "loop": 0}, {}, 0
+
+    def _count(self, part, method, *args):
+        with OpCount() as c:
+            getattr(self.inner, method)(*args)
+        self.ops[part] += c.n_ops
+        for k, v in c.syncs.items():
+            self.syncs[k] = self.syncs.get(k, 0) + v
+
+    def start_batch(self, batch):
+        self.batches += 1
+        self._count("start_batch", "start_batch", batch)
+
+    def update(self, layer, probs):
+        self._count("loop", "update", layer, probs)
+
+    def end_batch(self, hidden_states=None):
+        self._count("loop", "end_batch", hidden_states)
+
+    def finalize(self):
+        return self.inner.finalize()
+
+
+NORMS_BUDGET = {"norms": (400, 120), "mixing": (100, 10)}  # per layer (update + end_batch), per batch: docs/speed.md
+
+
+def _norms_counts(name, tiny, tokenizer):
+    from bertattn_bench.engine.attention import run_reducers
+    from bertattn_bench.engine.attention_norms import norm_reading
+    from bertattn_bench.engine.batching import iter_batches
+    from bertattn_bench.families.norms import MixingReducer, NormsReducer
+
+    enc = [encode_pair(tokenizer, i, "the cat sat on the mat ." + " very" * i, "it was tired , so it slept .")
+           for i in range(5)]
+    info = tiny.info
+    with norm_reading(tiny.model) as reader:
+        inner = (NormsReducer(reader, info.n_layers, info.n_heads, CPU, tokenizer.all_special_ids) if name == "norms"
+                 else MixingReducer(reader, info.n_layers, CPU))
+        counted = _Counted(inner)
+        (out,) = run_reducers(tiny.model, iter_batches(enc, tokenizer, CPU, 2), [counted])
+    return counted, out, info.n_layers
+
+
+@pytest.mark.parametrize("name", list(NORMS_BUDGET))
+def test_norms_reducers_within_budget_and_without_a_host_wait(name, tiny, tokenizer):
+    counted, out, n_layers = _norms_counts(name, tiny, tokenizer)
+    assert counted.batches == 3 and out
+    assert not counted.syncs, f"{name}: synchronising operations inside the batch loop: {counted.syncs}"
+    per_layer, per_batch = NORMS_BUDGET[name]
+    assert counted.ops["loop"] / counted.batches / n_layers <= per_layer, counted.ops
+    assert counted.ops["start_batch"] / counted.batches <= per_batch, counted.ops
+
+
+def test_real_is_boolean_indexing_without_a_host_wait(tokenizer):
+    """``Batch.real``: the real pieces of a (B, T) or (B, T, D) tensor, equal to ``x[token_mask]`` in value and order,
+    with no synchronising operation (the positions come from the host's lengths)."""
+    enc = [encode_pair(tokenizer, 0, "the cat sat on the mat .", "it was , happy"), encode_pair(tokenizer, 1, "a", "b"),
+           encode_pair(tokenizer, 2, "a b c", "d e f g h")]
+    batch = make_batch(enc, tokenizer, CPU, False)
+    x = torch.randn(*batch.input_ids.shape, 3, generator=torch.Generator().manual_seed(0))
+    with OpCount() as c:
+        flat, deep, ids = batch.real(x[..., 0]), batch.real(x), batch.real(batch.input_ids)
+    assert not c.syncs, c.syncs
+    mask = batch.token_mask
+    assert torch.equal(flat, x[..., 0][mask]) and torch.equal(deep, x[mask]) and torch.equal(ids, batch.input_ids[mask])
+    assert len(ids) == sum(len(e.input_ids) for e in enc)

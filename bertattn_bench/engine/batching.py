@@ -148,10 +148,27 @@ class Batch:
     word_to: torch.Tensor | None = None  # (B, T, W) sum over a word's pieces
     word_mask: torch.Tensor | None = None  # (B, W)
     positions: list[int] = field(default_factory=list)  # where :func:`iter_batches` took the examples from
+    _real_index: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def token_mask(self) -> torch.Tensor:
         return self.attention_mask.bool()
+
+    @property
+    def real_index(self) -> torch.Tensor:
+        """The real pieces' flat positions in ``(B, T)`` (row-major), from the examples' lengths on the host, sent
+        once per batch: ``x.reshape(B * T, ...).index_select(0, batch.real_index)`` is ``x[batch.token_mask]``,
+        value for value and in the same order, but its length is known on the host, so on a GPU nothing waits for
+        the device to count the mask (boolean indexing does; issue 47)."""
+        if self._real_index is None:
+            t = self.input_ids.shape[1]
+            self._real_index = to_device(np.concatenate([np.arange(len(e.input_ids), dtype=np.int64) + i * t
+                                                         for i, e in enumerate(self.examples)]), self.input_ids.device)
+        return self._real_index
+
+    def real(self, x: torch.Tensor) -> torch.Tensor:
+        """``x[token_mask]`` for a ``(B, T, ...)`` tensor without a host wait (:attr:`real_index`)."""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.real_index)
 
     def model_inputs(self, model=None) -> dict:
         """The batch as keyword arguments for ``model`` (:func:`model_inputs`); all three fields without a model."""

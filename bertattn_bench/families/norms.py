@@ -168,10 +168,10 @@ class NormsReducer(Reducer):
             self.acc[k] += v
 
     def end_batch(self, hidden_states=None) -> None:
-        mask = self.batch.token_mask
+        real = self.batch.real  # x[token_mask] without a host wait (issue 47)
         for k, v in self.acc.items():
-            self.tokens[k].append((v / self.n_layers)[mask])
-        ids = self.batch.input_ids[mask]
+            self.tokens[k].append(real(v / self.n_layers))
+        ids = real(self.batch.input_ids)
         self.ids.append(ids)
         self.special.append(torch.isin(ids, self.special_ids))
 
@@ -202,12 +202,12 @@ class MixingReducer(Reducer):
         self.n = torch.zeros((), dtype=torch.float64, device=device)
 
     def start_batch(self, batch) -> None:
-        self.mask = batch.token_mask
-        self.n += self.mask.sum()
+        self.batch = batch
+        self.n += batch.token_mask.sum()
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         for k, v in self.reader.layer(layer, probs).ratios.items():
-            x = v[self.mask].double()
+            x = self.batch.real(v).double()  # v[token_mask], without a host wait (issue 47)
             self.sum[k][layer] += x.sum()
             self.max[k] = torch.maximum(self.max[k], x.max())
             self.min[k] = torch.minimum(self.min[k], x.min())
