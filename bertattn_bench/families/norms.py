@@ -33,18 +33,11 @@ from ..engine.attention import Reducer, run_reducers
 from ..engine.attention_norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.batching import Encoded, iter_batches
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
-from .common.surface_stats import SurfaceResult
-
-
-def _segment_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """values (B,H,T), mask (B,T) bool -> (B,H) mean over the masked positions (0 where the mask is empty)."""
-    m = mask.unsqueeze(1).to(values.dtype)
-    return (values * m).sum(-1) / m.sum(-1).clamp(min=1)
-
+from .common.surface_stats import FIELDS as SURFACE_FIELDS
+from .common.surface_stats import SurfaceReducer
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
-SHARE_FIELDS = ("to_cls", "to_sep", "to_punct", "to_special", "sep_to_sep", "other_to_sep",
-                "self", "prev", "next", "entropy", "max_weight", "cls_entropy")  # Clark §3.1-3.3 on each reading
+SHARE_FIELDS = SURFACE_FIELDS  # Clark §3.1-3.3 on each reading, by the surface family's own reducer
 CATEGORIES = ("cls", "sep", "punct", "special", "other")
 AFX_CATEGORIES = ("cls", "sep", "punct", "other")  # Kobayashi 2020 Fig. 2's curves (re-examine.py's four)
 TOKEN_FIELDS = ("fx", "alpha", "norm_share") + RATIOS
@@ -75,40 +68,6 @@ class NormsResult:
     n_tokens: int = 0
 
 
-class _Shares:
-    """Per-segment shares to the key categories, one reading: {field: [per layer: (B, H) per batch]}."""
-
-    def __init__(self, n_layers: int):
-        self.rows = {k: [[] for _ in range(n_layers)] for k in SHARE_FIELDS}
-
-    def add(self, layer: int, r: torch.Tensor, batch, keys: dict) -> None:
-        """``r`` (B, H, Q, K): one reading's distribution per query row (alpha, or ||alpha f|| normalised per row).
-        Clark's denominators as the surface family's: every real query for self / previous / next (the first
-        token's missing previous one counts 0; a padded key holds 0 in every reading, so the last real token's
-        "next" is 0 with no mask), [CLS] queries for cls_entropy."""
-        to = {c: torch.einsum("bhqk,bk->bhq", r, v) for c, v in keys.items()}
-        mask = batch.token_mask
-        entropy = torch.special.entr(r).sum(-1)  # -r log r, 0 at 0: as -xlogy(r, r), bit for bit
-        values = {"to_cls": to["cls"], "to_sep": to["sep"], "to_punct": to["punct"],
-                  "to_special": to["cls"] + to["sep"] + to["punct"], "self": r.diagonal(dim1=-2, dim2=-1),
-                  "prev": torch.nn.functional.pad(r.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0)),
-                  "next": torch.nn.functional.pad(r.diagonal(offset=1, dim1=-2, dim2=-1), (0, 1)),
-                  "entropy": entropy, "max_weight": r.amax(-1)}
-        rows = {k: _segment_mean(v, mask) for k, v in values.items()}
-        rows["sep_to_sep"] = _segment_mean(to["sep"], batch.is_sep)
-        rows["other_to_sep"] = _segment_mean(to["sep"], mask & ~batch.is_sep)
-        rows["cls_entropy"] = _segment_mean(entropy, batch.is_cls)
-        for k, v in rows.items():
-            self.rows[k][layer].append(v.float())
-
-    def result(self, sep_chance: torch.Tensor) -> SurfaceResult:
-        per_segment = {k: torch.stack([torch.cat(rows) for rows in per_layer], 1).cpu()
-                       for k, per_layer in self.rows.items()}
-        return SurfaceResult(stats={k: v.mean(0) for k, v in per_segment.items()}, n_segments=len(sep_chance),
-                             n_tokens=0, sep_chance=float(sep_chance.double().mean()), per_segment=per_segment,
-                             sep_chance_per_segment=sep_chance.float())
-
-
 class NormsReducer(Reducer):
     """The plain sweep's statistics, accumulated on the model's device from :class:`engine.norms.NormReader`."""
 
@@ -119,27 +78,34 @@ class NormsReducer(Reducer):
     def __init__(self, reader, n_layers: int, n_heads: int, device, special_ids):
         self.reader, self.n_layers, self.dev = reader, n_layers, device
         self.special_ids = torch.tensor(sorted(special_ids), device=device)
-        self.shares = {r: _Shares(n_layers) for r in READINGS}
-        self.fx_sum = {c: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for c in CATEGORIES}
-        self.fx_n = {c: torch.zeros((), dtype=torch.float64, device=device) for c in CATEGORIES}
-        self.afx_sum = {c: torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device) for c in AFX_CATEGORIES}
+        # Clark §3.1-3.3 on each reading: the surface family's reducer, fed the reading's distribution per query row
+        # (alpha, or ||alpha f|| normalised per row; a padded key holds 0 in every reading); the layer-level
+        # reading has one "head" per layer
+        self.shares = {r: SurfaceReducer(n_layers, 1 if r == "layer" else n_heads, device) for r in READINGS}
+        # per category (CATEGORIES / AFX_CATEGORIES order), all categories in one product per layer (issue 47)
+        self.fx_sum = torch.zeros(len(CATEGORIES), n_layers, n_heads, dtype=torch.float64, device=device)
+        self.fx_n = torch.zeros(len(CATEGORIES), dtype=torch.float64, device=device)
+        self.afx_sum = torch.zeros(len(AFX_CATEGORIES), n_layers, n_heads, dtype=torch.float64, device=device)
         self.n_seg = 0
         self.moments = torch.zeros(6, n_layers, n_heads, dtype=torch.float64, device=device)  # n a f a2 f2 af
         self.tokens = {k: [] for k in TOKEN_FIELDS}
-        self.ids, self.special, self.sep_chance = [], [], []
+        self.ids, self.special = [], []
 
     def start_batch(self, batch) -> None:
         self.batch = batch
         mask = batch.token_mask
         special = batch.is_cls | batch.is_sep | batch.is_punct
-        self.keys = {"cls": batch.is_cls.float(), "sep": batch.is_sep.float(), "punct": batch.is_punct.float()}
-        self.cats = {**{c: v.bool() for c, v in (("cls", batch.is_cls), ("sep", batch.is_sep), ("punct", batch.is_punct))},
-                     "special": special, "other": mask & ~special}
+        for shares in self.shares.values():
+            shares.start_batch(batch)
+        cats = {"cls": batch.is_cls, "sep": batch.is_sep, "punct": batch.is_punct, "special": special,
+                "other": mask & ~special}
+        self.cat_keys = torch.stack([cats[c] for c in CATEGORIES]).float()  # (C, B, K)
+        self.cat_n = self.cat_keys.sum((1, 2)).double() / self.n_layers  # every layer counts the same tokens
+        self.afx_keys = torch.stack([cats[c] for c in AFX_CATEGORIES], -1).float()  # (B, K, C')
         self.qmask = mask.float()
         self.nq = self.qmask.sum(-1).clamp(min=1)
         self.n_seg += mask.shape[0]
         self.acc = {k: torch.zeros(mask.shape, dtype=torch.float32, device=mask.device) for k in TOKEN_FIELDS}
-        self.sep_chance.append(batch.is_sep.sum(-1).double() / mask.sum(-1).double())
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         ln = self.reader.layer(layer, probs)
@@ -147,20 +113,18 @@ class NormsReducer(Reducer):
         share = ln.head / ln.head.sum(-1, keepdim=True).clamp_min(1e-30)
         layer_share = (ln.summed / ln.summed.sum(-1, keepdim=True).clamp_min(1e-30))[:, None]
         for name, r in zip(READINGS, (p, share, layer_share)):
-            self.shares[name].add(layer, r, self.batch, self.keys)
-        for c in AFX_CATEGORIES:
-            to = torch.einsum("bhqk,bk->bhq", ln.head.float(), self.cats[c].float())
-            self.afx_sum[c][layer] += _segment_mean(to, self.batch.token_mask).sum(0).double()
-        for c, m in self.cats.items():
-            mf = m.float()
-            self.fx_sum[c][layer] += torch.einsum("bhk,bk->h", ln.fx, mf).double()
-            self.fx_n[c] += mf.sum().double() / self.n_layers  # every layer counts the same tokens
+            self.shares[name].update(layer, r)
+        # the raw ||alpha f|| a query gives each category's keys, mean over the segment's real queries, summed
+        to = torch.einsum("bhqk,bkc->bhqc", ln.head.float(), self.afx_keys)  # (B, H, Q, C')
+        per_segment = torch.einsum("bhqc,bq->bhc", to, self.qmask) / self.nq[:, None, None]
+        self.afx_sum[:, layer] += per_segment.sum(0).T.double()
+        self.fx_sum[:, layer] += torch.einsum("bhk,cbk->ch", ln.fx, self.cat_keys).double()
+        self.fx_n += self.cat_n
         received = torch.einsum("bhqk,bq->bhk", p, self.qmask) / self.nq[:, None, None]  # (B, H, K)
         got_share = torch.einsum("bhqk,bq->bhk", share, self.qmask) / self.nq[:, None, None]
         w = self.qmask[:, None, :]
         a, f = received.double(), ln.fx.double()
-        for i, v in enumerate((torch.ones_like(a), a, f, a * a, f * f, a * f)):
-            self.moments[i, layer] += (v * w).sum((0, 2))
+        self.moments[:, layer] += (torch.stack((torch.ones_like(a), a, f, a * a, f * f, a * f)) * w).sum((1, 3))
         self.acc["fx"] += ln.fx.mean(1)
         self.acc["alpha"] += received.mean(1)
         self.acc["norm_share"] += got_share.mean(1)
@@ -179,14 +143,13 @@ class NormsReducer(Reducer):
         n, sa, sf, saa, sff, saf = self.moments
         cov = saf / n - (sa / n) * (sf / n)
         r = cov / torch.sqrt((saa / n - (sa / n) ** 2).clamp_min(0) * (sff / n - (sf / n) ** 2).clamp_min(0))
-        chance = torch.cat(self.sep_chance).cpu()
         return dict(
-            readings={k: s.result(chance) for k, s in self.shares.items()},
-            fx={c: (self.fx_sum[c] / self.fx_n[c].clamp_min(1)).float().cpu() for c in CATEGORIES},
-            afx={c: (self.afx_sum[c] / max(self.n_seg, 1)).float().cpu() for c in AFX_CATEGORIES},
+            readings={k: s.finalize() for k, s in self.shares.items()},
+            fx={c: (self.fx_sum[i] / self.fx_n[i].clamp_min(1)).float().cpu() for i, c in enumerate(CATEGORIES)},
+            afx={c: (self.afx_sum[i] / max(self.n_seg, 1)).float().cpu() for i, c in enumerate(AFX_CATEGORIES)},
             alpha_fx_r=r.float().cpu(),
             tokens={k: torch.cat(v).cpu() for k, v in self.tokens.items() if v and len(torch.cat(v)) == len(torch.cat(self.ids))},
-            token_ids=torch.cat(self.ids).cpu(), token_special=torch.cat(self.special).cpu(), n_segments=len(chance))
+            token_ids=torch.cat(self.ids).cpu(), token_special=torch.cat(self.special).cpu(), n_segments=self.n_seg)
 
 
 class MixingReducer(Reducer):
