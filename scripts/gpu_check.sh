@@ -62,8 +62,11 @@ for model in embedded "random:$BASE"; do
 done
 echo "== ($SECONDS s so far)"
 echo "== fine-tune vs the plain loop"
-echo "\$ scripts/finetune_vs_naive.py --data-dir DATA $EPOCHS"
-$PY scripts/finetune_vs_naive.py --data-dir "$DATA" $EPOCHS 2>&1 | grep -v "Loading weights\|it/s\]$" || failed $?
+# interleaved (ours first: the process's first run pays the device's warm-up), the medians and their ratio at the end
+FT_VARIANTS=ours-fp32,naive,ours-fp32,naive,ours-fp32,naive,ours-bf16
+echo "\$ scripts/finetune_vs_naive.py --data-dir DATA $EPOCHS --variants $FT_VARIANTS"
+$PY scripts/finetune_vs_naive.py --data-dir "$DATA" $EPOCHS --variants "$FT_VARIANTS" 2>&1 \
+  | grep -v "Loading weights\|it/s\]$" || failed $?
 echo "== ($SECONDS s so far)"
 echo "== the quick tier, cold pass cache"
 echo "\$ pytest benchmarks -q ${QUICK[*]} --durations=5"
