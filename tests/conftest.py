@@ -3,6 +3,17 @@ import os
 
 import pytest
 import torch
+import torch._dynamo  # noqa: F401
+
+import bertattn_bench.engine.model  # noqa: F401
+import bertattn_bench.faces.pytest_session  # noqa: F401
+
+# pytester's in-process runs (runpytest_inprocess) drop the modules first imported inside them when they end. Loading
+# a model imports torch._dynamo, whose import registers torch operator libraries that cannot be registered twice, so
+# the next run that loads one failed (RuntimeError: Only a single TORCH_LIBRARY ...); and a test that patches the
+# package's model loader patched a module object an earlier run had dropped, while the run imported a fresh one.
+# Both happened wherever no earlier test had imported these (tests/test_startup_errors.py alone, or with
+# tests/test_api.py after it). Imported once here, they stay for every in-process run.
 
 # every JSON document a test writes (claims.json, run.json, baselines, matrix.json; also in the pytest subprocesses
 # the tests start) is validated against its shipped schema when written: a mismatch fails that test (issue 37)

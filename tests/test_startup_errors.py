@@ -172,3 +172,5 @@ def test_real_command_lines_stop_with_one_line(args, message):
     errors = [ln for ln in lines if ln.startswith("ERROR")]
     assert len(errors) == 1 and errors[0].startswith(message), lines
     assert not any("Traceback" in ln for ln in lines), lines
+    # checked before pytest's banner and collection (stop 54): the one line is the whole output
+    assert not any("test session starts" in ln or "collected" in ln for ln in lines), lines

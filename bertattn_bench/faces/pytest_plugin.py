@@ -20,6 +20,8 @@ import pytest
 
 from .pytest_options import add_options
 
+SHORT_OPTIONS = "bertattn_bench.faces.short_options"  # the plugin the command and the checkout's conftest load
+
 
 def pytest_addoption(parser):
     add_options(parser)
@@ -32,23 +34,32 @@ def pytest_configure(config):
     config.pluginmanager.register(_ReportCollector(config), "bertattn-report-collector")
     # a pass loaded from the cache is not timed (time_core): no timing row, and no warning about the unused fixture
     config.addinivalue_line("filterwarnings", "ignore:Benchmark fixture was not used at all")
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
+    xdist = bool(getattr(config.option, "numprocesses", None))
+    ours = xdist or config.pluginmanager.has_plugin(SHORT_OPTIONS)  # the suite's own run: the command, the checkout
+    if ours and not hasattr(config, "workerinput") and not config.option.collectonly and not config.option.help \
             and benchmarks_requested(config):
-        # the xdist controller collects nothing itself: check the options and diagnose the models here, once
-        from .pytest_collect import diagnose_models
+        # the run's options checked before pytest's banner and collection: a bad one is one line and exit status 4,
+        # at once (the data and the models are checked once the selection is known, or here under xdist). Another
+        # project's run (the entry point alone) reads nothing of ours until a benchmark module is collected.
         from .pytest_session import session
 
-        diagnose_models(config, session(config).options.models)
+        s = session(config)
+        if xdist:  # the xdist controller collects nothing itself: diagnose the models here, once
+            from .pytest_collect import diagnose_models
+
+            diagnose_models(config, s.options.models)
 
 
 def benchmarks_requested(config) -> bool:
-    """Whether the command line reaches a benchmarks folder (for the xdist controller, which collects nothing)."""
+    """Whether the command line reaches a benchmarks folder: named, inside one, or a folder above the root's
+    ``benchmarks`` where there is one."""
     from pathlib import Path
 
     bench_dir = Path(config.rootpath) / "benchmarks"
     for arg in config.args:
         path = Path(str(arg).split("::")[0]).resolve()
-        if path == bench_dir or bench_dir in path.parents or path in bench_dir.parents or path.name == "benchmarks":
+        if path == bench_dir or bench_dir in path.parents or path.name == "benchmarks" or (
+                path in bench_dir.parents and bench_dir.is_dir()):
             return True
     return False
 

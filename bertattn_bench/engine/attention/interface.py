@@ -148,11 +148,12 @@ def register() -> None:
     unless a mask function is registered under the same name (tests/test_attention.py guards this).
     """
     global _registered
-    if _registered:
-        return
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, eager_mask, sdpa_mask
+
+    if _registered and ATTN_IMPLEMENTATION in AttentionInterface() and ATTN_IMPLEMENTATION in AttentionMaskInterface():
+        return  # (asked of transformers' registries, not only of our flag: a re-imported transformers has lost them)
 
     AttentionInterface.register(ATTN_IMPLEMENTATION, bertattn_attention_forward)
     AttentionMaskInterface.register(ATTN_IMPLEMENTATION, _materialized(eager_mask))
