@@ -371,8 +371,8 @@ def test_no_step_of_the_training_loop_waits_for_the_device(tiny, glue_dir, monke
 def test_a_training_epoch_copies_to_the_device_twice_and_no_step_pads_or_asks(tiny, glue_dir, monkeypatch):
     """Issue 47 (GPU path, host time per step): an epoch's batches are padded on the host and copied to the device
     in two copies (the pieces' fields, the labels), not seven per step as padding each batch at its step did
-    (6512b3c); a step asks no model signature (the task model asked once). The inputs are, value for value and
-    dtype for dtype, the batches padded at their step."""
+    (6512b3c); a step computes no model signature (the answer is kept per model class). The inputs are, value for
+    value and dtype for dtype, the batches padded at their step."""
     from bertattn_bench.engine import batching
 
     t = glue.task("mrpc")
@@ -380,14 +380,15 @@ def test_a_training_epoch_copies_to_the_device_twice_and_no_step_pads_or_asks(ti
     data = finetune.encode_split(tiny.tokenizer, glue.load_split(glue_dir, "mrpc", "train"), recipe.max_tokens)
     model = finetune.task_model(tiny, t, 0)
     copies, asked = [], []
-    real_copy, real_asked = batching.to_device, batching.takes_token_types
+    real_copy, real_asked = batching.to_device, batching._forward_takes_types
     monkeypatch.setattr(batching, "to_device", lambda a, d: copies.append(a.shape) or real_copy(a, d))
     monkeypatch.setattr(finetune, "to_device", lambda a, d: copies.append(a.shape) or real_copy(a, d))
-    monkeypatch.setattr(batching, "takes_token_types", lambda m: asked.append(m) or real_asked(m))
+    batching.takes_token_types(model.encoder)  # the class's answer kept before training
+    monkeypatch.setattr(batching, "_forward_takes_types", lambda f: asked.append(f) or real_asked(f))
     log = finetune.train(model, t, data, tiny.tokenizer, recipe, 0)
     assert log["steps"] >= 2 * 3
     assert len(copies) == 2 * recipe.epochs, copies
-    assert asked == []
+    assert asked == []  # no signature computed at any step
     batches = finetune.epoch_batches(data.examples, recipe.batch_size, finetune._epoch_seed(0, 1))
     sent = finetune.epoch_on_device(data, batches, tiny.tokenizer.pad_token_id, "cpu")
     assert len(sent) == len(batches)

@@ -6,6 +6,7 @@ Word-level attention is one batched product: ``word_from (B,W,T) @ A (B,H,T,T) @
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -148,23 +149,20 @@ class Batch:
     word_to: torch.Tensor | None = None  # (B, T, W) sum over a word's pieces
     word_mask: torch.Tensor | None = None  # (B, W)
     positions: list[int] = field(default_factory=list)  # where :func:`iter_batches` took the examples from
-    _real_index: torch.Tensor | None = field(default=None, repr=False)
 
     @property
     def token_mask(self) -> torch.Tensor:
         return self.attention_mask.bool()
 
-    @property
+    @functools.cached_property
     def real_index(self) -> torch.Tensor:
         """The real pieces' flat positions in ``(B, T)`` (row-major), from the examples' lengths on the host, sent
         once per batch: ``x.reshape(B * T, ...).index_select(0, batch.real_index)`` is ``x[batch.token_mask]``,
         value for value and in the same order, but its length is known on the host, so on a GPU nothing waits for
         the device to count the mask (boolean indexing does; issue 47)."""
-        if self._real_index is None:
-            t = self.input_ids.shape[1]
-            self._real_index = to_device(np.concatenate([np.arange(len(e.input_ids), dtype=np.int64) + i * t
-                                                         for i, e in enumerate(self.examples)]), self.input_ids.device)
-        return self._real_index
+        t = self.input_ids.shape[1]
+        return to_device(np.concatenate([np.arange(len(e.input_ids), dtype=np.int64) + i * t
+                                         for i, e in enumerate(self.examples)]), self.input_ids.device)
 
     def real(self, x: torch.Tensor) -> torch.Tensor:
         """``x[token_mask]`` for a ``(B, T, ...)`` tensor without a host wait (:attr:`real_index`)."""
@@ -181,23 +179,34 @@ class Batch:
 def takes_token_types(model) -> bool:
     """Whether ``model`` has token types to give: its config's ``type_vocab_size`` is at least 2 (0, 1 or absent:
     MPNet, DeBERTa-v2/v3, ModernBERT, XLM-R XL... have none, and a B segment's 1 would not fit) and its forward
-    takes ``token_type_ids``."""
-    import inspect
-
+    takes ``token_type_ids`` (its class's answer is kept: a signature per forward pass is host time on a GPU)."""
     config = getattr(model, "config", None)
     if int(getattr(config, "type_vocab_size", 0) or 0) < 2:
         return False
+    if "forward" in vars(model) or not hasattr(type(model), "forward"):  # an instance's own forward: asked each time
+        return _forward_takes_types(model.forward)
+    cls = type(model)
+    if cls not in _CLASS_TAKES_TYPES:
+        _CLASS_TAKES_TYPES[cls] = _forward_takes_types(cls.forward)
+    return _CLASS_TAKES_TYPES[cls]
+
+
+def _forward_takes_types(forward) -> bool:
+    import inspect
+
     try:
-        params = inspect.signature(model.forward).parameters
+        params = inspect.signature(forward).parameters
     except (TypeError, ValueError):
         return True
     return "token_type_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None, token_types: bool | None = None) -> dict:
+_CLASS_TAKES_TYPES: dict[type, bool] = {}  # a model class -> whether its forward takes token types
+
+
+def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None) -> dict:
     """The one model-input builder: ``input_ids`` and ``attention_mask``, and ``token_type_ids`` only where the
-    model takes them (:func:`takes_token_types`; ``token_types``: that answer, where the caller already has it).
-    ``input_ids`` may also be a tokenizer's encoding (a mapping)."""
+    model takes them (:func:`takes_token_types`). ``input_ids`` may also be a tokenizer's encoding (a mapping)."""
     if not isinstance(input_ids, torch.Tensor) and hasattr(input_ids, "keys"):
         enc = input_ids
         input_ids, attention_mask = enc["input_ids"], enc.get("attention_mask", attention_mask)
@@ -205,7 +214,7 @@ def model_inputs(model, input_ids, attention_mask=None, token_type_ids=None, tok
     out = {"input_ids": input_ids}
     if attention_mask is not None:
         out["attention_mask"] = attention_mask
-    if token_type_ids is not None and (takes_token_types(model) if token_types is None else token_types):
+    if token_type_ids is not None and takes_token_types(model):
         out["token_type_ids"] = token_type_ids
     return out
 

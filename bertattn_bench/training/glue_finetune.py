@@ -40,7 +40,6 @@ from ..engine.batching import (
     make_batch,
     model_inputs,
     padded,
-    takes_token_types,
     to_device,
     to_device_parts,
 )
@@ -178,11 +177,9 @@ class TaskModel(torch.nn.Module):
                 lin.bias.zero_()
         self.head = torch.nn.Sequential(torch.nn.Dropout(p), dense, torch.nn.Tanh(), torch.nn.Dropout(p), out)
         self.num_labels = num_labels
-        self.token_types = takes_token_types(encoder)  # asked once: a signature per step is host time on a GPU
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        inputs = model_inputs(self.encoder, input_ids, attention_mask, token_type_ids, token_types=self.token_types)
-        hidden = self.encoder(**inputs).last_hidden_state[:, 0]
+        hidden = self.encoder(**model_inputs(self.encoder, input_ids, attention_mask, token_type_ids)).last_hidden_state[:, 0]
         logits = self.head(hidden)
         return logits[:, 0] if self.num_labels == 1 else logits
 
