@@ -3,6 +3,9 @@
 
 * ``ours-bf16`` / ``ours-fp32``: :func:`bertattn_bench.training.glue_finetune.train` (length-pooled batches of 32, the paper's
   recipe) with bf16 autocast on or off;
+* ``ours-graphs``: ``ours-fp32`` with the step replayed as CUDA graphs per batch shape and batches padded to a
+  multiple of 16 pieces (``Recipe.step_graphs``, ``pad_to_multiple``; on a CPU the step stays eager: padding only);
+  ``ours-pad16``: the padding alone, eager (what the padding costs or saves without the graphs);
 * ``naive``: ``AutoModelForSequenceClassification`` on the same encoder, batches of 32 in a seeded random order,
   tokenised per batch and padded to the longest in the batch, AdamW 5e-5 with linear warm-up/decay, fp32.
 
@@ -31,7 +34,7 @@ from bertattn_bench.engine.opcount import top_operators
 from bertattn_bench.engine.passes import timed
 from bertattn_bench.training import glue_finetune as finetune
 
-VARIANTS = ("ours-bf16", "ours-fp32", "naive")
+VARIANTS = ("ours-bf16", "ours-fp32", "ours-graphs", "ours-pad16", "naive")
 PROFILE = False
 
 
@@ -45,13 +48,21 @@ def timed_region(device: torch.device, name: str, fn) -> float:
     return secs
 
 
-def ours(loaded, t, rows, dev_rows, epochs: int, bf16: bool) -> tuple[float, float]:
-    recipe = dataclasses.replace(finetune.Recipe(), epochs=epochs, bf16_autocast=bf16)
+RECIPES = {"ours-bf16": {"bf16_autocast": True}, "ours-fp32": {"bf16_autocast": False},
+           "ours-graphs": {"bf16_autocast": False, "step_graphs": True, "pad_to_multiple": 16},
+           "ours-pad16": {"bf16_autocast": False, "pad_to_multiple": 16}}
+
+
+def ours(loaded, t, rows, dev_rows, epochs: int, variant: str) -> tuple[float, float]:
+    recipe = dataclasses.replace(finetune.Recipe(), epochs=epochs, **RECIPES[variant])
     data = finetune.encode_split(loaded.tokenizer, rows, recipe.max_tokens)
     dev = finetune.encode_split(loaded.tokenizer, dev_rows, recipe.max_tokens)
     model = finetune.task_model(loaded, t, 0)
     device = next(model.parameters()).device
-    secs = timed_region(device, "ours", lambda: finetune.train(model, t, data, loaded.tokenizer, recipe, 0))
+    log = {}
+    secs = timed_region(device, variant, lambda: log.update(finetune.train(model, t, data, loaded.tokenizer, recipe, 0)))
+    if "step_graphs" in log:
+        print(f"{variant:>10}: step graphs {log['step_graphs']}")
     acc = float((finetune.predict(model, dev, loaded.tokenizer).argmax(-1) == dev.labels).mean())
     return secs, acc
 
@@ -126,7 +137,7 @@ def main() -> None:
         if v == "naive":
             secs, acc = naive(loaded.info.source, t, rows, dev_rows, args.epochs, device)
         else:
-            secs, acc = ours(loaded, t, rows, dev_rows, args.epochs, v == "ours-bf16")
+            secs, acc = ours(loaded, t, rows, dev_rows, args.epochs, v)
         times.setdefault(v, []).append(secs)
         print(f"{v:>10}: {secs:7.1f} s, dev accuracy {100 * acc:.1f}", flush=True)
     if "naive" in times:  # the measure: each of ours against the plain loop, medians of the interleaved runs

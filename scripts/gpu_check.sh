@@ -3,7 +3,8 @@
 #   1. the Clark §4 core against its floor (scripts/core_vs_floor.py, interleaved rounds, median) for MiniLM and a
 #      bert-base-shaped random model (12 layers x 12 heads, hidden 768), at batch 32 and 128; for MiniLM at batch 32
 #      also the operators with the most device time in one core pass and one floor pass (torch.profiler);
-#   2. the fine-tune against a plain Hugging Face loop (scripts/finetune_vs_naive.py, MRPC, 3 epochs, on the GPU);
+#   2. the fine-tune against a plain Hugging Face loop (scripts/finetune_vs_naive.py, MRPC, 3 epochs, on the GPU),
+#      eager and with the step as CUDA graphs;
 #   3. the quick tier's wall time from a cold pass cache, and its five most expensive tests (pytest --durations=5).
 # Every section prints its device (nvidia-smi's name) and its command; a section that fails says so and the next one
 # runs (one lent machine, one try). Append the output to docs/results.md. GPU_CHECK_OUT=DIR: the quick tier's claims
@@ -63,7 +64,9 @@ done
 echo "== ($SECONDS s so far)"
 echo "== fine-tune vs the plain loop"
 # interleaved (ours first: the process's first run pays the device's warm-up), the medians and their ratio at the end
-FT_VARIANTS=ours-fp32,naive,ours-fp32,naive,ours-fp32,naive,ours-bf16
+# ours-graphs: the step as CUDA graphs per batch shape, batches padded to 16 (Recipe.step_graphs; off by default
+# until this check has measured it); ours-pad16: that padding alone, eager
+FT_VARIANTS=ours-fp32,naive,ours-graphs,ours-fp32,naive,ours-graphs,ours-fp32,naive,ours-graphs,ours-pad16,ours-bf16
 echo "\$ scripts/finetune_vs_naive.py --data-dir DATA $EPOCHS --variants $FT_VARIANTS"
 $PY scripts/finetune_vs_naive.py --data-dir "$DATA" $EPOCHS --variants "$FT_VARIANTS" 2>&1 \
   | grep -v "Loading weights\|it/s\]$" || failed $?

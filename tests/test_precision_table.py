@@ -60,3 +60,23 @@ def test_auto_takes_the_table_and_records_the_source(monkeypatch):
 def test_device_class_of_a_cpu(monkeypatch, flags, expected):
     monkeypatch.setattr(finetune, "_cpu_flags", lambda: flags)
     assert finetune.device_class("cpu") == expected
+
+
+def test_step_graphs_come_from_a_measured_cuda_row_only(tmp_path):
+    """The step as CUDA graphs is chosen like the precision: from a measured row (its pad multiple and source), on a
+    CUDA device class only; the shipped table has no such row until a GPU check measured one (scripts/gpu_check.sh)."""
+    table = tmp_path / "t.json"
+    graphs = {"pad_to_multiple": 16, "source": "a GPU check"}
+    table.write_text(json.dumps({"rows": [
+        {"device": "cuda:X", "max_layers": 6, "precision": "fp32", "source": "s", "step_graphs": graphs},
+        {"device": "cuda:X", "max_layers": 24, "precision": "fp32", "source": "s"},
+        {"device": "cpu:none", "max_layers": 24, "precision": "fp32", "source": "s", "step_graphs": graphs}]}))
+    r = finetune.Recipe()
+    recipe, why = finetune.with_step_graphs(r, "cuda:X", 6, table)
+    assert recipe.step_graphs and recipe.pad_to_multiple == 16 and "a GPU check" in why and "cuda:X" in why
+    assert recipe.key() != r.key()  # another way of training, another checkpoint
+    assert finetune.with_step_graphs(r, "cuda:X", 12, table) == (r, "")  # the covering row has none
+    assert finetune.with_step_graphs(r, "cuda:Y", 6, table) == (r, "")
+    assert finetune.with_step_graphs(r, "cpu:none", 6, table) == (r, "")  # never on a CPU
+    shipped = [row for row in json.loads(finetune.PRECISION_TABLE.read_text())["rows"] if row.get("step_graphs")]
+    assert all(row["device"].startswith("cuda:") and row["step_graphs"]["source"] for row in shipped)

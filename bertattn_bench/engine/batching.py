@@ -241,10 +241,14 @@ def to_device_parts(arrays, device) -> list[torch.Tensor]:
     return parts
 
 
-def padded(examples: Sequence[Encoded], pad_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The one padding on the host: ``(ids, token types, mask)`` of ``(B, T)``, T the longest example, ids padded
-    with ``pad_id``, types with 0; the mask is boolean (True: a real piece)."""
+def padded(examples: Sequence[Encoded], pad_id: int, multiple: int = 1, cap: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The one padding on the host: ``(ids, token types, mask)`` of ``(B, T)``, T the longest example (rounded up
+    to a multiple of ``multiple``, but not beyond ``cap`` where that is longer than the longest), ids padded with
+    ``pad_id``, types with 0; the mask is boolean (True: a real piece)."""
     b, t = len(examples), max(len(e.input_ids) for e in examples)
+    if multiple > 1:
+        t = max(t, min(-(-t // multiple) * multiple, cap if cap is not None else t + multiple))
     lengths = np.array([len(e.input_ids) for e in examples])
     mask = np.arange(t)[None, :] < lengths[:, None]
     ids = np.full((b, t), pad_id, dtype=np.int64)

@@ -43,7 +43,7 @@ from ..engine.batching import (
     to_device,
     to_device_parts,
 )
-from . import checkpoints
+from . import checkpoints, step_graphs
 
 TRAINER_VERSION = "1"  # bump when a change to training changes the weights it produces
 
@@ -69,9 +69,19 @@ class Recipe:
     # always float32. The recorded baselines were trained with it. :func:`with_precision` turns it off where the
     # hardware has no bf16 units ("auto", the default) or as ``BERTATTN_FT_PRECISION`` says.
     bf16_autocast: bool = True
+    # on a CUDA device: the training step replayed as CUDA graphs, one per batch shape (:mod:`.step_graphs`), and
+    # each batch padded to a multiple of this many pieces (fewer shapes, fewer captures). Off by default: it
+    # changes the dropout masks' shapes, so the trained numbers, and its speed-up is to be measured on a GPU first
+    # (scripts/gpu_check.sh, the ``ours-graphs`` variant); on a CPU the step is eager whatever this says
+    step_graphs: bool = False
+    pad_to_multiple: int = 1
 
     def key(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        for name, default in (("step_graphs", False), ("pad_to_multiple", 1)):  # absent at their defaults: the
+            if d[name] == default:  # keys and metas of every checkpoint trained before they existed stay put
+                del d[name]
+        return d
 
 
 PRECISIONS = ("auto", "recipe", "bf16", "fp32")
@@ -125,12 +135,32 @@ def measured_precision(device_cls: str, n_layers: int, table: Path = PRECISION_T
     """``(precision, source)`` of the first row of the shipped table (``precision_table.json``) for ``device_cls``
     whose ``max_layers`` covers ``n_layers``; None where no measurement covers it. Pure: the same class and size
     always give the same answer (cache keys and recorded values stay put)."""
+    row = _measured_row(device_cls, n_layers, table)
+    return (row["precision"], row["source"]) if row is not None else None
+
+
+def _measured_row(device_cls: str, n_layers: int, table: Path) -> dict | None:
     import json
 
     for row in json.loads(table.read_text())["rows"]:
         if row["device"] == device_cls and n_layers <= row["max_layers"]:
-            return row["precision"], row["source"]
+            return row
     return None
+
+
+def with_step_graphs(recipe: Recipe, device_cls: str, n_layers: int, table: Path = PRECISION_TABLE
+                     ) -> tuple[Recipe, str]:
+    """The recipe with the training step as CUDA graphs (:mod:`.step_graphs`) where the measured table's row for
+    this CUDA device class and model size says they pay (its ``step_graphs``: ``pad_to_multiple`` and the
+    measurement's ``source``), else unchanged. Returns (recipe, why; "" where unchanged). Like the precision, the
+    choice is in the recipe (the checkpoint's key): the same machine class always trains the same way."""
+    row = _measured_row(device_cls, n_layers, table) if device_cls.startswith("cuda:") else None
+    graphs = (row or {}).get("step_graphs")
+    if not graphs:
+        return recipe, ""
+    multiple = int(graphs["pad_to_multiple"])
+    return replace(recipe, step_graphs=True, pad_to_multiple=multiple), \
+        f"step graphs, batches padded to a multiple of {multiple}: measured on {device_cls} ({graphs['source']})"
 
 
 def with_precision(recipe: Recipe, device, choice: str | None = None, n_layers: int | None = None) -> tuple[Recipe, str]:
@@ -232,15 +262,21 @@ def encode_split(tokenizer, rows: Sequence[glue.Example], max_tokens: int) -> En
 
 # ---- training ------------------------------------------------------------------------------------------------
 
-def _optimizer(model: TaskModel, recipe: Recipe, total_steps: int):
+def _optimizer(model: TaskModel, recipe: Recipe, total_steps: int, capturable: bool = False):
+    """AdamW with weight decay off biases and LayerNorm, and the linear warm-up/decay schedule. ``capturable``: for
+    a step captured in a CUDA graph, the learning rate is a device tensor per group (the scheduler fills it; a float
+    would be frozen into the graph) and the step count lives on the device."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if (name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name) else decay).append(p)
     # on a GPU the fused kernel (one launch for every parameter's update; issue 47); on the CPU the default
     # implementation, whose numbers the recorded baselines were trained with
-    fused = True if next(model.parameters()).device.type == "cuda" else None
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr, fused=fused)
+    device = next(model.parameters()).device
+    fused = True if device.type == "cuda" else None
+    lr = (lambda: torch.tensor(recipe.lr, device=device)) if capturable else (lambda: recipe.lr)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay, "lr": lr()},
+                             {"params": no_decay, "weight_decay": 0.0, "lr": lr()}], lr=recipe.lr, fused=fused,
+                            capturable=capturable)
     warm = max(1, int(recipe.warmup * total_steps))
 
     def schedule(step: int) -> float:
@@ -270,15 +306,17 @@ def epoch_batches(examples: Sequence[Encoded], batch_size: int, seed: int, pool:
     return [batches[i] for i in perm]
 
 
-def epoch_on_device(data: Encoded_, batches: Sequence[Sequence[int]], pad_id: int, device
+def epoch_on_device(data: Encoded_, batches: Sequence[Sequence[int]], pad_id: int, device, multiple: int = 1
                     ) -> list[tuple[dict, torch.Tensor]]:
     """An epoch's batches, padded on the host (:func:`~bertattn_bench.engine.batching.padded`) and sent to
     ``device`` in two copies, the pieces' three fields and the labels, then cut into each batch's model inputs and
     labels (views: no step pads, pins or copies anything; on a launch-bound GPU each of those is host time, issue
-    47). The same tensors, value for value, as padding each batch at its step."""
+    47). The same tensors, value for value, as padding each batch at its step. ``multiple``: each batch padded to
+    a multiple of this many pieces, never beyond the longest example of ``data`` (fewer shapes, for step graphs)."""
     host = []
+    cap = max(len(e.input_ids) for e in data.examples) if multiple > 1 else None
     for idx in batches:
-        ids, types, mask = padded([data.examples[i] for i in idx], pad_id)
+        ids, types, mask = padded([data.examples[i] for i in idx], pad_id, multiple, cap)
         host += [ids, types, mask.astype(np.int64)]
     fields = to_device_parts(host, device)
     labels = to_device(np.concatenate([data.labels[list(idx)] for idx in batches]), device)
@@ -348,10 +386,10 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
     """Fine-tune ``model`` in place; after every epoch the full state goes to ``state_path`` (resume).
     ``stop_after_epoch``: return after that many epochs of the full schedule (tests of resuming)."""
     device = next(model.parameters()).device
-    n = len(data.examples)
     steps_per_epoch = len(epoch_batches(data.examples, recipe.batch_size, 0))
     total = steps_per_epoch * recipe.epochs
-    opt, sched = _optimizer(model, recipe, total)
+    capture = step_graphs.capture_for(device) if recipe.step_graphs else None
+    opt, sched = _optimizer(model, recipe, total, capturable=capture is not None and device.type == "cuda")
     log = {"loss_per_epoch": [], "seconds_per_epoch": [], "resumed_from_epoch": 0, "steps": total}
     start_epoch = 0
     state = _resume_state(state_path, model, device) if state_path is not None else None
@@ -367,24 +405,21 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
 
         bar = tqdm(total=total, initial=start_epoch * steps_per_epoch, desc=desc, unit="step", leave=False,
                    disable=None)
+    # the epoch's loss is summed on the device in float64 (the same sums as Python floats of each step's loss) and
+    # read once at the epoch's end: no step waits for the device (issue 47)
+    total_loss = torch.zeros((), dtype=torch.float64, device=device)
+    step = _Step(model, t, opt, recipe, total_loss, graphed=capture is not None)
+    run = step_graphs.ShapeGraphs(step, capture) if capture is not None else step
     with _training_attention(model):
         for epoch in range(start_epoch, recipe.epochs):
             model.train()
             batches = epoch_batches(data.examples, recipe.batch_size, _epoch_seed(seed, epoch))
             torch.manual_seed(_epoch_seed(seed, epoch) + 1)  # dropout of this epoch
-            # the epoch's loss is summed on the device in float64 (the same sums as Python floats of each step's
-            # loss) and read once at the epoch's end: no step waits for the device (issue 47)
-            t0, total_loss, seen = time.perf_counter(), torch.zeros((), dtype=torch.float64, device=device), 0
-            for inputs, y in epoch_on_device(data, batches, tokenizer.pad_token_id, device):
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=recipe.bf16_autocast):
-                    logits = model(**inputs)
-                loss = loss_per_example(t, logits.float(), y).mean()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
+            t0, seen = time.perf_counter(), 0
+            total_loss.zero_()
+            for inputs, y in epoch_on_device(data, batches, tokenizer.pad_token_id, device, recipe.pad_to_multiple):
+                run(inputs, y)
                 sched.step()
-                opt.zero_grad(set_to_none=True)
-                total_loss += loss.detach().double() * len(y)
                 seen += len(y)
                 if bar is not None:
                     bar.set_postfix(ex_per_s=f"{seen / (time.perf_counter() - t0):.0f}", refresh=False)
@@ -402,8 +437,42 @@ def train(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, recipe: Rec
                 break
     if bar is not None:
         bar.close()
+    if capture is not None:
+        log["step_graphs"] = run.log
+        opt.zero_grad(set_to_none=True)  # the graphs' persistent gradients go with them
     model.eval()
     return log
+
+
+class _Step:
+    """One training step: forward under the recipe's precision, the loss, backward, the gradient's global norm
+    clipped at 1.0, the optimiser's update, the gradients zeroed, the batch's loss added to the epoch's sum on the
+    device. ``graphed``: run inside CUDA graphs (:mod:`.step_graphs`), where the cast cache of autocast must be off;
+    ``keep_grads`` (set by the graphs before their first capture): zero the gradients in place, not to None;
+    ``trained``: the parameters the first call's loss reached (None before it)."""
+
+    def __init__(self, model: TaskModel, t: glue.Task, opt, recipe: Recipe, total_loss: torch.Tensor,
+                 graphed: bool = False):
+        self.model, self.t, self.opt, self.total_loss = model, t, opt, total_loss
+        self.params = list(model.parameters())
+        self.autocast = {"dtype": torch.bfloat16, "enabled": recipe.bf16_autocast}
+        if graphed:
+            self.autocast["cache_enabled"] = False
+        self.device_type = self.params[0].device.type
+        self.keep_grads = False
+        self.trained: list | None = None
+
+    def __call__(self, inputs: dict, y: torch.Tensor) -> None:
+        with torch.autocast(self.device_type, **self.autocast):
+            logits = self.model(**inputs)
+        loss = loss_per_example(self.t, logits.float(), y).mean()
+        loss.backward()
+        if self.trained is None:
+            self.trained = [p for p in self.params if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=not self.keep_grads)
+        self.total_loss += loss.detach().double() * len(y)
 
 
 # ---- evaluation ----------------------------------------------------------------------------------------------
@@ -476,6 +545,9 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     """The model fine-tuned on ``task_name`` with ``seed``: from the cache, else trained (resuming) and cached."""
     t = glue.task(task_name)
     recipe, why = with_precision(recipe, loaded.info.device, precision, n_layers=loaded.info.n_layers)
+    if torch.device(loaded.info.device).type == "cuda":
+        recipe, graphs_why = with_step_graphs(recipe, device_class(loaded.info.device), loaded.info.n_layers)
+        why = f"{why}; {graphs_why}" if graphs_why else why
     model = task_model(loaded, t, seed)
     if recipe.bf16_autocast:
         failure = _bf16_failure_of(loaded, model)
