@@ -33,6 +33,7 @@ from bertattn_bench.engine.model import load_model
 from bertattn_bench.engine.opcount import top_operators
 from bertattn_bench.engine.passes import timed
 from bertattn_bench.training import glue_finetune as finetune
+from bertattn_bench.training import precision
 
 VARIANTS = ("ours-bf16", "ours-fp32", "ours-graphs", "ours-pad16", "naive")
 PROFILE = False
@@ -128,7 +129,7 @@ def main() -> None:
     t = glue.task(args.task)
     rows = glue.load_split(Path(args.data_dir), args.task, "train")[:args.max_train]
     dev_rows = glue.load_split(Path(args.data_dir), args.task, "dev")
-    flags = finetune._cpu_flags()
+    flags = precision._cpu_flags()
     print(f"{loaded.info.name}, {args.task}: {len(rows)} training examples, {args.epochs} epoch(s), dev n = "
           f"{len(dev_rows)}; on {device}; torch {torch.__version__}, {torch.get_num_threads()} threads; CPU amx_bf16 "
           f"{'amx_bf16' in flags}, avx512_bf16 {'avx512_bf16' in flags}")

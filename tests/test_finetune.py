@@ -11,7 +11,7 @@ from bertattn_bench.base.settings import from_environment
 from bertattn_bench.data import glue
 from bertattn_bench.engine import attention
 from bertattn_bench.training import glue_finetune as finetune
-from bertattn_bench.training import sweeps
+from bertattn_bench.training import precision, sweeps
 
 
 @pytest.fixture()
@@ -268,25 +268,25 @@ def test_training_precision_choice(monkeypatch):
     bad value names the variable."""
     r = finetune.Recipe()
     cpu = torch.device("cpu")
-    monkeypatch.delenv(finetune.PRECISION_ENV, raising=False)
-    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"avx512f", "avx2"})
-    auto, why = finetune.with_precision(r, cpu)  # default: auto
+    monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: {"avx512f", "avx2"})
+    auto, why = precision.with_precision(r, cpu)  # default: auto
     assert auto.bf16_autocast is False and why.startswith("auto") and "without" in why  # no bf16 units: fp32
-    assert finetune.with_precision(r, cpu, "recipe")[0] == r  # the recipe's (the recorded baselines' bf16)
-    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
-    assert finetune.with_precision(r, cpu)[0] == r  # AVX512-BF16 (this project's AMD EPYC): bf16, the same key
-    monkeypatch.setattr(finetune, "_cpu_flags", lambda: {"amx_bf16", "amx_tile"})
-    assert finetune.with_precision(r, cpu, "auto")[0].bf16_autocast is True
-    monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
-    fp32, why = finetune.with_precision(r, cpu, from_environment()["precision"])
+    assert precision.with_precision(r, cpu, "recipe")[0] == r  # the recipe's (the recorded baselines' bf16)
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    assert precision.with_precision(r, cpu)[0] == r  # AVX512-BF16 (this project's AMD EPYC): bf16, the same key
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: {"amx_bf16", "amx_tile"})
+    assert precision.with_precision(r, cpu, "auto")[0].bf16_autocast is True
+    monkeypatch.setenv(precision.PRECISION_ENV, "fp32")
+    fp32, why = precision.with_precision(r, cpu, from_environment()["precision"])
     assert fp32.bf16_autocast is False and "fp32" in why and fp32.key() != r.key()  # the precision is in the key
-    monkeypatch.setenv(finetune.PRECISION_ENV, "half")
+    monkeypatch.setenv(precision.PRECISION_ENV, "half")
     with pytest.raises(DataError, match="BERTATTN_FT_PRECISION='half'"):
-        finetune.with_precision(r, cpu, from_environment()["precision"])
+        precision.with_precision(r, cpu, from_environment()["precision"])
 
 
 def test_meta_records_precision(tiny, glue_dir, monkeypatch):
-    monkeypatch.setenv(finetune.PRECISION_ENV, "fp32")
+    monkeypatch.setenv(precision.PRECISION_ENV, "fp32")
     ft = finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, finetune.Recipe(epochs=1, batch_size=16),
                             precision=from_environment()["precision"])
     assert ft.meta["precision"] == "fp32" and ft.meta["recipe"]["bf16_autocast"] is False
@@ -311,13 +311,13 @@ def test_a_model_whose_code_fails_under_bf16_trains_in_fp32(tokenizer, tiny, glu
     t = glue.task("mrpc")
     assert "bfloat16" in finetune.bf16_failure(finetune.task_model(deberta, t, 0), tokenizer).lower()
     assert finetune.bf16_failure(finetune.task_model(tiny, t, 0), tokenizer) is None
-    monkeypatch.setenv(finetune.PRECISION_ENV, "bf16")
+    monkeypatch.setenv(precision.PRECISION_ENV, "bf16")
     recipe = finetune.Recipe(epochs=1, batch_size=16)
-    precision = from_environment()["precision"]
-    ft = finetune.finetuned(deberta, "mrpc", 0, glue_dir, None, recipe, precision=precision)
+    chosen = from_environment()["precision"]
+    ft = finetune.finetuned(deberta, "mrpc", 0, glue_dir, None, recipe, precision=chosen)
     assert ft.meta["precision"] == "fp32" and "fails in this model's code" in ft.meta["precision_why"]
     assert finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, recipe,
-                              precision=precision).meta["precision"] == "bf16 autocast"
+                              precision=chosen).meta["precision"] == "bf16 autocast"
 
 
 def test_no_step_of_the_training_loop_waits_for_the_device(tiny, glue_dir, monkeypatch):

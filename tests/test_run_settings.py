@@ -21,7 +21,7 @@ def test_seed_and_precision_reach_the_fine_tunes_key(tiny, glue_dir, tmp_path, m
     pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))  # as a pre-trained model
     cache = tmp_path / "cache"
     # the precision "auto" would not choose here, so the test fails if the option does not reach the fine-tune
-    from bertattn_bench.training.glue_finetune import bf16_pays
+    from bertattn_bench.training.precision import bf16_pays
 
     auto_bf16 = bf16_pays(pretrained.info.device if hasattr(pretrained.info.device, "type") else
                           __import__("torch").device(pretrained.info.device))[0]

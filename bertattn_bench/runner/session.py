@@ -186,7 +186,7 @@ class RunOptions:
         """Every option that can be judged without a model or data: a BenchError naming the option."""
         from ..base.settings import output_dir, parse_random_model, positive_int
         from ..engine.model import RANDOM_PREFIX, choose_device
-        from ..training.glue_finetune import PRECISIONS
+        from ..training.precision import PRECISIONS
 
         positive_int("--batch-size", self.batch_size)
         if self.precision is not None and self.precision not in PRECISIONS:

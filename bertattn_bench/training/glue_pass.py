@@ -177,7 +177,7 @@ class GluePass:
     cache_dir: Path | None
     data_paths: list
     reason: str | None = None
-    precision: str | None = None  # the run's fine-tuning precision (None: auto; glue_finetune.with_precision)
+    precision: str | None = None  # the run's fine-tuning precision (None: auto; precision.with_precision)
 
     @property
     def encoded(self):
