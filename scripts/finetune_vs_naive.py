@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import statistics
 from pathlib import Path
 
@@ -62,8 +63,13 @@ def ours(loaded, t, rows, dev_rows, epochs: int, variant: str) -> tuple[float, f
     device = next(model.parameters()).device
     log = {}
     secs = timed_region(device, variant, lambda: log.update(finetune.train(model, t, data, loaded.tokenizer, recipe, 0)))
-    if "step_graphs" in log:
-        print(f"{variant:>10}: step graphs {log['step_graphs']}")
+    # what each run trained: its losses and a hash of its weights (the graphs' run against the same padding eager,
+    # ours-pad16: the same numbers up to the GPU's non-deterministic kernels, if the capture holds the same step)
+    digest = hashlib.sha256()
+    for name, value in sorted(model.state_dict().items()):
+        digest.update(name.encode() + value.detach().float().cpu().numpy().tobytes())
+    print(f"{variant:>10}: loss per epoch {[round(x, 6) for x in log['loss_per_epoch']]}, weights "
+          f"{digest.hexdigest()[:16]}" + (f", step graphs {log['step_graphs']}" if "step_graphs" in log else ""))
     acc = float((finetune.predict(model, dev, loaded.tokenizer).argmax(-1) == dev.labels).mean())
     return secs, acc
 

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from toy_glue import MRPC_HEADER, mrpc_lines
+from toy_glue import MRPC_HEADER, write_mrpc
 
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.base.settings import from_environment
@@ -16,10 +16,7 @@ from bertattn_bench.training import precision, sweeps
 
 @pytest.fixture()
 def glue_dir(tmp_path):
-    d = tmp_path / "glue" / "MRPC"
-    d.mkdir(parents=True)
-    (d / "train.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(48, 0, bare_quote=True)), encoding="utf-8")
-    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(20, 1, bare_quote=True)), encoding="utf-8")
+    write_mrpc(tmp_path, 48, 20, bare_quote=True)
     q = tmp_path / "glue" / "QNLI"
     q.mkdir()
     (q / "dev.tsv").write_text("index\tquestion\tsentence\tlabel\n0\tWhy?\tBecause.\tentailment\n", encoding="utf-8")

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from toy_glue import MRPC_HEADER, mrpc_lines
+from toy_glue import write_mrpc
 
 import bertattn_bench as bb
 from bertattn_bench.base.errors import BenchError, ModelLoadError
@@ -19,12 +19,7 @@ from bertattn_bench.training.glue_pass import recipe_for
 
 @pytest.fixture(scope="module")
 def glue_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("glue")
-    d = root / "glue" / "MRPC"
-    d.mkdir(parents=True)
-    (d / "train.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(96, 0)), encoding="utf-8")
-    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(40, 1)), encoding="utf-8")
-    return root
+    return write_mrpc(tmp_path_factory.mktemp("glue"), 96, 40)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ and the pass's batched sweeps against masking one configuration at a time."""
 import numpy as np
 import pytest
 import torch
-from toy_glue import MRPC_HEADER, STSB_HEADER, mrpc_lines, toy_pairs
+from toy_glue import STSB_HEADER, toy_pairs, write_mrpc
 
 from bertattn_bench.claims.registry import METRICS, load_all_metrics
 from bertattn_bench.data import glue
@@ -17,11 +17,7 @@ RECIPE = finetune.Recipe(epochs=2, batch_size=8, lr=1e-3)
 
 @pytest.fixture()
 def glue_dir(tmp_path):
-    d = tmp_path / "glue" / "MRPC"
-    d.mkdir(parents=True)
-    for split, n, seed in (("train", 48, 0), ("dev", 24, 1)):
-        rows = mrpc_lines(n, seed)
-        (d / f"{split}.tsv").write_text(MRPC_HEADER + "".join(rows), encoding="utf-8")
+    write_mrpc(tmp_path, 48, 24)
     s = tmp_path / "glue" / "STS-B"
     s.mkdir()
     rows = [f"{i}\tx\t{a}\t{b}\t{4.6 if y else 1.2 + (i % 5) * 0.5:.1f}\n" for i, (y, a, b) in enumerate(toy_pairs(16, 2))]

@@ -5,7 +5,7 @@ whose replay runs the recorded step again: training through it must equal plain 
 import numpy as np
 import pytest
 import torch
-from toy_glue import MRPC_HEADER, mrpc_lines
+from toy_glue import write_mrpc
 
 from bertattn_bench.data import glue
 from bertattn_bench.engine.batching import padded
@@ -15,11 +15,7 @@ from bertattn_bench.training import step_graphs
 
 @pytest.fixture()
 def glue_dir(tmp_path):
-    d = tmp_path / "glue" / "MRPC"
-    d.mkdir(parents=True)
-    (d / "train.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(48, 0, bare_quote=True)), encoding="utf-8")
-    (d / "dev.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(20, 1, bare_quote=True)), encoding="utf-8")
-    return tmp_path
+    return write_mrpc(tmp_path, 48, 20, bare_quote=True)
 
 
 def _trained(tiny, glue_dir, **recipe_fields):

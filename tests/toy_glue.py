@@ -25,3 +25,13 @@ def mrpc_lines(n: int, seed: int, bare_quote: bool = False) -> list[str]:
     """MRPC TSV lines (no header); ``bare_quote`` opens each second sentence with a lone ``"``, as the real files do."""
     quote = '" ' if bare_quote else ""
     return [f"{label}\t{i}\t{i + 1000}\t{a}\t{quote}{b}\n" for i, (label, a, b) in enumerate(toy_pairs(n, seed))]
+
+
+def write_mrpc(root, n_train: int, n_dev: int, bare_quote: bool = False):
+    """A GLUE data folder with MRPC's train (``n_train`` pairs, seed 0) and dev (``n_dev``, seed 1) under
+    ``root/glue/MRPC``; returns ``root``."""
+    d = root / "glue" / "MRPC"
+    d.mkdir(parents=True)
+    for split, n, seed in (("train", n_train, 0), ("dev", n_dev, 1)):
+        (d / f"{split}.tsv").write_text(MRPC_HEADER + "".join(mrpc_lines(n, seed, bare_quote)), encoding="utf-8")
+    return root
