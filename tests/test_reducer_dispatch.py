@@ -236,7 +236,7 @@ class _Counted(Reducer):
         return self.inner.finalize()
 
 
-NORMS_BUDGET = {"norms": (150, 70), "mixing": (90, 5)}  # per layer (update + end_batch, the reader's norms
+NORMS_BUDGET = {"norms": (150, 50), "mixing": (90, 5)}  # per layer (update + end_batch, the reader's norms
 # included: 46 of them), per batch (start_batch): docs/speed.md; at 6512b3c 377 and 17, 86 and 2, with a host wait
 
 

@@ -95,8 +95,9 @@ class NormsReducer(Reducer):
         self.batch = batch
         mask = batch.token_mask
         special = batch.is_cls | batch.is_sep | batch.is_punct
-        for shares in self.shares.values():
-            shares.start_batch(batch)
+        masks = None
+        for shares in self.shares.values():  # one set of masks for the three readings
+            masks = shares.start_batch(batch, masks)
         cats = {"cls": batch.is_cls, "sep": batch.is_sep, "punct": batch.is_punct, "special": special,
                 "other": mask & ~special}
         self.cat_keys = torch.stack([cats[c] for c in CATEGORIES]).float()  # (C, B, K)

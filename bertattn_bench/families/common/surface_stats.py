@@ -58,6 +58,27 @@ FIELDS = (
 )
 
 
+def batch_masks(batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch's masks for :class:`SurfaceReducer`: ``(next_is_real (B, T), query_masks (B, FIELDS, T),
+    query_counts (B, FIELDS), key_classes (B, 1, T, 3))``, float32.
+
+    Clark's denominators (General_Analysis.ipynb of clarkkev/attention-analysis, commit b609cfc, the "Computing
+    Average Attention" cell, file lines 132-151): previous/next token ("left"/"right", np.eye(n, n, -1/+1)), self,
+    [CLS], [SEP] and punctuation are divided by n_tokens, all queries; "sep_sep" by the 2 [SEP] queries, "rest_sep"
+    (other -> [SEP]) by the n - 2 others. So the first token's missing previous token (and the last token's missing
+    next one) counts as 0, not as "not asked"."""
+    mask = batch.token_mask
+    next_is_real = torch.zeros_like(mask)
+    next_is_real[:, :-1] = mask[:, 1:]  # query i has a real next token iff i+1 is real (never padding)
+    query = {"all": mask, "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep}
+    # which queries each statistic averages over, in FIELDS order (prev/next: every real query, see above)
+    per_field = ("all",) * 9 + ("cls_query", "sep_query", "other_query")
+    query_masks = torch.stack([query[q] for q in per_field], 1).to(torch.float32)  # (B, FIELDS, T)
+    # the key classes as one (B, 1, T, 3) matrix: attention to [CLS], [SEP], punctuation in one product
+    key_classes = torch.stack([batch.is_cls, batch.is_sep, batch.is_punct], -1).to(torch.float32)[:, None]
+    return next_is_real.to(torch.float32), query_masks, query_masks.sum(-1).clamp(min=1), key_classes
+
+
 class SurfaceReducer(Reducer):
     """Accumulates every §3 statistic per (layer, head) on the model's device.
 
@@ -77,7 +98,9 @@ class SurfaceReducer(Reducer):
         self.sep_chance_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.token_counts = torch.zeros(vocab_size, dtype=torch.long, device=device) if vocab_size else None
 
-    def start_batch(self, batch) -> None:
+    def start_batch(self, batch, masks: tuple | None = None) -> tuple:
+        """Count the batch and build its query and key masks; returns the masks, which another reducer of the
+        same batch may pass as ``masks`` instead of building them again (the norms family's three readings)."""
         mask = batch.token_mask
         self.n_segments += mask.shape[0]
         lengths = mask.sum(-1)
@@ -89,21 +112,9 @@ class SurfaceReducer(Reducer):
         chance = batch.is_sep.sum(-1).double() / lengths.double()
         self.sep_chance_sum += chance.sum()
         self.sep_chance_rows.append(chance)
-        # Clark's denominators (General_Analysis.ipynb of clarkkev/attention-analysis, commit b609cfc, the
-        # "Computing Average Attention" cell, file lines 132-151): previous/next token ("left"/"right",
-        # np.eye(n, n, -1/+1)), self, [CLS], [SEP] and punctuation are divided by n_tokens, all queries; "sep_sep"
-        # by the 2 [SEP] queries, "rest_sep" (other -> [SEP]) by the n - 2 others. So the first token's missing
-        # previous token (and the last token's missing next one) counts as 0, not as "not asked".
-        next_is_real = torch.zeros_like(mask)
-        next_is_real[:, :-1] = mask[:, 1:]  # query i has a real next token iff i+1 is real (never padding)
-        self.next_is_real = next_is_real.to(torch.float32)
-        query = {"all": mask, "cls_query": batch.is_cls, "sep_query": batch.is_sep, "other_query": mask & ~batch.is_sep}
-        # which queries each statistic averages over, in FIELDS order (prev/next: every real query, see above)
-        per_field = ("all",) * 9 + ("cls_query", "sep_query", "other_query")
-        self.query_masks = torch.stack([query[q] for q in per_field], 1).to(torch.float32)  # (B, FIELDS, T)
-        self.query_counts = self.query_masks.sum(-1).clamp(min=1)  # (B, FIELDS)
-        # the key classes as one (B, 1, T, 3) matrix: attention to [CLS], [SEP], punctuation in one product
-        self.key_classes = torch.stack([batch.is_cls, batch.is_sep, batch.is_punct], -1).to(torch.float32)[:, None]
+        masks = masks if masks is not None else batch_masks(batch)
+        self.next_is_real, self.query_masks, self.query_counts, self.key_classes = masks
+        return masks
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         p = probs.float()
