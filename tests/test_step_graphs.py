@@ -113,3 +113,11 @@ def test_a_capturable_optimiser_keeps_one_learning_rate_tensor_per_group_that_th
         assert [g["lr"] for g in opt_t.param_groups] == lrs  # the same tensors, filled in place
         for gt, gf in zip(opt_t.param_groups, opt_f.param_groups):
             assert float(gt["lr"]) == pytest.approx(gf["lr"], rel=1e-6, abs=1e-12)
+
+
+def test_an_underlying_error_is_quoted_in_one_line_even_without_a_message():
+    from bertattn_bench.base.errors import one_line
+
+    assert one_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    assert one_line(ValueError("x" * 500), 10) == "ValueError: " + "x" * 10
+    assert one_line(EOFError()) == "EOFError"  # str(exc).splitlines()[0] raised IndexError here

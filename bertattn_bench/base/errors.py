@@ -17,5 +17,12 @@ class NothingSelected(BenchError):
     """A selection (``-k`` / ``select=``) that matches no test: the command's exit status 5, a raise in the API."""
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """``"Type: first line of its message"`` (cut at ``limit`` characters): an underlying error quoted inside one of
+    our own one-line messages; an exception without a message gives its type alone."""
+    text = str(exc).splitlines()
+    return f"{type(exc).__name__}: {text[0][:limit]}" if text else type(exc).__name__
+
+
 class CacheWarning(UserWarning):
     """A cache entry was not used (unreadable, foreign, another format) or a result was not cached."""

@@ -248,7 +248,8 @@ def padded(examples: Sequence[Encoded], pad_id: int, multiple: int = 1, cap: int
     ``pad_id``, types with 0; the mask is boolean (True: a real piece)."""
     b, t = len(examples), max(len(e.input_ids) for e in examples)
     if multiple > 1:
-        t = max(t, min(-(-t // multiple) * multiple, cap if cap is not None else t + multiple))
+        rounded = -(-t // multiple) * multiple
+        t = rounded if cap is None else max(t, min(rounded, cap))
     lengths = np.array([len(e.input_ids) for e in examples])
     mask = np.arange(t)[None, :] < lengths[:, None]
     ids = np.full((b, t), pad_id, dtype=np.int64)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..base.errors import BenchError, ModelLoadError
+from ..base.errors import BenchError, ModelLoadError, one_line
 from ..base.settings import ALLOW_DOWNLOAD_ENV, parse_random_model
 from . import attention
 
@@ -219,7 +219,7 @@ def _hub_error(name: str, exc: Exception, offline: bool = False) -> ModelLoadErr
         f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}. Provide weights: on a machine with network run "
         f"`hf download {name} --local-dir DIR` (or `save_pretrained(DIR)`), copy DIR here and pass `--model DIR`; "
         f"or, where this machine has network, set {ALLOW_DOWNLOAD_ENV}=1 to let transformers download it. "
-        f"Underlying error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        f"Underlying error: {one_line(exc, 300)}"
     )
 
 

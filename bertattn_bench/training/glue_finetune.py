@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..base.errors import DataError
+from ..base.errors import DataError, one_line
 from ..data import glue
 from ..engine import attention
 from ..engine.batching import (
@@ -243,7 +243,7 @@ def _resume_state(state_path: Path, model: TaskModel, device) -> dict | None:
             ours) and all(getattr(state["model"][k], "shape", None) == v.shape for k, v in ours.items())
         why = "not this model's training state (keys or shapes differ)"
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, OSError, AttributeError) as exc:
-        ok, why = False, f"not a plain-tensor state ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ok, why = False, f"not a plain-tensor state ({one_line(exc)})"
     if not ok:
         warnings.warn(f"{state_path}: {why}; training from the first epoch", UserWarning, stacklevel=3)
         state_path.unlink(missing_ok=True)
@@ -442,9 +442,8 @@ def finetuned(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path
     """The model fine-tuned on ``task_name`` with ``seed``: from the cache, else trained (resuming) and cached."""
     t = glue.task(task_name)
     recipe, why = with_precision(recipe, loaded.info.device, precision, n_layers=loaded.info.n_layers)
-    if torch.device(loaded.info.device).type == "cuda":
-        recipe, graphs_why = with_step_graphs(recipe, device_class(loaded.info.device), loaded.info.n_layers)
-        why = f"{why}; {graphs_why}" if graphs_why else why
+    recipe, graphs_why = with_step_graphs(recipe, device_class(loaded.info.device), loaded.info.n_layers)
+    why = f"{why}; {graphs_why}" if graphs_why else why
     model = task_model(loaded, t, seed)
     if recipe.bf16_autocast:
         failure = _bf16_failure_of(loaded, model)

@@ -28,6 +28,8 @@ from typing import Callable
 
 import torch
 
+from ..base.errors import one_line
+
 Capture = Callable[[Callable[[], None]], Callable[[], None]]
 
 
@@ -83,7 +85,7 @@ class ShapeGraphs:
             self.step(inputs, y)
 
     def __call__(self, inputs: dict, y: torch.Tensor) -> None:
-        if self.fallback is not None or (self.eager_steps == 0 and not self.graphs):
+        if self.fallback is not None or self.eager_steps == 0:
             return self._eager(inputs, y)  # the first step creates the optimiser's state and every lazy init
         key = (tuple((k, tuple(v.shape), v.dtype) for k, v in sorted(inputs.items())), tuple(y.shape), y.dtype)
         entry = self.graphs.get(key)
@@ -110,6 +112,6 @@ class ShapeGraphs:
         try:
             replay = self.capture(lambda: self.step(static, static_y))
         except Exception as exc:  # noqa: BLE001 - a model whose step a graph cannot hold trains eagerly
-            self.fallback = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            self.fallback = one_line(exc)
             return None
         return static, static_y, replay
