@@ -20,6 +20,17 @@ import bertattn_bench.faces.pytest_session  # noqa: F401
 os.environ.setdefault("BERTATTN_VALIDATE_OUTPUTS", "1")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (``.ci/run`` runs the unit tests with ``-n auto``) each worker takes its share of the cores
+    for torch, as a benchmark session's worker does: two workers of two threads on two cores ran the torch-heavy tests
+    up to ten times slower."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:
+        from bertattn_bench.faces.pytest_session import worker_threads
+
+        torch.set_num_threads(worker_threads(os.cpu_count() or 1, int(workers)))
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from transformers import AutoTokenizer
