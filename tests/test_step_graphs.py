@@ -2,6 +2,8 @@
 needs a GPU; everything around it (the first eager step, the persistent gradients zeroed in place, the per-shape
 input buffers and their copies, the epoch's loss sum, the fallback) is checked on the CPU with a stand-in capture
 whose replay runs the recorded step again: training through it must equal plain training exactly."""
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -37,10 +39,22 @@ def test_replayed_steps_train_exactly_as_plain_steps(tiny, glue_dir, monkeypatch
     rest through each shape's buffers) gives the plain loop's weights and losses exactly: a batch not copied into
     its shape's buffers, gradients accumulated across steps, or a loss sum not reset per epoch would not."""
     plain, plain_log, data, recipe = _trained(tiny, glue_dir)
-    captures = []
-    monkeypatch.setattr(step_graphs, "capture_for",
-                        lambda device: lambda fn: captures.append(fn) or step_graphs.eager_capture(fn))
+    captures, warmups = [], []
+
+    class Recording:  # the CUDA capture's interface: a call per capture, the first step inside warmup()
+        def __call__(self, fn):
+            captures.append(fn)
+            return step_graphs.eager_capture(fn)
+
+        @contextlib.contextmanager
+        def warmup(self):
+            warmups.append(("in", len(captures)))
+            yield
+            warmups.append("out")
+
+    monkeypatch.setattr(step_graphs, "capture_for", lambda device: Recording())
     graphed, log, _, _ = _trained(tiny, glue_dir, step_graphs=True)
+    assert warmups == [("in", 0), "out"]  # once, around the first step, before any capture
     assert _same_weights(plain, graphed)
     assert log["loss_per_epoch"] == plain_log["loss_per_epoch"]
     shapes = {tuple(inputs["input_ids"].shape)

@@ -9,7 +9,9 @@ to a multiple of a few pieces (``Recipe.pad_to_multiple``) keep the number of sh
 
 What a captured step needs, and this module arranges (PyTorch's "CUDA Graphs" notes, "whole-network capture"):
 
-* the optimiser's state and every lazy initialisation exist before the first capture: the first step runs eagerly;
+* the optimiser's state and every lazy initialisation exist before the first capture: the first step runs eagerly,
+  on the side stream the graphs are captured on (the notes' warm-up, so that the libraries' per-stream state, such
+  as cuBLAS's workspace, exists before a capture needs it);
 * gradients live outside the graphs' memory and are zeroed in place (``zero_grad(set_to_none=False)``), so that
   every graph reads and writes the same persistent tensors; the epoch's loss sum is one persistent tensor too;
 * the learning rate is a device tensor that the scheduler fills (a Python float would be frozen into the graph),
@@ -24,7 +26,8 @@ against plain training step for step.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from contextlib import contextmanager, nullcontext
+from typing import Callable, Iterator
 
 import torch
 
@@ -38,23 +41,32 @@ def eager_capture(fn: Callable[[], None]) -> Callable[[], None]:
     return fn
 
 
-def cuda_capture() -> Capture:
-    """Capture on the current CUDA device; the graphs share one memory pool (every tensor a step allocates dies
-    within the step, and the graphs replay one after another on one stream: none outlives another's replay)."""
-    pool = torch.cuda.graph_pool_handle()
+class CudaCapture:
+    """Capture on the current CUDA device, on one side stream; the graphs share one memory pool (every tensor a
+    step allocates dies within the step, and the graphs replay one after another on one stream: none outlives
+    another's replay). :meth:`warmup` runs a step eagerly on that side stream (the first step, before any capture)."""
 
-    def capture(fn: Callable[[], None]) -> Callable[[], None]:
+    def __init__(self):
+        self.pool = torch.cuda.graph_pool_handle()
+        self.stream = torch.cuda.Stream()
+
+    def __call__(self, fn: Callable[[], None]) -> Callable[[], None]:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
+        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
             fn()
         return graph.replay
 
-    return capture
+    @contextmanager
+    def warmup(self) -> Iterator[None]:
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            yield
+        torch.cuda.current_stream().wait_stream(self.stream)
 
 
 def capture_for(device: torch.device) -> Capture | None:
     """How to capture a step on ``device``: CUDA graphs on a CUDA device, None elsewhere (the step stays eager)."""
-    return cuda_capture() if torch.device(device).type == "cuda" else None
+    return CudaCapture() if torch.device(device).type == "cuda" else None
 
 
 class ShapeGraphs:
@@ -79,8 +91,11 @@ class ShapeGraphs:
                 "fallback": self.fallback}
 
     def _eager(self, inputs: dict, y: torch.Tensor) -> None:
+        # the first step on the capture's side stream where it has one (the warm-up before any capture)
+        warm = getattr(self.capture, "warmup", None) if self.eager_steps == 0 else None
         self.eager_steps += 1
-        with warnings.catch_warnings():  # a capturable optimiser's step outside a capture: expected here
+        with warnings.catch_warnings(), (warm() if warm else nullcontext()):
+            # a capturable optimiser's step outside a capture: expected here
             warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
             self.step(inputs, y)
 
