@@ -146,6 +146,10 @@ def test_matches_the_authors_dense_formulas_on_a_tiny_bert(tiny, tokenizer):
         assert torch.allclose(got.summed, summed, atol=1e-5)
         for k, want in ratios.items():
             assert torch.allclose(got.ratios[k], want, atol=1e-5), k
+        # the masked sweep's ratios alone: the same numbers, bit for bit
+        total, alone = N.mixing_ratios(p, v, nl.output.weight, x, nl.output.bias, nl.layer_norm)
+        assert torch.equal(total, got.total) and alone.keys() == got.ratios.keys()
+        assert all(torch.equal(alone[k], got.ratios[k]) for k in alone)
 
 
 def _segments(tokenizer, n=4):

@@ -236,8 +236,9 @@ class _Counted(Reducer):
         return self.inner.finalize()
 
 
-NORMS_BUDGET = {"norms": (150, 50), "mixing": (90, 5)}  # per layer (update + end_batch, the reader's norms
-# included: 46 of them), per batch (start_batch): docs/speed.md; at 6512b3c 377 and 17, 86 and 2, with a host wait
+NORMS_BUDGET = {"norms": (150, 50), "mixing": (80, 5)}  # per layer (update + end_batch, the reader's norms
+# included: 46 of them), per batch (start_batch): docs/speed.md; at 6512b3c 377 and 17, 86 and 2, with a host wait;
+# stop 56: 134 and 47, 76 and 2 (the masked sweep reads the mixing ratios alone, without the per-pair norms)
 
 
 def _norms_counts(name, tiny, tokenizer):

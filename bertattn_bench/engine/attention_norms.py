@@ -6,7 +6,8 @@ the value vector with its bias times head h's slice of the output projection; b_
 modeling_bert.py l.293-345 and emnlp2021/.../modeling_bert.py l.299-388). Per layer this module gives
 ``||f^h(x_j)||`` (B, H, K), the per-head ``||alpha^h_ij f^h(x_j)|| = alpha^h_ij ||f^h(x_j)||`` (alpha >= 0) and the
 layer-level ``||sum_h alpha^h_ij f^h(x_j)||`` (B, Q, K), the latter from the (K, H, H) Gram matrix of the f vectors
-by einsum, never a (H, Q, K, hidden) tensor; and the 2021 mixing ratios per query token.
+by einsum, never a (H, Q, K, hidden) tensor; and the 2021 mixing ratios per query token (:func:`mixing_ratios`,
+alone where nothing else is needed: the masked sweep).
 
 The value vectors and the output projection are the model's own modules, found once per model (:func:`norm_site`)
 by matching tensors on an 8-token forward pass: a linear module whose output V, head by head, times the layer's
@@ -87,8 +88,7 @@ def layer_norms(probs: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor, 
     ``probs`` (B, H, Q, K) the attention probabilities (padded keys 0); ``values`` (B, K, H * D) the value
     projection's output (with b_V); ``w_out`` (hidden, H * D) the output projection's weight; ``x`` (B, K, hidden)
     the layer input (the residual), ``b_out`` the output projection's bias and ``layer_norm`` the post-attention
-    LayerNorm, for the residual ratios (AttnRes-N; AttnResLn-N also needs the LayerNorm: each term divided by the
-    real pre-LayerNorm vector's sqrt(var + eps) and scaled by gamma, b_O and beta dropped, as the authors)."""
+    LayerNorm, for the residual ratios (:func:`mixing_ratios`)."""
     p = probs.float()
     b, h, q, k = p.shape
     v = values.float().view(b, k, h, -1)
@@ -100,6 +100,20 @@ def layer_norms(probs: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor, 
     head = p * fx[:, :, None, :]
     pk = p.permute(0, 3, 2, 1)  # (B, K, Q, H)
     summed = (torch.matmul(pk, gram) * pk).sum(-1).clamp_min(0).sqrt().transpose(1, 2)  # (B, Q, K)
+    total, ratios = mixing_ratios(probs, values, w_out, x, b_out, layer_norm)
+    return LayerNorms(fx=fx, head=head, summed=summed, total=total, ratios=ratios)
+
+
+def mixing_ratios(probs: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor, x: torch.Tensor | None = None,
+                  b_out: torch.Tensor | None = None, layer_norm: torch.nn.Module | None = None
+                  ) -> tuple[torch.Tensor, dict]:
+    """The 2021 mixing ratios of one layer (arguments as :func:`layer_norms`'s), without the per-pair norms (the
+    masked sweep needs only these): ``(total, ratios)``, ``total`` (B, Q, hidden) = sum_h sum_j alpha f, without
+    b_O. AttnRes-N needs ``x``; AttnResLn-N also the LayerNorm: each term divided by the real pre-LayerNorm vector's
+    sqrt(var + eps) and scaled by gamma, b_O and beta dropped, as the authors."""
+    p = probs.float()
+    b, h, q, k = p.shape
+    v = values.float().view(b, k, h, -1)
     ctx = torch.matmul(p, v.transpose(1, 2))  # (B, H, Q, D): the heads' outputs, as the model computes them
     total = ctx.transpose(1, 2).reshape(b, q, -1) @ w_out.float().t()  # sum_h sum_j alpha f, without b_O
     diag = p.diagonal(dim1=-2, dim2=-1)  # (B, H, Q): alpha_ii (queries and keys are the same tokens)
@@ -123,7 +137,7 @@ def layer_norms(probs: torch.Tensor, values: torch.Tensor, w_out: torch.Tensor, 
 
             m_ln, o_ln = ln_term(mix), ln_term(own_r)
             ratios["attnresln_n"] = m_ln / (m_ln + o_ln).clamp_min(1e-30)
-    return LayerNorms(fx=fx, head=head, summed=summed, total=total, ratios=ratios)
+    return total, ratios
 
 
 # Known refusals (keys: config.model_type): why no module carries a layer's value vectors alone / its alpha V
@@ -242,12 +256,18 @@ class NormReader:
     def _hook(self, mod, args, out):
         self.pending[id(mod)] = (args[0], out)
 
-    def layer(self, layer: int, probs: torch.Tensor) -> LayerNorms:
+    def _args(self, layer: int, probs: torch.Tensor) -> tuple:
         nl = self.site.layers[layer]
         x, v = self.pending[id(nl.value)]
         res = self.site.residual
-        return layer_norms(probs, v, nl.output.weight, x if res else None, nl.output.bias,
-                           nl.layer_norm if res else None)
+        return probs, v, nl.output.weight, x if res else None, nl.output.bias, nl.layer_norm if res else None
+
+    def layer(self, layer: int, probs: torch.Tensor) -> LayerNorms:
+        return layer_norms(*self._args(layer, probs))
+
+    def ratios(self, layer: int, probs: torch.Tensor) -> dict:
+        """The layer's mixing ratios alone (:func:`mixing_ratios`; the same numbers as :meth:`layer`'s)."""
+        return mixing_ratios(*self._args(layer, probs))[1]
 
 
 @contextmanager
