@@ -13,7 +13,7 @@ import torch
 from bertattn_bench.engine.batching import iter_batches
 from bertattn_bench.faces.pytest_session import Target, benchmark_group
 
-NAIVE_SENTENCES = 40  # the loop is slow by design; enough sentences for a stable rate
+NAIVE_SENTENCES = 200  # one forward and 72-144 small maps a sentence: enough sentences for a stable rate
 
 
 def _sync(device: str):
@@ -56,8 +56,25 @@ def test_speed_floor_bare_forward(benchmark, bench, dep_target):
     assert core.n_examples == len(prepared.encoded)
 
 
+def word_word_attention(a: np.ndarray, pieces: list[list[int]]) -> np.ndarray:
+    """The authors' ``get_word_word_attention`` (clarkkev/attention-analysis ``bpe_utils.py`` l.46-75) with mode
+    "mean", the paper's (§4.1): columns summed over a word's pieces, rows averaged over them, one map at a time.
+    Here on the words' pieces alone (their code keeps [CLS]/[SEP] as words and drops them in the predictor,
+    ``Syntax_Analysis.ipynb`` cell 6). Their ``make_attn_word_level`` (l.78-84) calls it without ``mode``, so the
+    released code takes each split word's *first* piece's row (docs/families/clark.md, "Word-level maps")."""
+    starts = [p[0] for p in pieces]
+    w = np.array(a)
+    for p in pieces:
+        w[:, p[0]] = w[:, p].sum(axis=-1)
+    w = w[:, starts]
+    for p in pieces:
+        w[p[0]] = np.mean(w[p], axis=0)
+    return w[starts]
+
+
 def naive_dependency_counts(loaded, encoded, arcs, relations):
-    """One sentence at a time, word maps and argmax in numpy loops: the notebook way (Clark §4.1)."""
+    """One sentence at a time, one map at a time in numpy: the authors' way (``bpe_utils.make_attn_word_level``,
+    ``Syntax_Analysis.ipynb`` cell 6's ``attn_head_predictor``; Clark §4.1)."""
     info = loaded.info
     correct = np.zeros((info.n_layers, 2, len(relations), info.n_heads))
     rel_id = {r: i for i, r in enumerate(relations)}
@@ -69,8 +86,7 @@ def naive_dependency_counts(loaded, encoded, arcs, relations):
         for layer, att in enumerate(out.attentions):
             att = att[0].float().cpu().numpy()
             for head in range(info.n_heads):
-                a = att[head]
-                words = np.array([[a[pf][:, pt].sum(axis=1).mean() for pt in pieces] for pf in pieces])
+                words = word_word_attention(att[head], pieces)
                 np.fill_diagonal(words, -np.inf)
                 pred = words.argmax(axis=1)
                 for arc in arcs[e.index]:
@@ -118,3 +134,13 @@ def test_speed_naive_loop_and_agreement(benchmark, bench, dep_target):
           f"core {full.examples_per_second:.1f} sent/s: {speedup:.1f}x")
     disagreements = int((torch.from_numpy(counts) != core.correct.cpu()).sum())
     assert disagreements <= counts.size * 0.001, f"{disagreements} (layer, direction, relation, head) counts differ"
+
+
+def test_word_word_attention_by_hand():
+    """The loop's word-level map on a planted 5-piece map with one word split in two and one in three: attention
+    *to* a word sums its pieces' columns, attention *from* it averages its pieces' rows (Clark §4.1)."""
+    a = np.arange(25, dtype=np.float64).reshape(5, 5)
+    pieces = [[0], [1, 2], [3, 4]]
+    want = np.array([[a[pf][:, pt].sum(axis=1).mean() for pt in pieces] for pf in pieces])
+    assert np.array_equal(word_word_attention(a, pieces), want)
+    assert word_word_attention(a, pieces)[1, 2] == ((8 + 9) + (13 + 14)) / 2

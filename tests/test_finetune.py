@@ -123,6 +123,23 @@ def test_finetune_is_seeded_and_resumes_exactly(tiny, glue_dir, tmp_path, monkey
     assert meta["n_train"] == 48 and meta["seed"] == 0
 
 
+def test_the_cpu_optimiser_trains_bit_for_bit_as_the_per_parameter_loop(tiny, glue_dir, monkeypatch):
+    """On the CPU the fine-tune's AdamW runs the foreach implementation (faster); its weights equal, bit for bit,
+    those of torch's per-parameter loop, the CPU default the recorded baselines were trained with (the fused CPU
+    kernel would not: it rounds differently)."""
+    opt, _ = finetune._optimizer(finetune.task_model(tiny, glue.task("mrpc"), 0), RECIPE, 10)
+    assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
+    ours = _weights(finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model)
+    real = torch.optim.AdamW
+
+    def per_parameter(*args, **kwargs):
+        return real(*args, **{**kwargs, "foreach": False, "fused": None})
+
+    monkeypatch.setattr(torch.optim, "AdamW", per_parameter)
+    loop = _weights(finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model)
+    assert ours.keys() == loop.keys() and all(torch.equal(ours[k], loop[k]) for k in ours)
+
+
 def test_checkpoint_key_changes_with_data_recipe_seed(tiny, glue_dir, tmp_path):
     key = lambda **kw: finetune.checkpoint_dir(tmp_path, tiny, "mrpc", kw.get("recipe", RECIPE), kw.get("seed", 0),
                                                glue_dir)

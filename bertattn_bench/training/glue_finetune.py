@@ -166,14 +166,17 @@ def _optimizer(model: TaskModel, recipe: Recipe, total_steps: int, capturable: b
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if (name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name) else decay).append(p)
-    # on a GPU the fused kernel (one launch for every parameter's update; issue 47); on the CPU the default
-    # implementation, whose numbers the recorded baselines were trained with
+    # on a GPU the fused kernel (one launch for every parameter's update; issue 47); elsewhere the foreach
+    # implementation: on the CPU bit for bit the per-parameter loop the recorded baselines were trained with (torch's
+    # default there) and 84 -> 69 ms a MiniLM step (docs/speed.md, stop 57; the fused CPU kernel, 18 ms, is not:
+    # it moves the weights by a rounding step and every fine-tuned value with them)
     device = next(model.parameters()).device
     fused = True if device.type == "cuda" else None
+    foreach = None if fused else True
     lr = (lambda: torch.tensor(recipe.lr, device=device)) if capturable else (lambda: recipe.lr)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay, "lr": lr()},
                              {"params": no_decay, "weight_decay": 0.0, "lr": lr()}], lr=recipe.lr, fused=fused,
-                            capturable=capturable)
+                            foreach=foreach, capturable=capturable)
     warm = max(1, int(recipe.warmup * total_steps))
 
     def schedule(step: int) -> float:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # ---- tokenisation variants -------------------------------------------------------------------------------------
 
@@ -17,7 +18,13 @@ def _treebank_sentence(text: str) -> list[str]:
 
 def treebank_tokens(text: str) -> list[str]:
     """Penn Treebank tokens (NLTK ``word_tokenize``'s rules), lower-cased: "don't" → do n't, "cannot" → can not."""
-    return [t.lower() for s in _SENTENCE_END.split(text.strip()) if s for t in _treebank_sentence(s)]
+    return list(_treebank_text(text))
+
+
+@lru_cache(maxsize=None)
+def _treebank_text(text: str) -> tuple[str, ...]:
+    # memoised: every cue table (each split, "all" again, both Treebank variants) tokenizes the same warrants
+    return tuple(t.lower() for s in _SENTENCE_END.split(text.strip()) if s for t in _treebank_sentence(s))
 
 
 _CLEAN_SUBS = [(re.compile(p), r) for p, r in (
