@@ -47,6 +47,7 @@ from pathlib import Path
 from ..base.errors import DataError
 from ..base.settings import data_file
 from . import text_lines
+from .treebank import word_tokens
 
 FOLDER = "framenet_v15"
 JSONL = f"{FOLDER}/lu_exemplars_max15tok.jsonl"
@@ -301,16 +302,9 @@ def treebank_tokens(text: str) -> list[str]:
     """NLTK's ``word_tokenize(text, preserve_line=True)``: the notebook's tokenizer without the Punkt sentence
     splitter (its model is a download; FrameNet's exemplars are one sentence each). Opening quotes become ``,
     closing ones '', clitics ('s, n't, 'll ...) and punctuation split off."""
-    return list(_treebank_tokens(text))
-
-
-@lru_cache(maxsize=None)
-def _treebank_tokens(text: str) -> tuple[str, ...]:
-    # memoised: the notebook's filters tokenize each sentence and FE span several times (122,670 calls, 16 s for
-    # 15,599 exemplars uncached)
-    from nltk.tokenize import word_tokenize
-
-    return tuple(word_tokenize(text, preserve_line=True))
+    # memoised there: the notebook's filters tokenize each sentence and FE span several times (122,670 calls, 16 s
+    # for 15,599 exemplars uncached)
+    return list(word_tokens(text))
 
 
 def read_core_sets(frame_dir: Path) -> dict[str, frozenset[str]]:

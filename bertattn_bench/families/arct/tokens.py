@@ -4,16 +4,11 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ...data.treebank import word_tokens
+
 # ---- tokenisation variants -------------------------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _treebank_sentence(text: str) -> list[str]:
-    """NLTK's Penn Treebank word tokenizer (the one inside ``word_tokenize``) on one sentence."""
-    from nltk.tokenize.destructive import NLTKWordTokenizer
-
-    return NLTKWordTokenizer().tokenize(text)
 
 
 def treebank_tokens(text: str) -> list[str]:
@@ -23,8 +18,9 @@ def treebank_tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=None)
 def _treebank_text(text: str) -> tuple[str, ...]:
-    # memoised: every cue table (each split, "all" again, both Treebank variants) tokenizes the same warrants
-    return tuple(t.lower() for s in _SENTENCE_END.split(text.strip()) if s for t in _treebank_sentence(s))
+    # memoised: every cue table (each split, "all" again, both Treebank variants) tokenizes the same warrants; each
+    # sentence with NLTK's Penn Treebank word tokenizer (the one inside ``word_tokenize``)
+    return tuple(t.lower() for s in _SENTENCE_END.split(text.strip()) if s for t in word_tokens(s))
 
 
 _CLEAN_SUBS = [(re.compile(p), r) for p, r in (
