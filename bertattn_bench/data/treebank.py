@@ -13,14 +13,10 @@ import re
 from functools import lru_cache
 
 
+@lru_cache(maxsize=None)
 def word_tokens(text: str) -> tuple[str, ...]:
     """``nltk.word_tokenize(text, preserve_line=True)``: no sentence splitting (its Punkt model is a download);
     opening quotes become ``\\`\\```, closing ones ``''``; clitics ('s, n't, 'll ...) and punctuation split off."""
-    return _tokens(text)
-
-
-@lru_cache(maxsize=None)
-def _tokens(text: str) -> tuple[str, ...]:
     return tuple(_tokenizer().tokenize(text))
 
 
