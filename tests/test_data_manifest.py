@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
+from shared_data import prepared_data
 
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.base.settings import DATA_DIR_ENV, DATA_HOME_ENV, default_data_home, resolve_data_dir
@@ -32,10 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def real_data() -> Path:
-    for candidate in (os.environ.get(DATA_DIR_ENV), ROOT.parent / "shared" / "data"):
-        if candidate and (Path(candidate) / "glue").is_dir():
-            return Path(candidate)
-    pytest.skip("no data folder (../shared/data or $BERTATTN_DATA_DIR)")
+    return prepared_data("glue/")
 
 
 # --- the manifest itself ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from shared_data import prepared_data
 from test_data_fetch import Mirror, leftovers
 
 from bertattn_bench.base.errors import DataError
@@ -27,10 +28,7 @@ ARCHIVE_PATH = f"example/repo/tar.gz/{COMMIT}"  # the archive host's layout: own
 
 
 def data_dir() -> Path:
-    for candidate in (os.environ.get("BERTATTN_DATA_DIR"), ROOT.parent / "shared" / "data"):
-        if candidate and (Path(candidate) / "framenet_v15/raw_xml_samples/lu/lu675.xml").is_file():
-            return Path(candidate)
-    pytest.skip("no data folder with FrameNet's sample LU files (../shared/data or $BERTATTN_DATA_DIR)")
+    return prepared_data("framenet_v15/raw_xml_samples/lu/lu675.xml")  # FrameNet's sample LU files
 
 
 # --- the FrameNet rule ------------------------------------------------------------------------------------------

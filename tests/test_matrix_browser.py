@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from shared_data import prepared_data
 
 from bertattn_bench.report import matrix as mx
 
@@ -68,20 +69,11 @@ def browser():
     driver.quit()
 
 
-def _data_dir() -> Path | None:
-    for candidate in (os.environ.get("BERTATTN_DATA_DIR"), ROOT.parent / "shared" / "data"):
-        if candidate and (Path(candidate) / "wikitext2_raw").is_dir() and (Path(candidate) / "ud_english_ewt").is_dir():
-            return Path(candidate)
-    return None
-
-
 @pytest.fixture(scope="session")
 def report(browser, tmp_path_factory) -> Path:
     """A real two-model claims report: ``pytest benchmarks -k SELECT --limit LIMIT --claims-report DIR`` on the
     embedded model, whose random-init twin runs as the negative control (its own column), in a cache of its own."""
-    data = _data_dir()
-    if data is None:
-        pytest.skip("no data folder (../shared/data or $BERTATTN_DATA_DIR with wikitext2_raw/ and ud_english_ewt/)")
+    data = prepared_data("wikitext2_raw/", "ud_english_ewt/")
     tmp = tmp_path_factory.mktemp("browser-report")
     out = tmp / "report"
     env = {**os.environ, "BERTATTN_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -1,18 +1,16 @@
 """Penn-Treebank word tokens (bertattn_bench/data/treebank.py): NLTK's own rules on the standard library's ``re``
 must give NLTK's ``NLTKWordTokenizer`` tokens, on fuzzed text built from the characters its rules act on and on
 the ARCT corpus."""
-import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nltk.tokenize.destructive import NLTKWordTokenizer
+from shared_data import prepared_data
 
 from bertattn_bench.data import treebank
 
-ROOT = Path(__file__).resolve().parent.parent
 NLTK = NLTKWordTokenizer()
 
 # what the rules look at: quotes of every kind, clitics, brackets, dashes, dots, currency, digits, spaces
@@ -48,10 +46,7 @@ def test_every_rule_is_a_stdlib_pattern_with_nltks_source():
 
 
 def test_tokens_equal_nltks_on_the_arct_corpus():
-    data = Path(os.environ.get("BERTATTN_DATA_DIR") or ROOT.parent / "shared" / "data") / "arct_original"
-    files = sorted(data.glob("*-full.txt"))
-    if not files:
-        pytest.skip(f"no ARCT corpus under {data}")
+    files = sorted((prepared_data("arct_original/train-full.txt") / "arct_original").glob("*-full.txt"))
     texts = {part for f in files for line in f.read_text(encoding="utf-8").splitlines() for part in line.split("\t")}
     differ = [t for t in texts if list(treebank.word_tokens(t)) != NLTK.tokenize(t)]
     assert len(texts) > 1000 and differ == []

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from shared_data import prepared_data
 
 ROOT = Path(__file__).resolve().parent.parent
 SELECT = ["-k", "dependency and ewt_dev and not negative", "--limit", "40", "--no-cache", "-p", "no:cacheprovider",
@@ -21,10 +21,7 @@ SELECT = ["-k", "dependency and ewt_dev and not negative", "--limit", "40", "--n
 
 
 def prepared() -> Path:
-    for candidate in (os.environ.get("BERTATTN_DATA_DIR"), ROOT.parent / "shared" / "data"):
-        if candidate and (Path(candidate) / "ud_english_ewt" / "en_ewt-ud-dev.conllu").is_file():
-            return Path(candidate)
-    pytest.skip("no prepared data folder (../shared/data or $BERTATTN_DATA_DIR)")
+    return prepared_data("ud_english_ewt/en_ewt-ud-dev.conllu")
 
 
 def local_hosts():
