@@ -14,7 +14,7 @@ clark.sep_mid_layers``. A new family needs no module here: registering it (``@fa
 (docs/contributing.md).
 """
 from bertattn_bench.faces.pytest_session import check_claim, time_core
-from bertattn_bench.runner.session import EVERY_FAMILY
+from bertattn_bench.runner.plan import EVERY_FAMILY
 
 FAMILY = EVERY_FAMILY
 

@@ -5,7 +5,7 @@ held on random weights would be measuring the data or the method, not what the m
 with learned claims: the runner's plan gives its row (the first model's twin, the family's first corpus).
 """
 from bertattn_bench.faces.pytest_session import check_negative_control
-from bertattn_bench.runner.session import EVERY_FAMILY
+from bertattn_bench.runner.plan import EVERY_FAMILY
 
 FAMILY = EVERY_FAMILY
 

@@ -389,7 +389,9 @@ def run_families(loaded, data_dir: Path, families=FAMILIES, limit: int = 3) -> d
     from bertattn_bench.claims.catalog import load_claims
     from bertattn_bench.claims.registry import families as registered
     from bertattn_bench.engine.passes import NothingToMeasure
-    from bertattn_bench.runner.session import Runner, RunOptions, Target
+    from bertattn_bench.runner.options import RunOptions
+    from bertattn_bench.runner.plan import Target
+    from bertattn_bench.runner.session import Runner
 
     name = loaded.info.name
     runner = Runner(RunOptions(models=[name], data_dir=data_dir, limit=limit, batch_size=2, tier="regression",

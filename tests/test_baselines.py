@@ -72,7 +72,8 @@ def test_xdist_workers_write_no_report_or_baseline(tmp_path):
     outcome = ClaimOutcome(claim_id="c.one", paper="p", section="§1", statement="s", model="m", model_slug="m",
                            data="d", corpus="a", measured=1.0, unit="", n=7, n_unit="arcs", reference="r",
                            comparison=">= 0", holds=True, head=None, detail="", attn_implementation="eager")
-    from bertattn_bench.runner.session import Runner, RunOptions
+    from bertattn_bench.runner.options import RunOptions
+    from bertattn_bench.runner.session import Runner
 
     session = Runner(RunOptions(claims_report=tmp_path / "report", record_baseline=tmp_path / "baselines"))
     session.outcomes = [outcome]

@@ -113,7 +113,9 @@ def test_a_read_only_cache_trains_in_memory_and_stores_nothing(tmp_path, monkeyp
     from bertattn_bench.claims import registry
     from bertattn_bench.claims.registry import Family
     from bertattn_bench.runner.cache import PassCache
-    from bertattn_bench.runner.session import Runner, RunOptions, Target
+    from bertattn_bench.runner.options import RunOptions
+    from bertattn_bench.runner.plan import Target
+    from bertattn_bench.runner.session import Runner
 
     seen = []
 

@@ -241,7 +241,7 @@ def test_the_callback_judges_the_classifier_being_trained(tiny, glue_dir, tmp_pa
 
 
 def test_the_task_option_chooses_the_fine_tuning_families_corpus():
-    from bertattn_bench.runner.session import RunOptions
+    from bertattn_bench.runner.options import RunOptions
 
     opts = RunOptions(task_model="RTE")
     assert opts.corpora("disable") == opts.corpora("finetune") == opts.corpora("prune") == ["rte"]

@@ -149,7 +149,7 @@ def test_environment_variables_are_read_in_one_place():
 def test_a_k_word_for_a_model_does_not_catch_its_twin_or_another_family():
     """Test ids: -k minilm selects the embedded model's tests, not its random-init twin's (random0); the timing
     selection of the README catches no coref test."""
-    from bertattn_bench.runner.session import Target, model_id
+    from bertattn_bench.runner.plan import Target, model_id
 
     assert model_id("embedded") == "minilm" and model_id("random:embedded") == "random0"
     assert model_id("random:embedded@3") == "random3" and "minilm" not in Target("random:embedded", "ewt_dev", "x").id

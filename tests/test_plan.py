@@ -10,7 +10,9 @@ from pathlib import Path
 from test_job_summary import outcome
 
 from bertattn_bench.claims.catalog import load_claims
-from bertattn_bench.runner.session import Runner, RunOptions, plan_id, random_twin_name
+from bertattn_bench.runner.options import RunOptions
+from bertattn_bench.runner.plan import plan_id, random_twin_name
+from bertattn_bench.runner.session import Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ from test_baselines import _session, rec
 from bertattn_bench.base.documents import checked, envelope
 from bertattn_bench.base.errors import BenchError
 from bertattn_bench.claims.baselines import BaselineWarning, check_record_target, load_baseline_file
-from bertattn_bench.runner.session import RunOptions
+from bertattn_bench.runner.options import RunOptions
 
 BAD = {"results": {"clark.x@y": 5}}  # an entry that is not an object (was an AttributeError traceback, exit 1)
 GOOD_ENTRY = {"measured": 1.0, "n": 3, "holds": True}

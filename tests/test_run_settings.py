@@ -12,7 +12,7 @@ from test_finetune import glue_dir  # noqa: F401  (the planted MRPC fixture)
 import bertattn_bench as bb
 from bertattn_bench.base.errors import BenchError
 from bertattn_bench.base.settings import from_environment
-from bertattn_bench.runner.session import RunOptions
+from bertattn_bench.runner.options import RunOptions
 
 
 def test_seed_and_precision_reach_the_fine_tunes_key(tiny, glue_dir, tmp_path, monkeypatch):  # noqa: F811

@@ -106,7 +106,9 @@ def test_the_twin_row_prints_what_the_exit_status_says(monkeypatch, holds, incon
 
     from bertattn_bench.claims import catalog
     from bertattn_bench.report.claims_report import _check
-    from bertattn_bench.runner.session import Runner, RunOptions, Target
+    from bertattn_bench.runner.options import RunOptions
+    from bertattn_bench.runner.plan import Target
+    from bertattn_bench.runner.session import Runner
 
     runner = Runner(RunOptions(models=["m"]), loaded={"m": object()})
     target = Target("random:m@0", "ewt_dev", "dependency")

@@ -65,7 +65,7 @@ def _flag(name: str) -> bool:
 
 
 def from_environment() -> dict:
-    """Every run setting the environment gives, read once, as :class:`~bertattn_bench.runner.session.RunOptions`
+    """Every run setting the environment gives, read once, as :class:`~bertattn_bench.runner.options.RunOptions`
     fields (only those set; a face lays its options over them). Called by the faces only: below them every setting
     is an argument, so a run's values depend on its options and its provenance records them all."""
     out: dict = {}

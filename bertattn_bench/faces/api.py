@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BenchError
-from ..runner.session import Runner, RunOptions
+from ..runner.options import RunOptions
+from ..runner.session import Runner
 
 DEFAULT_CACHE = Path(".bertattn_cache")
 

@@ -75,7 +75,7 @@ def list_main(argv: list[str]) -> int:
     from ..base.errors import BenchError
     from ..claims.catalog import load_claims
     from ..claims.registry import families
-    from ..runner.session import family_order, plan_id, selection
+    from ..runner.plan import family_order, plan_id, selection
 
     parser = Parser(prog=f"{PROG} list", description="the claims of the catalog (no data or model needed)")
     parser.add_argument("-k", dest="select", default=None, help="a -k expression over paper-family-claim ids")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ..base.errors import BenchError
-from ..runner.session import EVERY_FAMILY, Target
+from ..runner.plan import EVERY_FAMILY, Target
 from .pytest_finish import claim_label
 from .pytest_session import session
 

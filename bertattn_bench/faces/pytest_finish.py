@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..base.settings import SUMMARY_ENV, env
 from ..claims.catalog import ClaimOutcome
-from ..runner.session import Target, model_id
+from ..runner.plan import Target, model_id
 
 # ---- the end of the session ------------------------------------------------------------------------------------
 

@@ -17,7 +17,9 @@ from ..base.settings import env
 from ..claims.catalog import ClaimOutcome
 from ..engine.passes import NothingToMeasure, PassResult
 from ..report.claims_report import failure_message
-from ..runner.session import Runner, RunOptions, Target, make_pass
+from ..runner.options import RunOptions
+from ..runner.plan import Target
+from ..runner.session import Runner, make_pass
 from .pytest_options import option
 
 
