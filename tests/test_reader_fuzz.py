@@ -142,26 +142,28 @@ def baseline_sample() -> bytes:
     return json.dumps(doc, indent=1).encode()
 
 
-def _report() -> Path:
-    """A claims report written by the suite's own writer (claims.json and run.json as a run writes them)."""
+def _report_file(name: str) -> bytes:
+    """A file of a claims report written by the suite's own writer (claims.json and run.json as a run writes them),
+    in a temporary folder removed afterwards."""
     import tempfile
 
     from test_output_schemas import PROVENANCE, outcome
 
     from bertattn_bench.report.claims_report import write_report
 
-    folder = Path(tempfile.mkdtemp(prefix="fuzz-report-")) / "rep"
-    write_report([outcome("t.a"), outcome("t.b", measured=0.1, holds=False, negative_control=True)], folder,
-                 provenance=PROVENANCE, matrix=False)
-    return folder
+    with tempfile.TemporaryDirectory(prefix="fuzz-report-") as tmp:
+        folder = Path(tmp) / "rep"
+        write_report([outcome("t.a"), outcome("t.b", measured=0.1, holds=False, negative_control=True)], folder,
+                     provenance=PROVENANCE, matrix=False)
+        return (folder / name).read_bytes()
 
 
 def claims_sample() -> bytes:
-    return (_report() / "claims.json").read_bytes()
+    return _report_file("claims.json")
 
 
 def run_sample() -> bytes:
-    return (_report() / "run.json").read_bytes()
+    return _report_file("run.json")
 
 
 # ---- one property per reader ---------------------------------------------------------------------------------------
