@@ -1,12 +1,21 @@
 """Shared fixtures for the unit tests: a tiny BERT built from a config (no weights) and the embedded tokenizer."""
+import atexit
 import os
+import shutil
+import tempfile
 
-import pytest
-import torch
-import torch._dynamo  # noqa: F401
+# the unit tests read files through `datasets` (a user's eval set as JSON or CSV), which converts each into an Arrow
+# copy under its cache: a folder of this process's own, removed when it ends, not the user's ~/.cache/huggingface
+_DATASETS_CACHE = tempfile.mkdtemp(prefix="bertattn-tests-datasets-")
+atexit.register(shutil.rmtree, _DATASETS_CACHE, True)
+os.environ["HF_DATASETS_CACHE"] = _DATASETS_CACHE
 
-import bertattn_bench.engine.model  # noqa: F401
-import bertattn_bench.faces.pytest_session  # noqa: F401
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch._dynamo  # noqa: F401,E402
+
+import bertattn_bench.engine.model  # noqa: F401,E402
+import bertattn_bench.faces.pytest_session  # noqa: F401,E402
 
 # pytester's in-process runs (runpytest_inprocess) drop the modules first imported inside them when they end. Loading
 # a model imports torch._dynamo, whose import registers torch operator libraries that cannot be registered twice, so
