@@ -135,11 +135,20 @@ class Claim:
         return [value - half, value + half], margin
 
     def threshold_inside(self, interval: list[float]) -> bool:
-        """Whether a threshold lies inside ``interval`` ([lo, hi], :meth:`interval`): the verdict is then
-        inconclusive. An interval of width 0 (no resample moved the value) is exact, never inconclusive."""
+        """Whether ``interval`` ([lo, hi], :meth:`interval`) holds values on both sides of the comparison: the verdict
+        is then inconclusive. Exact at the threshold itself (``>= 13`` with bounds [13, 14] holds: every value in
+        them does; ``> 13`` with the same bounds is inconclusive), which matters for counts. An interval of width 0
+        (no resample moved the value) is exact, never inconclusive."""
         lo, hi = interval
-        bounds = self.threshold if self.comparison == "between" else [self.threshold]
-        return hi > lo and any(lo <= b <= hi for b in bounds)
+        if not hi > lo:
+            return False
+        if self.comparison == "between":
+            a, b = self.threshold
+            return lo < a <= hi or lo <= b < hi
+        t = self.threshold
+        if self.comparison in (">=", "<"):  # the sides meet at t, which belongs to the upper one
+            return lo < t <= hi
+        return lo <= t < hi  # ">", "<=": t belongs to the lower side
 
     def side(self, value: float, standard_error: float | None = None, bounds: tuple[float, float] | None = None) -> str:
         """The verdict :func:`evaluate` gives a measured value, before any baseline or learned-model guard: "holds",

@@ -5,6 +5,8 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 
 * :func:`binomial_se` / :func:`binomial_se_points` — an accuracy over n independent items;
 * :func:`difference_se` — a sum/difference of independent accuracies (points);
+* :func:`wilson_bounds` / :func:`proportion_difference_bounds` — two-sided bounds (points) on one accuracy (Wilson's
+  score interval) and on the difference of two (Agresti & Caffo's), never of width 0 at 0 or n of n right;
 * :func:`paired_difference_se` — the difference of two accuracies on the *same* items, from the discordant counts;
 * :func:`paired_se` — the same for per-item scores in [0, 1] (correctness averaged over seeds);
 * :func:`mcnemar_exact` — the exact two-sided McNemar test of paired correctness;
@@ -49,6 +51,28 @@ def difference_se(*terms: tuple[float, int]) -> float:
     accuracies on the same items (a head and a baseline on the same anaphors) they are positively correlated, so
     this errs wide; :func:`paired_difference_se` is the paired one."""
     return math.sqrt(sum(binomial_se_points(p, n) ** 2 for p, n in terms))
+
+
+def wilson_bounds(right: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval (points) of an accuracy of ``right`` of ``n`` items: a real interval at 0 or n of n
+    (where the Wald interval p ± z SE has width 0). No item: (0, 100)."""
+    n = int(n)
+    if n <= 0:
+        return 0.0, 100.0
+    p = min(max(right / n, 0.0), 1.0)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return 100.0 * max(centre - half, 0.0), 100.0 * min(centre + half, 1.0)
+
+
+def proportion_difference_bounds(right1: int, n1: int, right2: int, n2: int, z: float = 1.96) -> tuple[float, float]:
+    """Two-sided bounds (points) on acc1 − acc2, two accuracies (``right_i`` of ``n_i``) taken as independent, by
+    Agresti & Caffo (2000): one right and one wrong item added to each, then the difference ± z SE. A tie (0 of 2
+    against 0 of 2, or n of n against n of n) gives an interval around 0, never one of width 0. For accuracies on the
+    same items (positively correlated) it errs wide."""
+    p1, p2 = (right1 + 1) / (n1 + 2), (right2 + 1) / (n2 + 2)
+    se = math.sqrt(p1 * (1 - p1) / (n1 + 2) + p2 * (1 - p2) / (n2 + 2))
+    return 100.0 * (p1 - p2 - z * se), 100.0 * (p1 - p2 + z * se)
 
 
 def binomial_above_p(k: int, n: int, rate: float) -> float:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..claims.registry import Measurement, NotApplicable, family, metric
-from ..claims.stats import binomial_se_points, difference_se
+from ..claims.stats import binomial_se_points, difference_se, proportion_difference_bounds, wilson_bounds
 from ..engine.attention import head_name
 from ..engine.batching import drop_too_long, encode_words
 from ..engine.model import LoadedModel
@@ -69,29 +69,60 @@ def _require_arcs(res: DependencyResult, relations) -> None:
 
 @metric("direction_agreement")
 def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = TABLE1[1:]) -> Measurement:
-    """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2)."""
-    _require_arcs(pr.result, relations)
-    agree, lines = 0, []
+    """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2).
+
+    The value counts a relation when its best head in the expected direction is at least as accurate as the best in
+    the other (strictly more for head→dependent). Its bounds count the relations where the expected direction is
+    *shown* better (lower) and those where it is not shown worse (upper): per relation, the two best heads'
+    accuracies over its arcs, Agresti & Caffo's 95% interval of their difference. A tie, or a difference a few arcs
+    could reverse, is then neither: on a --limit sample or an untrained model the count is not a verdict."""
+    res = pr.result
+    _require_arcs(res, relations)
+    agree = shown = against = 0
+    lines = []
     for r in relations:
-        d2h, h2d = pr.result.best_head(r, 0), pr.result.best_head(r, 1)
+        i = res.relations.index(r)
+        d2h, h2d = res.best_head(r, 0), res.best_head(r, 1)
         expected_h2d = r in head_to_dependent
         ok = (h2d.accuracy > d2h.accuracy) if expected_h2d else (d2h.accuracy >= h2d.accuracy)
+        want, other = (h2d, d2h) if expected_h2d else (d2h, h2d)
+        lo, hi = proportion_difference_bounds(
+            int(res.correct[want.layer, want.direction, i, want.head]), want.n,
+            int(res.correct[other.layer, other.direction, i, other.head]), other.n)
         agree += ok
-        lines.append(f"{r}:{'h→d' if h2d.accuracy > d2h.accuracy else 'd→h'}{'' if ok else '(!)'}")
-    n = int(sum(pr.result.n_arcs[pr.result.relations.index(r)] for r in relations))
+        shown += lo > 0
+        against += hi < 0
+        lines.append(f"{r}:{'h→d' if h2d.accuracy > d2h.accuracy else 'd→h'}{'' if ok else '(!)'}"
+                     f"{'' if lo > 0 or hi < 0 else '(?)'}")
+    n = int(sum(res.n_arcs[res.relations.index(r)] for r in relations))
     return Measurement(float(agree), n=n, n_unit="arcs", unit=f"of {len(relations)} relations",
-                       detail=" ".join(lines))
+                       bounds=(float(shown), float(len(relations) - against)),
+                       detail=" ".join(lines) + f"; expected direction shown better for {shown}, shown worse for "
+                              f"{against} (? = neither, by the 95% Agresti-Caffo interval of the two best heads' accuracy "
+                              f"difference)")
 
 
 @metric("count_relations_over")
 def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
-    """How many of ``relations`` have a head above ``threshold`` % (Clark abstract: four relations > 75%)."""
-    _require_arcs(pr.result, relations)
-    scores = {r: pr.result.best_head(r) for r in relations}
+    """How many of ``relations`` have a head above ``threshold`` % (Clark abstract: four relations > 75%).
+
+    Bounds: the relations whose best head is shown above ``threshold`` (the lower end of Wilson's 95% interval of
+    its accuracy over the relation's arcs above it) and those not shown at or below it (the upper end above it)."""
+    res = pr.result
+    _require_arcs(res, relations)
+    scores = {r: res.best_head(r) for r in relations}
     count = sum(s.accuracy > threshold for s in scores.values())
+    wilson = {r: wilson_bounds(int(res.correct[s.layer, s.direction, res.relations.index(r), s.head]), s.n)
+              for r, s in scores.items()}
+    above = sum(lo > threshold for lo, _ in wilson.values())
+    not_below = sum(hi > threshold for _, hi in wilson.values())
     n = sum(s.n for s in scores.values())
     return Measurement(float(count), n=n, n_unit="arcs", unit=f"of {len(relations)}",
-                       detail=" ".join(f"{r}={s.name}:{s.accuracy:.1f}" for r, s in scores.items()))
+                       bounds=(float(above), float(not_below)),
+                       detail=" ".join(f"{r}={s.name}:{s.accuracy:.1f} [{wilson[r][0]:.1f}..{wilson[r][1]:.1f}]"
+                                       for r, s in scores.items())
+                              + f"; shown above {threshold:g}% for {above}, not shown at or below for {not_below} "
+                                f"(95% Wilson intervals)")
 
 
 @metric("max_relations_per_head")
