@@ -119,3 +119,22 @@ def test_the_twin_row_prints_what_the_exit_status_says(monkeypatch, holds, incon
     assert out.passed is passed and out.negative_control
     assert _check(out) == ("PASS" if passed else "FAIL")
     assert "does NOT hold" in summary_lines([out])[0]
+
+
+@pytest.mark.parametrize("holds, inconclusive, passed", [(True, False, False), (True, True, True), (False, False, True)])
+def test_the_twin_test_fails_exactly_where_its_row_says_fail(holds, inconclusive, passed):
+    """The pytest face's negative-control test reads the runner's ``passed``, as the row prints it: a point value on
+    the claim's side whose interval straddles the threshold (inconclusive) is not shown to hold and passes."""
+    from types import SimpleNamespace
+
+    from bertattn_bench.faces.pytest_session import check_negative_control
+
+    made = outcome("clark.dep_direction", model=TWIN, holds=holds, passed=passed, inconclusive=inconclusive)
+    made.negative_control = True
+    bench = SimpleNamespace(result=lambda target: SimpleNamespace(result=None), judge=lambda row: [made])
+    row = SimpleNamespace(target=SimpleNamespace(family="dependency", model="random:m@0"))
+    if passed:
+        check_negative_control(bench, row)
+    else:
+        with pytest.raises(AssertionError, match="clark.dep_direction"):
+            check_negative_control(bench, row)
