@@ -24,7 +24,8 @@ import torch
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.claims.registry import METRICS, NotApplicable, load_all_metrics
 from bertattn_bench.claims.stats import difference_se
-from bertattn_bench.data.coref_corpus import load_documents, make_windows, read_gum_document, span_head
+from bertattn_bench.data.coref_corpus import load_documents, make_windows, read_gum_document
+from bertattn_bench.data.coref_documents import span_head
 from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.families.coref import CorefReducer, CorefResult, baseline_counts
 
@@ -98,7 +99,7 @@ def test_windows_keep_antecedents_inside(doc, tokenizer):
 # ---- Clark's setup: PTB typing, last-word name heads, first-128-piece truncation, corpus variants --------------
 
 def test_ptb_typing_and_last_word_name_heads(tmp_path):
-    from bertattn_bench.data.coref_corpus import name_head, ptb_kind
+    from bertattn_bench.data.coref_documents import name_head, ptb_kind
 
     assert [ptb_kind(t) for t in ("PRP", "PRP$", "NNP", "NNPS", "DT", "WP", "NN", "VB", "_")] == \
         ["pronoun", "pronoun", "proper", "proper"] + ["nominal"] * 5
@@ -416,7 +417,7 @@ def _litbank_file(tmp_path, sentences=LITBANK_SENTENCES, name="toy_litbank") -> 
 
 
 def test_litbank_brackets_nested_multi_id_and_singletons(tmp_path):
-    from bertattn_bench.data.coref_corpus import read_litbank_document
+    from bertattn_bench.data.litbank import read_litbank_document
 
     doc = read_litbank_document(_litbank_file(tmp_path))
     assert doc.doc_id == "toy_litbank" and len(doc.words) == 37
@@ -437,7 +438,7 @@ def test_litbank_brackets_nested_multi_id_and_singletons(tmp_path):
 
 
 def test_litbank_windows_and_baselines(tmp_path, tokenizer):
-    from bertattn_bench.data.coref_corpus import read_litbank_document
+    from bertattn_bench.data.litbank import read_litbank_document
 
     doc = read_litbank_document(_litbank_file(tmp_path))
     windows, stats = make_windows([doc], tokenizer, 128)
@@ -449,7 +450,7 @@ def test_litbank_windows_and_baselines(tmp_path, tokenizer):
 
 
 def test_litbank_head_word_heuristic():
-    from bertattn_bench.data.coref_corpus import litbank_head
+    from bertattn_bench.data.litbank import litbank_head
 
     words = "the man in the house who laughed".split()
     assert litbank_head(words, 0, 7) == 1  # before the first preposition
@@ -462,7 +463,8 @@ def test_litbank_head_word_heuristic():
 
 
 def test_litbank_type_heuristic():
-    from bertattn_bench.data.coref_corpus import guess_tags, mention_kind
+    from bertattn_bench.data.coref_documents import mention_kind
+    from bertattn_bench.data.litbank import guess_tags
 
     words = ['"', "Stone", "fell", ".", "Rose", "saw", "Rose", ".", "Hope", "came", ".", "Themselves", "men", "."]
     upos, feats = guess_tags(words, [0, 4, 8, 11])
@@ -483,7 +485,7 @@ def test_litbank_type_heuristic():
     ("(7))", 3, r"malformed coreference value"),
 ])
 def test_litbank_malformed_brackets_name_file_and_line(tmp_path, coref, line, message):
-    from bertattn_bench.data.coref_corpus import read_litbank_document
+    from bertattn_bench.data.litbank import read_litbank_document
 
     path = _litbank_file(tmp_path, [[("John", ""), ("left", coref), (".", "")]], name="bad")
     with pytest.raises(DataError, match=rf"bad\.conll:{line}: .*{message}"):

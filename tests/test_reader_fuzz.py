@@ -172,7 +172,7 @@ def _readers():
     from bertattn_bench.data import arct_corpus as arct
     from bertattn_bench.data import coref_corpus as coref
     from bertattn_bench.data import framenet_corpus as framenet
-    from bertattn_bench.data import glue, segments, ud
+    from bertattn_bench.data import glue, litbank, segments, ud
 
     return {
         "CoNLL-U (UD)": (lambda p: ud.read_conllu(p), conllu_sample(), "x.conllu", DataError, True),
@@ -190,7 +190,7 @@ def _readers():
                                "Commerce_sell.xml", DataError, False),
         "GUM coreference": (coref.read_gum_document, (FIXTURES / "coref" / "GUM_toy_coref.conllu").read_bytes(),
                             "GUM_fuzz.conllu", DataError, True),
-        "LitBank coreference": (coref.read_litbank_document, litbank_sample(), "fuzz_doc.conll", DataError, True),
+        "LitBank coreference": (litbank.read_litbank_document, litbank_sample(), "fuzz_doc.conll", DataError, True),
         "WikiText": (segments.wikitext_documents, WIKITEXT, "wiki.test.raw", DataError, True),
         "data manifest": (_manifest, manifest_sample(), "manifest.json", DataError, False),
         # the suite's JSON documents: a syntax error names its line, a malformed document its entry

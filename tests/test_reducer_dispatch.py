@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertattn_bench.data.coref_corpus import Anaphor, CorefWindow
+from bertattn_bench.data.coref_documents import Anaphor, CorefWindow
 from bertattn_bench.data.ud import Sentence
 from bertattn_bench.engine.attention import Reducer
 from bertattn_bench.engine.batching import encode_pair, encode_words, make_batch

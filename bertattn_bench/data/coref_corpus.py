@@ -31,50 +31,34 @@ Corpora: ``gum_dev``/``gum_test``/``gum_train``/``litbank`` (Clark's setup) and 
 Splits: the ``# newdoc id`` lines of ``ud_english_gum/en_gum-ud-{dev,test}.conllu`` (``gum/files.*`` are stale,
 see ``gum/SOURCE.md``); train = the other documents.
 
-**LitBank** (corpus ``litbank``: all 100 files of ``litbank_coref/conll/``, there is no official split; see
-``litbank_coref/SOURCE.md``) is CoNLL-2012 text: one token per line, the coreference column last (``(12``
-opens a mention of entity 12, ``12)`` closes the latest open mention of 12, ``(12)`` is a one-word mention,
-several joined by ``|``), a blank line between sentences, and no POS, lemma, parse or speaker columns. The same
-conventions apply where they can (singletons dropped, same windows); what differs, since there is no tree and
-no POS:
-
-* Nothing is dropped as appositive/predicate: the CoNLL export carries a chain id only, so a copular or
-  appositive link, if the export merged one into a chain, cannot be told apart (``n_dropped`` is 0).
-* **Head word** (a heuristic, no tree): the last word of the mention before its first post-modifier marker —
-  a preposition (``POSTMODIFIER_PREPOSITIONS``), a relative pronoun (who/whom/whose/which/that) or a comma, or
-  ``--``/``;``/``:``/``(`` — looked for from the mention's second word on; else the mention's last word.
-  Trailing punctuation and a possessive ``'s`` are skipped. "the man in the house who ..." → *man*; "Lincoln 's
-  Inn Hall" → *Hall*; "her sister" → *sister*.
-* **Type**: *pronoun* if the head word (lower-cased) is in ``PRONOUNS``: personal, possessive, reflexive and
-  archaic second-person forms (I/me/my/mine/myself, thou/thee/thy/thine/thyself, ye, 'em, ...; not dialect
-  spellings such as *yeh*/*yer*, which fall to nominal) and the demonstratives this/that/these/those: Penn
-  PRP/PRP$ plus demonstrative NPs, what OntoNotes-era systems type as pronominal (indefinites such as *someone*
-  and wh-words are not pronouns here, though GUM's UPOS PRON includes them; LitBank annotates personal pronouns
-  only, so this hardly matters). *proper* if the head word is capitalised and not a pronoun, except that at an
-  *initial position* (the first word with a letter or digit of a sentence, or a word right after a quote mark —
-  straight quotes count, as they may open —, a dash or an opening bracket) capitalisation proves nothing: there
-  the word is proper only if it also occurs in the document at a non-initial position and is capitalised at
-  every such occurrence (a name seen only at initial positions counts as nominal). Otherwise *nominal*.
-  LitBank is pronoun-heavy fiction: about 82% of the anaphors in its windows are pronouns (gum_dev: 61%).
-* ``upos`` holds these guesses per word (PRON / PROPN / ``_``), and ``feats`` the agreement features the
-  rule-based sieve reads: full Number/Gender/Person for the pronoun list (as UD gives them; *you*/*your* are
-  unmarked for number), ``Number=Sing`` for a PROPN guess, and for other words ``Number=Plur`` when they end in
-  ``s`` (not ``ss``/``us``/``is``/``'s``) or are an irregular plural (men, women, children, people, ...),
-  else ``Number=Sing`` (a surface guess where GUM has the UD tagger's FEATS). ``heads`` is all -1 (no tree).
+LitBank (corpus ``litbank``) is read by :mod:`.litbank`; the document model both readers build is
+:mod:`.coref_documents`.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import DataError
 from . import gum, read_text
+from .coref_documents import (
+    NAME_HEADS,
+    TYPINGS,
+    Anaphor,
+    CorefDocument,
+    CorefWindow,
+    Mention,
+    WindowStats,
+    build_document,
+    mention_kind,
+    name_head,
+    ptb_kind,
+    span_head,
+)
 from .gum import GUM_DOCUMENTS, SPLIT_FILES
+from .litbank import LITBANK_DOCUMENTS, litbank_files, read_litbank_document
 from .ud import _blocks, _check_block
 
-KINDS = ("pronoun", "proper", "nominal")
-DROPPED_LINKS = ("appos", "pred")
 CORPORA = {"gum_dev": "dev", "gum_test": "test", "gum_train": "train", "litbank": "all"}
 # corpus variants, one option away from Clark's setup: ``_windows`` = all windows of whole sentences instead of
 # each document's first 128 pieces; ``_ud`` (GUM only) = UPOS mention typing and UD name heads instead of Clark's
@@ -94,99 +78,10 @@ def parse_corpus(corpus: str) -> tuple[str, bool, str, str]:
             ud = "_ud" in v
             return base, "_windows" in v, "upos" if ud else "ptb", "ud" if ud else "last"
     raise DataError(f"unknown coreference corpus {corpus!r}; known: {', '.join(corpus_variants())}")
-LITBANK_DOCUMENTS = "litbank_coref/conll"
-LITBANK_SUFFIX = ".conll"
+
+
 DEFAULT_ENTITY_FIELDS = ("GRP", "etype", "infstat", "salience", "centering", "minspan", "link", "identity")
 _BRACKET = re.compile(r"\(([^()]+)\)|\(([^()]+)|([^()]+)\)")
-
-
-TYPINGS = ("ptb", "upos")
-NAME_HEADS = ("last", "ud")
-
-
-def mention_kind(upos: str) -> str:
-    """Clark Table 2's mention types from the head word's UPOS (the ``upos`` typing, an alternative)."""
-    return "pronoun" if upos == "PRON" else "proper" if upos == "PROPN" else "nominal"
-
-
-def ptb_kind(xpos: str) -> str:
-    """Clark Table 2's mention types from the head word's Penn tag (the default ``ptb`` typing, as on OntoNotes'
-    PTB trees): PRP/PRP$ -> pronoun, NNP/NNPS -> proper, else nominal (so that/this/what/one, which UD tags PRON,
-    are nominal, as are verb, numeral and adjective heads)."""
-    return "pronoun" if xpos in ("PRP", "PRP$") else "proper" if xpos in ("NNP", "NNPS") else "nominal"
-
-
-def name_head(h: int, start: int, end: int, heads: list[int], deprels: list[str]) -> int:
-    """Clark's head rules on PTB trees take a name's last word ("John Smith" -> Smith); UD's ``flat`` makes the
-    first word the head. For the ``last`` name heads: the last word of the span that attaches to ``h`` by
-    ``flat`` (any subtype), else ``h`` itself."""
-    flats = [i for i in range(start, end) if heads[i] == h and deprels[i].split(":")[0] == "flat"]
-    return max([h] + flats)
-
-
-@dataclass(frozen=True)
-class Mention:
-    """A mention over document word indices ``[start, end)``; ``head`` is a document word index."""
-
-    start: int
-    end: int
-    entity: str
-    head: int
-    kind: str
-    link: str = ""
-    source: str = ""  # file:line of its opening bracket
-
-
-@dataclass
-class CorefDocument:
-    doc_id: str
-    path: str
-    words: list[str]
-    upos: list[str]
-    feats: list[dict]
-    heads: list[int]  # document word index of the syntactic head, -1 for a sentence root (all -1: LitBank)
-    sentence_starts: list[int]  # document word index of each sentence's first word
-    mentions: list[Mention]  # singletons and dropped link types removed, sorted by (head, start)
-    n_singletons: int = 0
-    n_dropped: int = 0  # appositive / predicate mentions
-    typing: str = "ptb"  # how mention types were read (TYPINGS); LitBank: "heuristic"
-    name_heads: str = "last"  # NAME_HEADS; LitBank: "heuristic"
-    n_name_heads_moved: int = 0  # mentions whose head moved from a flat name's first word to its last
-
-
-@dataclass(frozen=True)
-class Anaphor:
-    """A non-first mention in a window, with everything the head and the baselines need (window word indices)."""
-
-    head: int
-    kind: str
-    antecedent_heads: tuple[int, ...]  # head words of the earlier mentions of the same entity in the window
-    nearest: bool  # the nearest preceding mention is coreferent (Clark's "nearest other mention")
-    head_word: bool  # the nearest preceding mention with the same (lower-cased) head word is coreferent
-    rules: bool  # the 4-sieve rule-based system picks a coreferent mention
-    source: str = ""
-
-
-@dataclass
-class CorefWindow:
-    doc_id: str
-    offset: int  # document word index of the window's first word
-    words: list[str]
-    anaphors: list[Anaphor]
-    n_mentions: int
-
-
-@dataclass
-class WindowStats:
-    n_windows: int = 0
-    n_sentences: int = 0
-    n_skipped_sentences: int = 0  # sentences longer than a window on their own
-    n_cut_mentions: int = 0  # mentions that straddle a window boundary
-    n_mentions: int = 0  # mentions inside windows
-    n_first: int = 0  # mentions with no antecedent in their window (not scored)
-    n_singletons: int = 0  # dropped: entities with one mention in their document
-    n_dropped_links: int = 0  # dropped: appositive / predicate mentions
-    skipped_sources: list[str] = field(default_factory=list)
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
@@ -276,7 +171,7 @@ def read_gum_document(path: str | Path, typing: str = "ptb", name_heads: str = "
                             f"typing needs Penn tags; the corpus variants ending in _ud type by UPOS)")
         return ptb_kind(xpos[h])
 
-    doc = _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw, head_of=head_of,
+    doc = build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw, head_of=head_of,
                           kind_of=kind_of)
     doc.typing, doc.name_heads, doc.n_name_heads_moved = typing, name_heads, moved[0]
     return doc
@@ -312,216 +207,6 @@ def _parse_brackets(value, i, fields, open_stack, raw, where) -> None:
                 raise DataError(f"{where}: Entity= closes {entity!r}, which is not open")
     if pos != len(value):
         raise DataError(f"{where}: malformed Entity= value {value!r} (CorefUD brackets expected)")
-
-
-def span_head(start: int, end: int, heads: list[int]) -> int:
-    """The span's syntactic head: the word whose head lies outside ``[start, end)``; the highest if several."""
-    def depth(i: int) -> int:
-        d = 0
-        while heads[i] >= 0 and d < 1000:
-            i, d = heads[i], d + 1
-        return d
-
-    outside = [i for i in range(start, end) if not start <= heads[i] < end]
-    return min(outside, key=lambda i: (depth(i), i))
-
-
-def _build_document(doc_id, path, words, upos, feats, heads, sentence_starts, raw, head_of=None,
-                    kind_of=None) -> CorefDocument:
-    """Drop singletons and appositive/predicate links; ``head_of(start, end)`` = a mention's head word (default:
-    its UD syntactic head, ``span_head``); ``kind_of(head)`` its type (default: ``upos`` at the head)."""
-    head_of = head_of or (lambda s, e: span_head(s, e, heads))
-    kind_of = kind_of or (lambda h: mention_kind(upos[h]))
-    sizes: dict[str, int] = {}
-    for _, _, ent, link, _ in raw:
-        if link not in DROPPED_LINKS:
-            sizes[ent] = sizes.get(ent, 0) + 1
-    mentions, singletons, dropped = [], 0, 0
-    seen = set()
-    for s, e, ent, link, src in raw:
-        if link in DROPPED_LINKS:
-            dropped += 1
-            continue
-        if sizes[ent] < 2:
-            singletons += 1
-            continue
-        h = head_of(s, e)
-        if (h, ent) in seen:  # nested mentions of one entity with one head word: one mention
-            continue
-        seen.add((h, ent))
-        mentions.append(Mention(s, e, ent, h, kind_of(h), link, src))
-    mentions.sort(key=lambda m: (m.head, m.start, -m.end))
-    return CorefDocument(doc_id, path, words, upos, feats, heads, sentence_starts, mentions, singletons, dropped)
-
-
-# ---- LitBank (CoNLL-2012 columns, no POS or tree: heuristics stated in the module doc) ----------------------
-
-def _pron(number: str | None, gender: str | None, person: str | None, *forms: str) -> dict[str, dict]:
-    f = {k: v for k, v in (("Number", number), ("Gender", gender), ("Person", person)) if v}
-    return {w: f for w in forms}
-
-
-PRONOUNS: dict[str, dict] = {  # closed list: lower-cased form -> UD-style agreement FEATS
-    **_pron("Sing", None, "1", "i", "me", "my", "mine", "myself"),
-    **_pron("Plur", None, "1", "we", "us", "our", "ours", "ourselves"),
-    **_pron(None, None, "2", "you", "your", "yours"),
-    **_pron("Sing", None, "2", "yourself", "thou", "thee", "thy", "thine", "thyself"),
-    **_pron("Plur", None, "2", "yourselves", "ye"),
-    **_pron("Sing", "Masc", "3", "he", "him", "his", "himself"),
-    **_pron("Sing", "Fem", "3", "she", "her", "hers", "herself"),
-    **_pron("Sing", "Neut", "3", "it", "its", "itself"),
-    **_pron("Plur", None, "3", "they", "them", "their", "theirs", "themselves", "'em", "’em"),
-    **_pron("Sing", None, None, "this", "that"),
-    **_pron("Plur", None, None, "these", "those"),
-}
-POSTMODIFIER_PREPOSITIONS = frozenset(
-    "of in on at with from to for by about into onto upon over under than like near beside between among "
-    "through across along against without within behind before after during toward towards".split())
-RELATIVE_PRONOUNS = frozenset(("who", "whom", "whose", "which", "that"))
-_MARKER_PUNCT = frozenset((",", "--", "—", ";", ":", "("))
-_OPENERS = frozenset(('"', "“", "‘", "'", "``", "`", "--", "—", "(", "["))
-IRREGULAR_PLURALS = frozenset("men women children people feet teeth mice geese gentlemen gentlewomen "
-                              "folk folks oxen brethren".split())
-_LITBANK_COREF = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
-
-
-def _has_alnum(word: str) -> bool:
-    return any(ch.isalnum() for ch in word)
-
-
-def litbank_head(words: list[str], start: int, end: int) -> int:
-    """Head word of ``words[start:end]`` without a tree: the last word before the first post-modifier marker
-    (preposition, relative pronoun, comma/dash/semicolon/colon/parenthesis; searched from the second word on),
-    else the last word; trailing punctuation and a possessive 's are skipped."""
-    stop = end
-    for i in range(start + 1, end):
-        w = words[i].lower()
-        if w in POSTMODIFIER_PREPOSITIONS or w in RELATIVE_PRONOUNS or w in _MARKER_PUNCT:
-            stop = i
-            break
-    for i in range(stop - 1, start - 1, -1):
-        if _has_alnum(words[i]) and words[i].lower() not in ("'s", "’s"):
-            return i
-    return stop - 1 if stop > start else start
-
-
-def _initial_positions(words: list[str], sentence_starts: list[int]) -> set[int]:
-    """First word with a letter/digit of each sentence, and any word right after an opening quote or dash."""
-    out = set()
-    bounds = sentence_starts + [len(words)]
-    for s, e in zip(bounds, bounds[1:]):
-        first = next((i for i in range(s, e) if _has_alnum(words[i])), None)
-        if first is not None:
-            out.add(first)
-        out.update(i for i in range(s + 1, e) if words[i - 1] in _OPENERS)
-    return out
-
-
-def _plural_surface(word: str) -> bool:
-    w = word.lower()
-    if w in IRREGULAR_PLURALS:
-        return True
-    return (len(w) > 2 and w.endswith("s") and not w.endswith(("ss", "us", "is", "'s", "’s"))
-            and w.isalpha())
-
-
-def guess_tags(words: list[str], sentence_starts: list[int]) -> tuple[list[str], list[dict]]:
-    """Per word: a guessed UPOS (PRON / PROPN / ``_``) and agreement FEATS (see the module doc)."""
-    initial = _initial_positions(words, sentence_starts)
-    capitalised = lambda w: w[:1].isupper()  # noqa: E731
-    non_initial: dict[str, list[bool]] = {}
-    for i, w in enumerate(words):
-        if i not in initial and _has_alnum(w):
-            non_initial.setdefault(w.lower(), []).append(capitalised(w))
-    upos, feats = [], []
-    for i, w in enumerate(words):
-        low = w.lower()
-        if low in PRONOUNS:
-            upos.append("PRON")
-            feats.append(dict(PRONOUNS[low]))
-            continue
-        if capitalised(w) and (i not in initial or all(non_initial.get(low, [False]))):
-            upos.append("PROPN")
-            feats.append({"Number": "Sing"})
-            continue
-        upos.append("_")
-        feats.append({"Number": "Plur" if _plural_surface(w) else "Sing"} if _has_alnum(w) else {})
-    return upos, feats
-
-
-def read_litbank_document(path: str | Path) -> CorefDocument:
-    """One LitBank CoNLL-2012 file: words, sentence breaks and coreference mentions (see the module doc)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"missing LitBank document: {path}")
-    doc_id = path.name[: -len(LITBANK_SUFFIX)] if path.name.endswith(LITBANK_SUFFIX) else path.stem
-    words: list[str] = []
-    sentence_starts: list[int] = []
-    open_mentions: list[tuple[str, int, str]] = []  # (entity, start, source)
-    raw: list[tuple[int, int, str, str, str]] = []  # (start, end, entity, link, source)
-    new_sentence = True
-    for number, line in enumerate(read_text(path).splitlines(), 1):
-        where = f"{path}:{number}"
-        if not line.strip():
-            new_sentence = True
-            continue
-        if line.startswith("#"):
-            if line.startswith("#begin document"):
-                doc_id = line[len("#begin document"):].split(";")[0].strip().strip("()") or doc_id
-            new_sentence = True
-            continue
-        cols = line.split("\t")
-        if len(cols) < 5:
-            raise DataError(f"{where}: {len(cols)} tab-separated column(s), expected CoNLL-2012 (document, part, "
-                            f"token index, token, ..., coreference last)")
-        if new_sentence:
-            sentence_starts.append(len(words))
-            new_sentence = False
-        i = len(words)
-        words.append(cols[3])
-        value = cols[-1].strip()
-        if value in ("", "-", "_"):
-            continue
-        for item in value.split("|"):
-            m = _LITBANK_COREF.fullmatch(item)
-            if m is None:
-                raise DataError(f"{where}: malformed coreference value {value!r} (CoNLL-2012 '(12', '12)', "
-                                f"'(12)', joined by '|', expected)")
-            single, opening, closing = m.groups()
-            if single is not None:
-                raw.append((i, i + 1, single, "", where))
-            elif opening is not None:
-                open_mentions.append((opening, i, where))
-            else:
-                for k in range(len(open_mentions) - 1, -1, -1):
-                    if open_mentions[k][0] == closing:
-                        ent, s, src = open_mentions.pop(k)
-                        raw.append((s, i + 1, ent, "", src))
-                        break
-                else:
-                    raise DataError(f"{where}: coreference bracket closes entity {closing!r}, which is not open")
-    if open_mentions:
-        ent, _, src = open_mentions[-1]
-        raise DataError(f"{src}: mention of entity {ent} is never closed (coreference column)")
-    if not words:
-        raise DataError(f"{path}: no tokens found (empty or not CoNLL-2012)")
-    upos, feats = guess_tags(words, sentence_starts)
-    heads = [-1] * len(words)
-    doc = _build_document(doc_id, str(path), words, upos, feats, heads, sentence_starts, raw,
-                          head_of=lambda s, e: litbank_head(words, s, e))
-    doc.typing = doc.name_heads = "heuristic"
-    return doc
-
-
-def litbank_files(data_dir: Path) -> list[Path]:
-    """The LitBank CoNLL-2012 files (sorted by name)."""
-    from ..base.settings import data_file
-
-    folder = data_file(data_dir, LITBANK_DOCUMENTS)
-    files = sorted(folder.glob(f"*{LITBANK_SUFFIX}"))
-    if not files:
-        raise DataError(f"{folder}: no *{LITBANK_SUFFIX} files (LitBank's coref/conll folder expected)")
-    return files
 
 
 def corpus_data_paths(data_dir: Path, corpus: str) -> list[Path]:
@@ -669,7 +354,5 @@ def make_windows(docs: list[CorefDocument], tokenizer, max_tokens: int = 128) ->
     return windows, stats
 
 
-__all__ = ["KINDS", "CORPORA", "VARIANTS", "corpus_variants", "parse_corpus", "truncate_documents", "ptb_kind",
-           "name_head", "PRONOUNS", "Mention", "CorefDocument", "Anaphor", "CorefWindow", "WindowStats",
-           "read_gum_document", "read_litbank_document", "litbank_head", "guess_tags", "load_documents",
-           "split_documents", "corpus_data_paths", "make_windows", "span_head", "mention_kind"]
+__all__ = ["CORPORA", "VARIANTS", "corpus_variants", "parse_corpus", "read_gum_document", "split_documents",
+           "load_documents", "corpus_data_paths", "truncate_documents", "make_windows"]

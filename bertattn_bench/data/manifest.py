@@ -313,7 +313,7 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     from . import arct_corpus as arct
     from . import coref_corpus as coref
     from . import framenet_corpus as framenet
-    from . import glue, gum, segments, ud
+    from . import glue, gum, litbank, segments, ud
 
     if manifest_paths is None:
         manifest_paths = {f.path for f in load_manifest().files}
@@ -327,8 +327,8 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     elif family == "norms":
         paths = [segments.CORPORA[corpus], KOBAYASHI_RANKS]
     elif family == "coref":
-        litbank = coref.parse_corpus(corpus)[0] == "litbank"  # as coref.corpus_data_paths
-        paths = [coref.LITBANK_DOCUMENTS] if litbank else [coref.GUM_DOCUMENTS, *coref.SPLIT_FILES.values()]
+        is_litbank = coref.parse_corpus(corpus)[0] == "litbank"  # as coref.corpus_data_paths
+        paths = [litbank.LITBANK_DOCUMENTS] if is_litbank else [gum.GUM_DOCUMENTS, *gum.SPLIT_FILES.values()]
     elif family in ("arct", "arct_ft"):
         paths = [*arct.ORIGINAL_FILES.values(), *arct.ADVERSARIAL_FILES.values(), arct.CLAIM_MAP, arct.RESULTS_DIR]
     elif family == "framenet":

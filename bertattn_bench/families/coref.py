@@ -9,7 +9,7 @@ candidates; every word of the window is a candidate (the head is not told where 
 Baselines on the same anaphors (Clark §4.3, computed from the data): the nearest preceding mention; the nearest
 preceding mention with the same lower-cased head word (no fallback: none found counts as wrong); a rule-based
 system of four sieves after Lee et al. (2011): full string match, head-word match, number/gender/person agreement
-(UD FEATS; for LitBank surface guesses, see ``bertattn_bench.data.coref_corpus``), any mention; the nearest mention
+(UD FEATS; for LitBank surface guesses, see ``bertattn_bench.data.litbank``), any mention; the nearest mention
 passing the earliest sieve.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ import torch
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import binomial_se_points, difference_se, paired_difference_se
-from ..data.coref_corpus import KINDS, CorefWindow, WindowStats, corpus_variants
+from ..data.coref_corpus import corpus_variants
+from ..data.coref_documents import KINDS, CorefWindow, WindowStats
 from ..engine.attention import Reducer, head_name, parse_head_name
 from ..engine.batching import to_device
 from .common.head_maps import map_masks, neighbour_mass, top_heads_neighbour_ratio
