@@ -12,7 +12,7 @@ import torch
 from bertattn_bench.claims import stats
 from bertattn_bench.claims.catalog import evaluate, load_claims
 from bertattn_bench.families.common.dependency_stats import TABLE1, DependencyResult, OffsetBaseline
-from bertattn_bench.families.dependency import count_relations_over, direction_agreement
+from bertattn_bench.families.dependency import count_relations_over, direction_agreement, max_relations_per_head
 
 RELATIONS = tuple(TABLE1[1:])  # the 14 relations of Clark's Table 1 (All apart)
 
@@ -59,6 +59,9 @@ def test_wilson_and_agresti_caffo_by_hand():
     assert lo == pytest.approx(100 * (4 / 12 - 1.96 * se)) and hi == pytest.approx(100 * (4 / 12 + 1.96 * se))
     lo, hi = stats.proportion_difference_bounds(2, 2, 2, 2)  # a tie of two perfect scores: around 0, not [0, 0]
     assert lo < 0 < hi and lo == pytest.approx(-hi)
+    import numpy as np  # elementwise over arrays, the same numbers
+    lo, hi = stats.proportion_difference_bounds(np.array([9, 2]), np.array([10, 2]), np.array([5, 2]), 10)
+    assert lo[0] == pytest.approx(100 * (4 / 12 - 1.96 * se)) and hi[0] == pytest.approx(100 * (4 / 12 + 1.96 * se))
 
 
 def test_clear_directions_hold_and_ties_do_not_count_either_way():
@@ -104,6 +107,28 @@ def test_four_over_75_bounds_by_wilson():
     d2h["dobj"] = 200  # 50%: shown at or below 75 -> at most 3 of 4: does not hold
     out = evaluate(claim("clark.dep_four_over_75"), _pass_result(result(d2h, h2d, n)))
     assert out.verdict == "does not hold" and not out.inconclusive
+
+
+def test_no_head_many_relations_is_an_absence_judged_by_its_bounds():
+    five = RELATIONS[:5]
+    d2h = {r: (600 if r in five else 100) for r in RELATIONS}  # head 0: 60% on five relations, 10% (= offset) else
+    h2d = {r: 0 for r in RELATIONS}
+    big = {r: 1000 for r in RELATIONS}
+    m = max_relations_per_head(as_pass(result(d2h, h2d, big)), margin=15.0)
+    assert m.value == 5 and m.bounds == (5.0, 5.0) and m.head == "1-1"
+    out = evaluate(claim("clark.no_head_many_relations"), _pass_result(result(d2h, h2d, big)))
+    assert out.verdict == "does not hold" and not out.inconclusive
+    # the same shares on four arcs each: 3 of 4 right is 75% against an offset of 10% (0 of 4 counted), a 65-point
+    # gap no interval of four arcs can show; the absence (<= 3) is not shown either: inconclusive
+    d2h = {r: (3 if r in five else 0) for r in RELATIONS}
+    m = max_relations_per_head(as_pass(result(d2h, h2d, {r: 4 for r in RELATIONS})), margin=15.0)
+    assert m.value == 5 and m.bounds == (0.0, 14.0)
+    out = evaluate(claim("clark.no_head_many_relations"), _pass_result(result(d2h, h2d, {r: 4 for r in RELATIONS})))
+    assert out.inconclusive
+    # no head near the margin on many arcs: the absence holds
+    d2h = {r: (600 if r in five[:2] else 100) for r in RELATIONS}
+    out = evaluate(claim("clark.no_head_many_relations"), _pass_result(result(d2h, h2d, big)))
+    assert out.verdict == "holds" and not out.inconclusive and out.interval == [2.0, 2.0]
 
 
 @pytest.mark.parametrize("comparison, threshold, interval, inside", [
