@@ -164,6 +164,11 @@ def _run(*args, env_extra=None):
     (["-m", "bertattn_bench", "compare", "--model", "embedded", "--against", "nosuchmodel"],
      "ERROR: --compare-to nosuchmodel: no recorded baseline by that name or path"),
     (["-m", "bertattn_bench", "record", "--batch-size", "-5"], "ERROR: --batch-size -5: must be a whole number >= 1"),
+    # not argparse's usage screen (pytest.main()'s "usage: ... error: argument --limit: invalid int value")
+    (["-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--limit", "abc"], "ERROR: --limit abc: must be a whole number >= 1"),
+    (["-m", "bertattn_bench", "run", "--tier", "foo"], "ERROR: --tier 'foo': expected one of quick, regression, full"),
+    (["-m", "bertattn_bench", "run", "--compare-fail-on", "sometimes"],
+     "ERROR: --compare-fail-on sometimes: expected one of lost, flips, never"),
 ])
 def test_real_command_lines_stop_with_one_line(args, message):
     proc = _run(*args)
@@ -174,3 +179,13 @@ def test_real_command_lines_stop_with_one_line(args, message):
     assert not any("Traceback" in ln for ln in lines), lines
     # checked before pytest's banner and collection (stop 54): the one line is the whole output
     assert not any("test session starts" in ln or "collected" in ln for ln in lines), lines
+
+
+@pytest.mark.slow
+def test_a_selection_of_no_claim_says_so():
+    """``-k`` with a typo: pytest's exit 5 (no test selected) with one line saying what to run, not a bare
+    "196 deselected"."""
+    proc = _run("-m", "bertattn_bench", "run", "-k", "dependecy", "-p", "no:cacheprovider", "-q")
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert "bertattn-bench: 'dependecy' selects none of the" in proc.stdout
+    assert "bertattn-bench list -k EXPR" in proc.stdout

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .errors import BenchError, DataError
@@ -174,6 +175,17 @@ def data_file(data_dir: Path, relative: str) -> Path:
 
 # --- option checks: each raises a one-line BenchError naming the option; the pytest plugin and the CLI turn it
 # into a usage error (exit status 4) at start-up, before any model or data is loaded.
+
+def whole_number(option: str, value) -> int | None:
+    """An option's text as an int (None and ints pass through): ``--limit abc`` is one line naming the option, not
+    argparse's usage screen. Its range is :func:`positive_int`'s to check."""
+    if value is None or isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise BenchError(f"{option} {value}: must be a whole number >= 1")
+    return int(text)
+
 
 def positive_int(option: str, value) -> int | None:
     """``value`` as an int >= 1 (None stays None: the option was not given)."""

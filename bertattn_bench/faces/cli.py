@@ -32,7 +32,7 @@ Options of run, record and compare (each also as --bertattn-NAME):
 Any other argument goes to pytest (e.g. -x, -q, --benchmark-disable, -n 2 with pytest-xdist).
 
 Exit status: 0 every check passed; 1 a check failed (a value or verdict regressed); 4 bad usage or input
-(an option, a data file, a model, a cache folder), one line naming it.
+(an option, a data file, a model, a cache folder), one line naming it; 5 -k selected no test.
 """
 from __future__ import annotations
 

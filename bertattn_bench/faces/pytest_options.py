@@ -13,8 +13,10 @@ OPTIONS = [
     ("corpus", dict(action="append", default=[],
                     help="family=corpus[,corpus] e.g. dependency=ewt_dev,gum_dev (each family's corpora and default: "
                          "`bertattn-bench list --families`)")),
-    ("limit", dict(type=int, default=None, help="at most N examples per corpus (smoke runs; n is reported)")),
-    ("batch-size", dict(type=int, default=32, help="examples per forward pass (default 32)")),
+    # no argparse type or choices below: the runner checks each value with a one-line message naming the option
+    # (exit 4), where argparse would print pytest's usage screen
+    ("limit", dict(default=None, metavar="N", help="at most N examples per corpus (smoke runs; n is reported)")),
+    ("batch-size", dict(default=32, metavar="N", help="examples per forward pass (default 32)")),
     ("claims-report", dict(default=None, metavar="DIR",
                            help="write claims.md, claims.csv, claims.json, run.json, the matrix and figures to DIR")),
     ("self-contained", dict(action="store_true",
@@ -26,7 +28,7 @@ OPTIONS = [
     ("compare-to", dict(default=None, metavar="MODEL_OR_JSON",
                         help="judge every model against another model's recorded baseline (a model name/slug or a "
                              "baseline JSON file): a claim that held there and does not hold here is a regression")),
-    ("compare-fail-on", dict(default="lost", choices=("lost", "flips", "never"),
+    ("compare-fail-on", dict(default="lost", metavar="lost|flips|never",
                              help="what fails a --compare-to run: lost (default: a claim that held there does not "
                                   "hold here), flips (any verdict changed, either way), never (report only)")),
     ("offline", dict(action="store_true",
@@ -45,7 +47,7 @@ OPTIONS = [
     ("time-cores", dict(action="store_true",
                         help="recompute and time every pass even when the cache holds it (default: a cached pass "
                              "is loaded and not timed, so a warm re-run takes seconds)")),
-    ("tier", dict(default=None, choices=("quick", "regression", "full"),
+    ("tier", dict(default=None, metavar="quick|regression|full",
                   help="budget (env BERTATTN_TIER): quick (default) = a smoke run of every family in minutes; "
                        "regression = the recorded tier (whole dev corpora, MRPC 3 epochs, one seed; ~23 min on 2 "
                        "cores); full = four GLUE tasks, seeds, the fine-tuned twin (hours)")),

@@ -95,6 +95,14 @@ def pytest_collection_modifyitems(config, items):
     check_collected(config, bench_items)
 
 
+def pytest_deselected(items):
+    """Claim tests a -k / -m expression left out, counted: a selection of none says so at the end (exit 5)."""
+    bench = [i for i in items if is_bench_module(getattr(i, "module", None))]
+    if bench:
+        config = bench[0].config
+        config._bertattn_deselected = getattr(config, "_bertattn_deselected", 0) + len(bench)
+
+
 def uses_session(item) -> bool:
     """Whether a test takes this plugin's ``bench`` fixture (another project's fixture of that name is not ours)."""
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).get("bench") or ()
@@ -155,6 +163,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables: the claims table is the last thing before pytest's summary
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    left_out = getattr(config, "_bertattn_deselected", 0)
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and left_out:
+        expr = config.getoption("keyword") or config.getoption("markexpr")
+        terminalreporter.write_line(f"bertattn-bench: {expr!r} selects none of the {left_out} claim tests "
+                                    f"(exit 5): `bertattn-bench list -k EXPR` shows what an expression selects, "
+                                    f"`bertattn-bench list --families` the families and their corpora")
     if getattr(config, "_bertattn_session", None) is None:
         return
     from .pytest_finish import terminal_summary

@@ -26,7 +26,7 @@ from .pytest_options import option
 def options_from_config(config) -> RunOptions:
     """The run's options from pytest's (either spelling) over the environment's (read once); a BenchError names a
     bad one."""
-    from ..base.settings import TIER_ENV, data_hosts, from_environment
+    from ..base.settings import TIER_ENV, data_hosts, from_environment, whole_number
     from ..claims import tiers
 
     envs = from_environment()
@@ -48,7 +48,8 @@ def options_from_config(config) -> RunOptions:
         data_dir_source="--data-dir" if option(config, "data-dir") else envs.get("data_dir_source", "--data-dir"),
         data_home=envs.get("data_home"),
         device=option(config, "device") or envs.get("device"), corpus_options=option(config, "corpus") or [],
-        limit=option(config, "limit"), batch_size=option(config, "batch-size"),
+        limit=whole_number("--limit", option(config, "limit")),
+        batch_size=whole_number("--batch-size", option(config, "batch-size")),
         tier=option(config, "tier") or envs.get("tier"),
         cache_dir=cache, time_cores=bool(option(config, "time-cores")),
         record_baseline=Path(record) if record else None, compare_to=option(config, "compare-to"),
