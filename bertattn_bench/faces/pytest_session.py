@@ -148,9 +148,8 @@ def worker_threads(cores: int, workers: int) -> int:
 # ---- the tests' bodies ---------------------------------------------------------------------------------------------
 
 def check_negative_control(bench: BenchSession, row) -> None:
-    """What a negative-control test does (benchmarks/test_negative_control.py): the family's learned claims judged
-    on the random-init twin; it fails where one clearly holds, on the runner's own ``passed`` (an inconclusive or
-    not-judged row passes, as the claims table prints it: one truth, issue 45)."""
+    """A negative-control test (benchmarks/test_negative_control.py): the family's learned claims on the random-init
+    twin; it fails on the runner's ``passed``, as the row prints (an inconclusive or not-judged row passes)."""
     pr = bench.result(row.target)
     if isinstance(pr.result, NothingToMeasure):
         pytest.skip(f"{row.target.family} on {row.target.model}: {pr.result.reason}")
