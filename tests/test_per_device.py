@@ -54,3 +54,27 @@ def test_without_the_flag_every_device_is_checked():
 def test_the_speedup_claim_is_per_device_and_no_other_is():
     flagged = sorted(c.id for c in load_claims() if c.per_device)
     assert flagged == ["michel.prune_speedup"]
+
+
+def test_a_one_sided_tolerance_fails_only_below_the_recorded_value():
+    """``tolerance_side = "lower"`` (the speed-up, stop 59): a larger value than recorded + tolerance passes (a
+    quieter machine ran the pruned model faster: 49.7 against 22.77 ± 15 failed CI), a smaller one fails as before."""
+    c = claim(">", 1.0, per_device=True, tolerance=15.0, tolerance_side="lower")
+    assert evaluate(c, on("cpu", 22.77 + 26.94), recorded_on("cpu", measured=22.77)).passed
+    low = evaluate(c, on("cpu", 22.77 - 15.5), recorded_on("cpu", measured=22.77))
+    assert not low.passed and "value off by -15.5" in low.check_failure
+    both = claim(">", 1.0, per_device=True, tolerance=15.0)  # the default: both sides
+    assert not evaluate(both, on("cpu", 22.77 + 26.94), recorded_on("cpu", measured=22.77)).passed
+    assert [c.id for c in load_claims() if c.tolerance_side != "both"] == ["michel.prune_speedup"]
+
+
+def test_an_unknown_tolerance_side_is_one_line_naming_the_claim(tmp_path):
+    import pytest
+
+    from bertattn_bench.base.errors import BenchError
+
+    src = next(p for p in sorted((load_claims.__globals__["REFERENCE_DIR"]).glob("*.toml")) if "speedup" in p.name)
+    (tmp_path / src.name).write_text(src.read_text(encoding="utf-8").replace('tolerance_side = "lower"',
+                                                                             'tolerance_side = "upper"'))
+    with pytest.raises(BenchError, match=r"michel.prune_speedup: tolerance_side must be one of both, lower"):
+        load_claims(tmp_path)

@@ -38,6 +38,7 @@ REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.
 # fine-tuned bert-base in any folder qualifies, camembert-base with another shape or a 6-layer model does not.
 SHAPES = {"bert-base": (12, 12, 768), "bert-large": (24, 16, 1024)}
 COMPARISONS = (">", ">=", "<", "<=", "between", "in_band")
+TOLERANCE_SIDES = ("both", "lower")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,10 @@ class Claim:
     # the value is a property of the machine's kind (a wall-clock speed-up): a recorded value is checked only on the
     # device type it was recorded on (cpu, cuda, mps); on another it is reported beside the baseline, not checked
     per_device: bool = False
+    # which side of the recorded value the tolerance guards: "both" (|measured - recorded| <= tolerance), or "lower"
+    # (only a value below recorded - tolerance is a regression: a wall-clock speed-up that came out larger on a
+    # quieter machine is not one)
+    tolerance_side: str = "both"
 
     @property
     def catalog_id(self) -> str | None:
@@ -275,6 +280,9 @@ def _claims_from_file(path: Path) -> list[Claim]:
                              f"got {claim.catalog!r}")
         if claim.comparison not in COMPARISONS:
             raise BenchError(f"{path}: claim {claim.id}: unknown comparison {claim.comparison!r}")
+        if claim.tolerance_side not in TOLERANCE_SIDES:
+            raise BenchError(f"{path}: claim {claim.id}: tolerance_side must be one of {', '.join(TOLERANCE_SIDES)}, "
+                             f"got {claim.tolerance_side!r}")
         t = claim.threshold
         if claim.comparison == "in_band" and t not in DEPTH_BANDS:
             raise BenchError(f"{path}: claim {claim.id}: unknown depth band {t!r} (known: {', '.join(DEPTH_BANDS)})")
@@ -424,7 +432,8 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         # tolerance allows: the quick tier's 64 dev pairs; scripts/spread.py), never narrower than the claim's
         tol = max(claim.tolerance, float(recorded.get("tolerance") or 0.0))
         out.tolerance = tol
-        within = out.delta is not None and abs(out.delta) <= tol + 1e-9
+        within = out.delta is not None and (abs(out.delta) <= tol + 1e-9 if claim.tolerance_side == "both"
+                                            else out.delta >= -tol - 1e-9)
         # a verdict is pinned to the recorded one unless the threshold lies inside the recorded value's tolerance
         # band (then the measured noise decides the side, and the verdict is reported, not checked)
         pinned = recorded["measured"] is None or claim.verdict_pinned(recorded["measured"], tol)
