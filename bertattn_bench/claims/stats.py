@@ -70,9 +70,9 @@ def proportion_difference_bounds(right1: int, n1: int, right2: int, n2: int, z: 
     Agresti & Caffo (2000): one right and one wrong item added to each, then the difference ± z SE. A tie (0 of 2
     against 0 of 2, or n of n against n of n) gives an interval around 0, never one of width 0. For accuracies on the
     same items (positively correlated) it errs wide. Elementwise over arrays (numpy broadcasting)."""
-    p1, p2 = (np.asarray(right1, float) + 1) / (np.asarray(n1, float) + 2), \
-        (np.asarray(right2, float) + 1) / (np.asarray(n2, float) + 2)
-    se = np.sqrt(p1 * (1 - p1) / (np.asarray(n1, float) + 2) + p2 * (1 - p2) / (np.asarray(n2, float) + 2))
+    m1, m2 = np.asarray(n1, float) + 2, np.asarray(n2, float) + 2
+    p1, p2 = (np.asarray(right1, float) + 1) / m1, (np.asarray(right2, float) + 1) / m2
+    se = np.sqrt(p1 * (1 - p1) / m1 + p2 * (1 - p2) / m2)
     lo, hi = 100.0 * (p1 - p2 - z * se), 100.0 * (p1 - p2 + z * se)
     return (float(lo), float(hi)) if lo.ndim == 0 else (lo, hi)
 

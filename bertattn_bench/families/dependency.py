@@ -67,6 +67,11 @@ def _require_arcs(res: DependencyResult, relations) -> None:
         raise NotApplicable(f"no arc of {', '.join(repr(r) for r in missing)} in the data read")
 
 
+def _right(res: DependencyResult, relation: str, score: HeadScore) -> int:
+    """How many of ``relation``'s arcs ``score``'s head got right: its count, beside the percentage it carries."""
+    return int(res.correct[score.layer, score.direction, res.relations.index(relation), score.head])
+
+
 @metric("direction_agreement")
 def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tuple = TABLE1[1:]) -> Measurement:
     """Relations whose best direction is the expected one: dependent→head except pobj (Clark §4.2).
@@ -81,14 +86,11 @@ def direction_agreement(pr, head_to_dependent: tuple = ("pobj",), relations: tup
     agree = shown = against = 0
     lines = []
     for r in relations:
-        i = res.relations.index(r)
         d2h, h2d = res.best_head(r, 0), res.best_head(r, 1)
         expected_h2d = r in head_to_dependent
         ok = (h2d.accuracy > d2h.accuracy) if expected_h2d else (d2h.accuracy >= h2d.accuracy)
         want, other = (h2d, d2h) if expected_h2d else (d2h, h2d)
-        lo, hi = proportion_difference_bounds(
-            int(res.correct[want.layer, want.direction, i, want.head]), want.n,
-            int(res.correct[other.layer, other.direction, i, other.head]), other.n)
+        lo, hi = proportion_difference_bounds(_right(res, r, want), want.n, _right(res, r, other), other.n)
         agree += ok
         shown += lo > 0
         against += hi < 0
@@ -112,8 +114,7 @@ def count_relations_over(pr, relations: tuple, threshold: float) -> Measurement:
     _require_arcs(res, relations)
     scores = {r: res.best_head(r) for r in relations}
     count = sum(s.accuracy > threshold for s in scores.values())
-    wilson = {r: wilson_bounds(int(res.correct[s.layer, s.direction, res.relations.index(r), s.head]), s.n)
-              for r, s in scores.items()}
+    wilson = {r: wilson_bounds(_right(res, r, s), s.n) for r, s in scores.items()}
     above = sum(lo > threshold for lo, _ in wilson.values())
     not_below = sum(hi > threshold for _, hi in wilson.values())
     n = sum(s.n for s in scores.values())
