@@ -253,10 +253,11 @@ FAIL_ON = ("flips", "values", "flips+values", "any", "never")
 
 
 def catalog_tolerances() -> dict[str, float]:
-    """claim id -> its tolerance (allowed |value - recorded|) from the claims catalog."""
+    """claim id -> its tolerance (allowed |value - recorded|) from the claims catalog; a claim whose check compares
+    the verdict only (``checked = "verdict"``: a wall-clock value, another on each machine) has none."""
     from .catalog import load_claims
 
-    return {c.id: c.tolerance for c in load_claims()}
+    return {c.id: c.tolerance for c in load_claims() if c.checked == "value"}
 
 
 def diff_failures(rows: list[dict], fail_on: str = "flips+values", tolerances: dict[str, float] | None = None) -> list[str]:

@@ -105,7 +105,8 @@ def failure_message(o: ClaimOutcome) -> str:
     if o.baseline_ok is not None:
         return (f"{o.claim_id} on {o.model} / {o.corpus}: measured {o.measured:.4g} (n={o.n} {o.n_unit}, "
                 f"{o.verdict}) but the recorded baseline is {_num(o.baseline)} "
-                f"({'holds' if o.baseline_holds else 'does not hold'}), tolerance {o.tolerance}"
+                f"({'holds' if o.baseline_holds else 'does not hold'}), "
+                f"{'verdict checked' if o.tolerance is None else f'tolerance {o.tolerance}'}"
                 f"{' — failed: ' + o.check_failure if o.check_failure else ''}: {o.detail}")
     return (f"{o.claim_id} on {o.model} / {o.corpus}: {o.statement} — measured {o.measured:.4g} {o.unit} "
             f"(n={o.n} {o.n_unit}), needs {o.comparison}: {o.detail}")
