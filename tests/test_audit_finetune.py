@@ -174,3 +174,49 @@ def test_a_twin_far_below_chance_holds_and_one_that_learned_does_not():
     v, _ = judge("kov.random_below_untuned", result("sts-b", STSB, untuned=_with_r(STSB, 0.05, 2),
                                                     random_ft=_with_r(STSB, 0.7, 3)))
     assert v == "does not hold"
+
+
+# ---- the fine-tune margins' standard errors (stop 60): a verdict only where the interval clears the threshold ----
+
+def test_pearson_se_and_seed_mean_se_by_hand():
+    from bertattn_bench.claims.stats import pearson_se, seed_mean_se
+
+    assert pearson_se(0.5, 28) == pytest.approx(0.75 / 5)  # (1 - r²) / √(n - 3)
+    assert np.isnan(pearson_se(0.5, 3))
+    assert seed_mean_se([1.0, 3.0], [2.0]) == pytest.approx(1.0)  # var 2 / 2 seeds; one seed adds nothing
+    assert seed_mean_se([1.0, 3.0], [0.0, 6.0]) == pytest.approx(np.sqrt(1.0 + 18.0 / 2))
+
+
+def test_the_margin_over_majority_has_the_paired_se_of_the_dev_examples():
+    """MRPC dev (279 of 408 positive, majority 68.38): a model right on every positive and on 60 of 129 negatives
+    scores 83.09, margin 14.71. Paired per example with the majority class: d = +1 on the 60 negatives it gets right,
+    0 elsewhere, so SE = 100 sd(d) / √408 with sd(d) = √(p (1 - p)), p = 60/408 (ddof 0, by hand)."""
+    preds = np.where(np.arange(408) < 279, 1, np.where(np.arange(408) < 339, 0, 1))  # 60 negatives right, 69 wrong
+    side, m = judge("kov.table1_finetuned", result("mrpc", MRPC, finetuned=preds))
+    p = 60 / 408
+    assert m.value == pytest.approx(100 * (279 + 60) / 408 - 100 * 279 / 408)
+    assert m.standard_error == pytest.approx(100 * np.sqrt(p * (1 - p)) / np.sqrt(408))
+    assert side == "holds"  # 14.71 - 1.96 x 1.75 = 11.3 >= 10
+    # 10 more negatives wrong: margin 12.25, SE 1.62: 12.25 - 3.18 < 10 <= the point: inconclusive, not "holds"
+    fewer = np.where(np.arange(408) < 279, 1, np.where(np.arange(408) < 329, 0, 1))
+    side, m = judge("kov.table1_finetuned", result("mrpc", MRPC, finetuned=fewer))
+    assert m.value == pytest.approx(100 * 50 / 408) and side == "inconclusive"
+    assert "paired with the majority class over the 408 dev examples" in m.detail
+
+
+def test_the_finetune_gain_pairs_the_untuned_model_per_example():
+    """The un-tuned model predicts the minority class everywhere (31.62 on MRPC), the fine-tuned one is right
+    everywhere: gain 68.38 with d = 1 on every positive, SE = 100 √(q (1 - q)) / √408, q = 279/408."""
+    side, m = judge("kov.ft_gain_35_9", result("mrpc", MRPC, untuned=np.zeros(408)))
+    q = 279 / 408
+    assert m.value == pytest.approx(100 * q)
+    assert m.standard_error == pytest.approx(100 * np.sqrt(q * (1 - q)) / np.sqrt(408)) and side == "holds"
+
+
+def test_a_regressor_s_margin_reads_pearson_s_se():
+    labels = np.linspace(0, 5, 200)
+    preds = labels + np.random.default_rng(0).normal(0, 1.5, 200)
+    side, m = judge("kov.table1_finetuned", result("sts-b", labels, finetuned=preds))
+    r = np.corrcoef(preds, labels)[0, 1]
+    assert m.value == pytest.approx(100 * r, abs=1e-6)
+    assert m.standard_error == pytest.approx(100 * (1 - r * r) / np.sqrt(197), rel=1e-6) and side == "holds"

@@ -183,7 +183,7 @@ def whole_number(option: str, value) -> int | None:
         return value
     text = str(value).strip()
     if not re.fullmatch(r"[+-]?\d+", text):
-        raise BenchError(f"{option} {value}: must be a whole number >= 1")
+        raise _not_positive(option, value)
     return int(text)
 
 
@@ -192,8 +192,12 @@ def positive_int(option: str, value) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BenchError(f"{option} {value}: must be a whole number >= 1")
+        raise _not_positive(option, value)
     return value
+
+
+def _not_positive(option: str, value) -> BenchError:
+    return BenchError(f"{option} {value}: must be a whole number >= 1")
 
 
 def parse_random_model(name: str, prefix: str = "random:") -> tuple[str, int] | None:

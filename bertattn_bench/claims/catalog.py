@@ -31,7 +31,7 @@ from ..base.settings import ASSUME_SHAPE_ENV
 from . import learned
 from .recorded import device_type, recorded_device
 from .registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, load_all_metrics
-from .verdicts import INCONCLUSIVE, NOT_JUDGED, SKIPPED, verdict_of
+from .verdicts import HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, lost, verdict_of
 
 REFERENCE_DIR = resources.folder(resources.REFERENCE_NUMBERS)  # the catalog (*.toml) and baselines/
 # Claims that name a paper model's heads apply to models of that shape (layers, heads, hidden), never by name: a
@@ -210,6 +210,7 @@ class ClaimOutcome:
     attn_implementation: str
     baseline: float | None = None
     baseline_holds: bool | None = None
+    baseline_verdict: str | None = None  # the recorded entry's verdict (claims.verdicts.verdict_of): what "lost" reads
     baseline_ok: bool | None = None
     baseline_model: str | None = None  # whose recorded baseline ``baseline`` is
     delta: float | None = None  # measured - baseline
@@ -413,6 +414,7 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         out.passed = True if mode == "compare" else (out.holds or out.inconclusive or bool(out.not_judged))
         return out
     out.baseline, out.baseline_holds = recorded["measured"], recorded["holds"]
+    out.baseline_verdict = verdict_of(recorded)
     out.baseline_model = (baseline or {}).get("provenance", {}).get("model")
     if recorded["measured"] is not None:
         out.delta = m.value - recorded["measured"]
@@ -428,7 +430,8 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
             out.passed = True
             return out
     if mode == "compare":  # model A's verdict against this one's, by the --compare-fail-on policy
-        out.baseline_ok = {"lost": not (recorded["holds"] and not out.holds),
+        # lost: clearly held on A, does not hold or is inconclusive here (verdicts.lost); a judgement lost too
+        out.baseline_ok = {"lost": not (lost(recorded, out) or verdict_of(recorded) == HOLDS and out.not_judged),
                            "flips": bool(recorded["holds"]) == bool(out.holds),
                            "never": True}[compare_fail_on]
     else:

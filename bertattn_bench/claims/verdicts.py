@@ -38,3 +38,13 @@ def clearly_holds(result: Any) -> bool:
 def clearly_fails(result: Any) -> bool:
     """Judged and clearly does not hold (a not-judged or inconclusive result is neither)."""
     return verdict_of(result) == DOES_NOT_HOLD
+
+
+def lost(reference: Any, here: Any) -> bool:
+    """The one rule of a lost claim (the ``--compare-to`` check's default policy, the job summary's lost list and the
+    matrix page's "lost" marks, whose script reads the same verdicts): it clearly held on the reference (model A's
+    recorded entry, the model's own baseline, or the reference column) and here it was judged and does not clearly
+    hold (does not hold, or inconclusive: not shown to hold any more). Where the reference is inconclusive nothing
+    was shown to hold, so nothing can be lost; a claim skipped or not judged here has no side (a lost judgement is
+    the check's business, not this rule's)."""
+    return clearly_holds(reference) and verdict_of(here) in (DOES_NOT_HOLD, INCONCLUSIVE)

@@ -185,19 +185,56 @@ def _fmt(scores: dict[int, TaskScores]) -> str:
 
 @metric("ft_margin_over_majority")
 def ft_margin_over_majority(pr, tasks: list | None = None) -> Measurement:
-    """Fine-tuned dev score (mean over seeds) minus the majority-class score (points)."""
+    """Fine-tuned dev score (mean over seeds) minus the majority-class score (points), with a standard error
+    (:func:`_difference_se`: the fine-tuned predictions paired with the majority class's over the dev examples)."""
     r = result_of(pr, tasks)
     cls, maj = r.majority
+    t = glue.task(r.task)
     note = ""
-    if np.isnan(maj) and glue.task(r.task).is_regression:  # a constant has no correlation: chance = 0
+    if np.isnan(maj) and t.is_regression:  # a constant has no correlation: chance = 0
         maj, note = 0.0, " (a constant predictor's correlation is undefined: chance 0)"
     ft = r.mean(r.finetuned)
     spread = r.spread(r.finetuned)
     other = {k: round(float(np.mean([s.metrics[k] for s in r.finetuned.values()])), 2)
              for k in next(iter(r.finetuned.values())).metrics}
-    return Measurement(ft - maj, r.n_dev, "dev examples", unit="points over majority",
+    majority = None
+    if not t.is_regression and r.labels is not None:
+        majority = (np.asarray(r.labels).astype(int) == _class_index(t, cls)).astype(float)
+    se, how = _difference_se(r, r.finetuned, None, majority, "the majority class")
+    return Measurement(ft - maj, r.n_dev, "dev examples", unit="points over majority", standard_error=se,
                        detail=f"{r.task} fine-tuned {r.metric} {ft:.2f} ({_fmt(r.finetuned)}; sd {spread:.2f}; all "
-                              f"metrics {other}) vs majority class {cls!r} {maj:.2f}{note}; seeds {list(r.seeds)}")
+                              f"metrics {other}) vs majority class {cls!r} {maj:.2f}{note}; seeds {list(r.seeds)}; "
+                              f"{how}")
+
+
+def _difference_se(r: FinetuneResult, scores: dict, other: dict | None, other_correct,
+                   other_name: str) -> tuple[float | None, str]:
+    """(standard error, how) of mean(``scores``) minus another score on the same dev examples (``other``: seed ->
+    TaskScores, e.g. the un-tuned model's; None: a constant, the majority class, whose per-example correctness is
+    ``other_correct``): a classifier's accuracy paired per example (stats.paired_se, each example's correctness
+    averaged over seeds); a regressor's Pearson r from each side's mean r (stats.pearson_se), independent; plus the
+    seeds' spread of each side's mean (stats.seed_mean_se: nothing for one seed, whose spread the claim's tolerance
+    covers). (None, why) where the predictions are not kept."""
+    from ..claims.stats import paired_se, pearson_se, seed_mean_se
+
+    t = glue.task(r.task)
+    if t.is_regression:
+        sides = [scores] + ([other] if other else [])
+        examples = float(np.sqrt(sum((100 * pearson_se(r.mean(x) / 100, r.n_dev)) ** 2 for x in sides)))
+        what = f"Pearson's r over {r.n_dev} dev pairs, (1 - r²)/√(n - 3), each side"
+    else:
+        correct = _correct(r, scores)
+        if other is not None:
+            other_correct = _correct(r, other)
+        if correct is None or other_correct is None or t.metric != "acc":
+            return None, "no per-example predictions kept: no standard error"
+        examples = paired_se(correct, other_correct)
+        what = f"paired with {other_name} over the {len(correct)} dev examples"
+    seeds = seed_mean_se(*[[v.primary for v in x.values()] for x in [scores] + ([other] if other else [])])
+    se = float(np.sqrt(examples ** 2 + seeds ** 2))
+    one = len(scores) == 1 and (not other or len(other) == 1)
+    return se, (f"SE {se:.2f} = sqrt(examples {examples:.2f} ({what})² + seeds {seeds:.2f}²"
+                + (": one seed, its spread in the tolerance)" if one else ")"))
 
 
 def _correct(r: FinetuneResult, scores: dict[int, TaskScores]) -> np.ndarray | None:
@@ -353,11 +390,15 @@ def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
 
 @metric("finetune_gain")
 def finetune_gain(pr, tasks: list | None = None) -> Measurement:
-    """Fine-tuned minus un-tuned (the pre-trained encoder with an untrained head), points, mean over seeds."""
+    """Fine-tuned minus un-tuned (the pre-trained encoder with an untrained head), points, mean over seeds, with a
+    standard error (:func:`_difference_se`: paired per dev example; the un-tuned head's seed spread counts)."""
     r = result_of(pr, tasks)
-    return Measurement(r.mean(r.finetuned) - r.mean(_untuned(r)), r.n_dev, "dev examples", unit="points",
-                       detail=f"{r.task}: fine-tuned {r.mean(r.finetuned):.2f} vs un-tuned {r.mean(r.untuned):.2f} "
-                              f"({_fmt(r.untuned)})")
+    untuned = _untuned(r)
+    se, how = _difference_se(r, r.finetuned, untuned, None, "the un-tuned model")
+    return Measurement(r.mean(r.finetuned) - r.mean(untuned), r.n_dev, "dev examples", unit="points",
+                       standard_error=se,
+                       detail=f"{r.task}: fine-tuned {r.mean(r.finetuned):.2f} vs un-tuned {r.mean(untuned):.2f} "
+                              f"({_fmt(untuned)}); {how}")
 
 
 @metric("ft_change_last_layers")

@@ -26,7 +26,8 @@ def _check(o: ClaimOutcome) -> str:
         return "PASS" if o.passed else "FAIL"
     if o.baseline_model and o.baseline_model != o.model:  # --compare-to: judged against another model
         verdict = "ok" if o.baseline_ok else "REGRESSION"
-        held = "held" if o.baseline_holds else "did not hold"
+        held = {HOLDS: "held", DOES_NOT_HOLD: "did not hold", None: "held" if o.baseline_holds else "did not hold"}.get(
+            o.baseline_verdict, o.baseline_verdict)  # inconclusive, not judged: as named
         delta = f", Δ {o.delta:+.3g}" if o.delta is not None else ""
         return f"{verdict} (A={_num(o.baseline)}, {held}{delta})"
     return ("PASS" if o.baseline_ok else "FAIL") + f" (baseline {_num(o.baseline)})"

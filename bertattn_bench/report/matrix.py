@@ -320,7 +320,7 @@ _SCRIPT = """
     r.classList.toggle('disagree', Object.keys(seen).length > 1);
     r.dataset.text = r.querySelector('th[scope=row]').textContent.toLowerCase();
   });
-  function markLost() {  // holds on the reference column, does not hold (or inconclusive) on another model
+  function markLost() {  // claims.verdicts.lost: clearly holds on the reference column, does not hold or is inconclusive on another model
     var ref = form.elements.reference.value;
     rows.forEach(function (r) {
       var any = false, rc = r.querySelector('td[data-col="' + ref + '"]');

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..base.settings import SUMMARY_ENV, env
-from ..claims.verdicts import NOT_JUDGED, SKIPPED, VERDICTS, verdict_of
+from ..claims.verdicts import HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, VERDICTS, lost, verdict_of
 
 
 def _records(items) -> list[dict]:
@@ -34,17 +34,23 @@ def _model(r: dict) -> str:
 
 
 def lost_claims(records) -> list[dict]:
-    """Claims that held on the baseline's model (``compare``: model A, or the model's own recorded run) and do not
-    hold here (an inconclusive side counts, as in the compare check); the negative control apart. A claim not judged
-    here (a trained model it reads did not learn) is not lost: it has no side (its failed check, if any, is listed
-    by :func:`failed_checks`)."""
-    return [r for r in _records(records) if not r.get("negative_control") and r.get("baseline_holds") is True
-            and _judged_not_holding(r)]
+    """The failed checks (:func:`failed_checks`: what broke the build) that are lost claims by the one rule
+    (:func:`~bertattn_bench.claims.verdicts.lost`: clearly held on the baseline's model, ``compare``'s model A or the
+    model's own recorded run, and here does not hold or is inconclusive); the negative control apart. A row lost by
+    the rule whose check passed (an inconclusive verdict within its recorded value's tolerance, a ``--compare-fail-on
+    never`` run) broke nothing and is not listed; a claim not judged here has no side (its failed check, if any, is
+    listed by :func:`failed_checks`)."""
+    return [r for r in failed_checks(records) if not r.get("negative_control") and lost(_baseline_side(r), r)]
 
 
-def _judged_not_holding(r: dict) -> bool:
-    """Judged (not skipped, not "not judged") and on the "does not hold" side, clearly or inconclusively."""
-    return verdict_of(r) not in (SKIPPED, NOT_JUDGED) and not r.get("holds")
+def _baseline_side(r: dict) -> dict:
+    """The recorded entry's verdict as :func:`verdict_of` reads it: ``baseline_verdict``, or for a report written
+    before it was kept, ``baseline_holds`` read as a clear side."""
+    verdict = r.get("baseline_verdict")
+    if verdict is None:
+        return {"holds": r.get("baseline_holds")} if r.get("baseline_holds") is not None else {"skipped": True}
+    return {"holds": verdict == HOLDS, "inconclusive": verdict == INCONCLUSIVE, "not_judged": verdict == NOT_JUDGED,
+            "skipped": verdict == SKIPPED}
 
 
 def _failed(r: dict) -> bool:
@@ -71,9 +77,9 @@ def _why(r: dict) -> str:
         return r["check_failure"]
     if r.get("negative_control"):
         return "holds on random weights (a learned-structure claim must not)"
-    if r.get("baseline_holds") is True and _judged_not_holding(r):
+    if lost(_baseline_side(r), r):
         who = r.get("baseline_model") or "the baseline"
-        return f"held on {who} ({_num(r.get('baseline'))}), does not hold here ({_num(r.get('measured'))})"
+        return (f"held on {who} ({_num(r.get('baseline'))}), {verdict_of(r)} here ({_num(r.get('measured'))})")
     return "does not hold" if r.get("baseline") is None else "check failed"
 
 

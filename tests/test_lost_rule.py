@@ -1,0 +1,75 @@
+"""One rule for a "lost" claim (``claims.verdicts.lost``): clearly held on the reference, and here judged and not
+clearly holding (does not hold, or inconclusive). The ``--compare-to`` check's default policy, the job summary's lost
+list and the matrix page's marks read it; before stop 60 the check and the summary compared the point sides (an
+inconclusive reference "held", an inconclusive run "held" when its point did) while the page used this rule."""
+import dataclasses
+
+from test_claims_registry import FakePass, claim
+
+from bertattn_bench.claims import registry
+from bertattn_bench.claims.catalog import baseline_key, evaluate
+from bertattn_bench.claims.verdicts import lost
+from bertattn_bench.report.summary import job_summary, lost_claims
+
+NAME = "test_lost_rule_metric_with_se"
+if NAME not in registry.METRICS:  # the value and its standard error from the fake pass: value ± 1.96 SE
+    registry.metric(NAME)(lambda pr, **kw: registry.Measurement(value=pr.result, n=pr.n_examples, n_unit="things",
+                                                                standard_error=pr.se))
+
+
+@dataclasses.dataclass
+class SePass(FakePass):
+    se: float | None = None
+
+
+def entry(verdict: str) -> dict:
+    return {"holds": verdict in ("holds", "inconclusive+"), "inconclusive": verdict.startswith("inconclusive"),
+            "not_judged": "no" if verdict == "not judged" else None, "skipped": None}
+
+
+def test_the_rule_over_every_pair_of_verdicts():
+    sides = ("holds", "does not hold", "inconclusive+", "inconclusive-", "not judged")
+    table = {(a, b): lost(entry(a), entry(b)) for a in sides for b in sides}
+    assert {k for k, v in table.items() if v} == {("holds", "does not hold"), ("holds", "inconclusive+"),
+                                                  ("holds", "inconclusive-")}
+    assert not lost(entry("holds"), {"skipped": "no data", "holds": False})
+
+
+def _compare(a: str, value: float, se: float | None):
+    a_entry = {"measured": 2.0, "n": 100, **{k: v for k, v in entry(a).items() if v is not None}}
+    base = {"results": {baseline_key("t.claim", "fake_corpus"): a_entry}, "provenance": {"model": "A"}}
+    return evaluate(claim(">", 1.0, metric=NAME), SePass(value, se=se), base, mode="compare", compare_fail_on="lost")
+
+
+def test_the_compare_check_fails_on_a_lost_claim_by_the_rule():
+    assert not _compare("holds", 0.5, None).passed  # clearly held on A, clearly not here
+    here = _compare("holds", 1.2, 0.5)  # its point holds, its interval reaches below 1: not shown to hold
+    assert here.inconclusive and here.holds and not here.passed and here.baseline_verdict == "holds"
+    # an inconclusive A (its point held) showed nothing: a clear "does not hold" here is no loss
+    there = _compare("inconclusive+", 0.5, None)
+    assert there.passed and there.baseline_verdict == "inconclusive"
+    assert _compare("holds", 3.0, 0.1).passed  # still clearly holds
+
+
+def test_the_job_summary_lists_the_same_losses():
+    def record(a: str, value: float, se: float | None) -> dict:
+        return {**_compare(a, value, se).record(), "model": "B"}
+
+    records = [record("holds", 1.2, 0.5), record("inconclusive+", 0.5, None), record("holds", 3.0, 0.1)]
+    got = lost_claims(records)
+    assert [(r["baseline_verdict"], r["inconclusive"]) for r in got] == [("holds", True)]
+    assert "held on A (2), inconclusive here (1.2)" in job_summary(records)
+    # a report written before baseline_verdict was kept: baseline_holds read as a clear side
+    old = {k: v for k, v in records[0].items() if k != "baseline_verdict"}
+    assert lost_claims([old]) == [old]
+    assert lost_claims([{**old, "baseline_holds": False}]) == []
+
+
+def test_a_row_lost_by_the_rule_whose_check_passed_broke_nothing():
+    """The job summary lists what broke the build: a claim recorded as clearly holding that is inconclusive now, its
+    value within the recorded tolerance (the check passes: the verdict is noise), is not listed as lost."""
+    c = claim(">", 1.0, metric=NAME, tolerance=0.5)
+    base = {"results": {baseline_key("t.claim", "fake_corpus"): {"measured": 1.4, "holds": True, "n": 100}}}
+    out = evaluate(c, SePass(1.2, se=0.5), base)
+    assert out.inconclusive and out.passed and out.baseline_verdict == "holds"
+    assert lost_claims([out.record()]) == [] and lost({"holds": True}, out.record())
