@@ -186,6 +186,7 @@ def test_read_first_sweep_by_hand():
     flips = np.arange(16).reshape(8, 2)
     got = pruning.read_first_sweep(blocks, scores, p, flips, 2, 2)
     assert got["base"] == 80.0 and got["one_head"] == 60.0
+    np.testing.assert_array_equal(got["one_head_flips"], flips[7])  # the single-head model's (lost, gained)
     np.testing.assert_array_equal(got["head_delta"], [[1.0, -1.0], [-2.0, 2.0]])
     np.testing.assert_array_equal(got["head_p"], p[1:5].reshape(2, 2))
     np.testing.assert_array_equal(got["head_flips"], flips[1:5].reshape(2, 2, 2))
@@ -277,6 +278,9 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
     kept = [int(np.argmax(imp[l])) for l in range(2)]
     assert r.one_head_kept[0] == [f"{l + 1}-{h + 1}" for l, h in enumerate(kept)]
     assert r.one_head[0] == pytest.approx(_alone(model, tok, dev, pruning.one_head_per_layer(kept, 4)))
+    lost, gained = r.one_head_flips[0]  # the flips behind the single-head model's Δ: gained - lost examples
+    assert 100.0 * (gained - lost) / r.n_dev == pytest.approx(r.one_head[0] - r.base[0], abs=1e-9)
+    assert lost + gained > 0
     if tier == "regression":
         assert r.abo_delta is None and r.cross is None and r.curve_random is None and not r.exact
         return
@@ -465,3 +469,31 @@ def test_single_head_ablation_needs_an_equivalence_test_to_hold():
     changed = _result(n_dev=4000, step=0.025, head_flips=flips, head_p=p, head_delta=np.where(p < 0.01, -5.0, 0.0))
     m = pruning.michel_not_significant_share(_PR(changed))
     assert m.value == 50.0 and claim.side(m.value, m.standard_error, m.bounds) == "does not hold"
+
+
+def test_the_single_head_model_delta_has_a_paired_se_by_hand():
+    """michel.no_single_head_model (Δ <= -5): seed 0 lost 90 and gained 10 of 400 dev examples (Δ -20), seed 1 lost
+    30 and gained 6 (Δ -6). Each seed's SE: 100 √((b + c) - (b - c)²/n) / n; the seeds share the examples, so their
+    mean SE² is kept whole, plus the seeds' spread of the mean (var(Δ) / 2). A single seed at Δ -6 with 30/6 flips is
+    inconclusive (-6 + 1.96 x 1.46 > -5), one at -20 holds; a regressor (step nan) has none."""
+    from bertattn_bench.claims.catalog import load_claims
+    from bertattn_bench.claims.registry import load_all_metrics
+
+    claim = next(c for c in load_claims(family="prune") if c.id == "michel.no_single_head_model")
+    fn = load_all_metrics()["michel_single_head_model"]
+
+    def se(lost, gained, n=400):
+        return 100 * np.sqrt((lost + gained) - (gained - lost) ** 2 / n) / n
+
+    two = _result(seeds=(0, 1), base=np.array([80.0, 80.0]), one_head=np.array([60.0, 74.0]),
+                  one_head_kept=[["1-1", "2-1"]] * 2, one_head_flips=np.array([[90, 10], [30, 6]]))
+    m = fn(_PR(two))
+    assert m.value == pytest.approx(-13.0)
+    assert m.standard_error == pytest.approx(np.sqrt((se(90, 10) ** 2 + se(30, 6) ** 2) / 2 + np.var([-20, -6], ddof=1) / 2))
+    assert "examples lost/gained per seed 90/10, 30/6" in m.detail
+    near = fn(_PR(_result(one_head=np.array([74.0]), one_head_flips=np.array([[30, 6]]))))
+    assert near.standard_error == pytest.approx(se(30, 6)) and claim.side(near.value, near.standard_error) == "inconclusive"
+    far = fn(_PR(_result(one_head=np.array([60.0]), one_head_flips=np.array([[90, 10]]))))
+    assert claim.side(far.value, far.standard_error) == "holds"
+    assert fn(_PR(_result(step=float("nan"), one_head_flips=np.array([[0, 0]])))).standard_error is None
+    assert fn(_PR(_result())).standard_error is None  # a pass stored before the flips were kept

@@ -149,12 +149,12 @@ def second_sweep(counts: list[int], n_layers: int, n_heads: int, exact_steps: li
 def read_first_sweep(blocks: ConfigBlocks, scores: np.ndarray, p: np.ndarray, flips: np.ndarray,
                      n_layers: int, n_heads: int) -> dict[str, np.ndarray]:
     """The curve step: a seed's unmasked score, single-head Δ (points), p and flips ``(L, H[, 2])``, the importance
-    curve from step 0 with its McNemar p (1 at step 0) and the single-head model's score."""
+    curve from step 0 with its McNemar p (1 at step 0) and the single-head model's score and flips (lost, gained)."""
     shape = (n_layers, n_heads)
     return {"base": scores[0], "head_delta": (blocks.of(scores, "single") - scores[0]).reshape(shape),
             "head_p": blocks.of(p, "single").reshape(shape), "head_flips": blocks.of(flips, "single").reshape(*shape, 2),
             "curve": blocks.curve(scores, "curve"), "curve_p": np.concatenate([[1.0], blocks.of(p, "curve")]),
-            "one_head": blocks.of(scores, "one_head")[0]}
+            "one_head": blocks.of(scores, "one_head")[0], "one_head_flips": blocks.of(flips, "one_head")[0]}
 
 
 def read_second_sweep(blocks: ConfigBlocks, scores: np.ndarray, p: np.ndarray, n_layers: int,

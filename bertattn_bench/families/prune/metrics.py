@@ -168,7 +168,12 @@ def michel_delta_at_fraction(pr, fraction: float = 0.4) -> Measurement:
 @metric("michel_single_head_model")
 def michel_single_head_model(pr) -> Measurement:
     """Δ (points) of the model reduced to one head per layer in every layer at once (the most important head by
-    I_h kept), mean over seeds; the best-per-layer heads from the all-but-one sweep in the detail (full tier)."""
+    I_h kept), mean over seeds; the best-per-layer heads from the all-but-one sweep in the detail (full tier). A
+    classifier's Δ has a standard error: each seed's paired over the dev examples it lost and gained
+    (stats.paired_counts_se), the seeds sharing those examples counted as one (their mean SE², not divided by the
+    seeds), plus the seeds' spread of the mean (stats.seed_mean_se); a regressor's (STS-B) none."""
+    from ...claims.stats import paired_counts_se, seed_mean_se
+
     r = _res(pr)
     d = r.one_head - r.base
     extra = ""
@@ -176,7 +181,13 @@ def michel_single_head_model(pr) -> Measurement:
         e = len(r.one_head_best)
         extra = (f"; with each layer's best all-but-one head (chosen on dev; seeds {list(r.seeds[:e])}) "
                  f"{np.mean(r.one_head_best - r.base[:e]):+.2f}")
-    return Measurement(float(d.mean()), r.n_dev, "dev examples", unit="points",
+    se = None
+    if r.one_head_flips is not None and not np.isnan(r.step):  # classification: one example is r.step points
+        per_seed = [paired_counts_se(int(lost), int(gained), r.n_dev) for lost, gained in r.one_head_flips]
+        se = float(np.sqrt(np.mean(np.square(per_seed)) + seed_mean_se(d) ** 2))
+        extra += (f"; SE {se:.2f} (examples lost/gained per seed "
+                  + ", ".join(f"{int(a)}/{int(b)}" for a, b in r.one_head_flips) + ")")
+    return Measurement(float(d.mean()), r.n_dev, "dev examples", unit="points", standard_error=se,
                        detail=f"{r.task} base {np.mean(r.base):.2f}; {r.n_layers} of {r.n_layers * r.n_heads} heads kept "
                               f"(seed {r.seeds[0]}: {', '.join(r.one_head_kept[0])}): "
                               + ", ".join(f"seed {s} {x:+.2f}" for s, x in zip(r.seeds, d)) + extra)

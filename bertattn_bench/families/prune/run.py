@@ -63,6 +63,7 @@ class PruneResult:
     abo_delta: np.ndarray | None = None  # (E, L, H): layer l reduced to head h
     abo_p: np.ndarray | None = None
     one_head_best: np.ndarray | None = None  # (E,) score with each layer's best all-but-one head (chosen on dev)
+    one_head_flips: np.ndarray | None = None  # (S, 2) the single-head model's dev examples lost, gained (classification)
     cross: dict | None = None  # MRPC: single-head Δ on STS-B dev binarised (seed 0)
     early: dict | None = None  # importance at step 0 / epoch 1 / final (seed 0)
     seconds: dict = field(default_factory=dict)
@@ -169,6 +170,7 @@ class PrunePass(GluePass):
             curve_exact=stack(second, "curve_exact"), curve_delta_order=stack(second, "curve_delta_order"),
             curve_random=stack(second, "curve_random"), abo_delta=stack(second, "abo_delta"),
             abo_p=stack(second, "abo_p"), one_head_best=np.array(one_best) if one_best else None,
+            one_head_flips=stack(first, "one_head_flips"),
             cross=cross, early=early, seconds=secs, n_configs=n_cfg, train_meta=metas)
         return result, {"seconds": secs}
 
