@@ -29,8 +29,8 @@ OPTIONS = [
                         help="judge every model against another model's recorded baseline (a model name/slug or a "
                              "baseline JSON file): a claim that held there and does not hold here is a regression")),
     ("compare-fail-on", dict(default="lost", metavar="lost|flips|never",
-                             help="what fails a --compare-to run: lost (default: a claim that held there does not "
-                                  "hold here), flips (any verdict changed, either way), never (report only)")),
+                             help="what fails a --compare-to run: lost (default: a claim that clearly held there does "
+                                  "not hold or is inconclusive here), flips (any verdict changed, either way), never (report only)")),
     ("offline", dict(action="store_true",
                      help="never download data: a corpus missing from the data folder stops the run at start-up "
                           "(env BERTATTN_OFFLINE=1; default: the default data folder is filled with what it lacks)")),

@@ -34,7 +34,7 @@ class RunOptions:
     time_cores: bool = False
     record_baseline: Path | None = None
     compare_to: str | None = None
-    compare_fail_on: str = "lost"  # what fails a --compare-to run: lost (held on A, not here), flips, never
+    compare_fail_on: str = "lost"  # what fails a --compare-to run: lost (clearly held on A, not holding or inconclusive here: verdicts.lost), flips, never
     claims_report: Path | None = None
     check_baseline: bool = True  # False: values reported, never checked against the model's recorded baseline
     command: str = ""
