@@ -249,3 +249,31 @@ def test_the_task_option_chooses_the_fine_tuning_families_corpus():
     assert RunOptions(task_model="rte", corpus_options=["disable=mrpc"]).corpora("disable") == ["mrpc"]
     with pytest.raises(BenchError, match="--task-model cola"):
         RunOptions(task_model="cola").check()
+
+
+def test_a_classifier_built_from_an_encoder_folder_is_a_classifier(own, glue_dir, monkeypatch):
+    """Issue 61: ``AutoModelForSequenceClassification.from_pretrained(encoder_folder, num_labels=2)`` keeps the
+    encoder's ``config.architectures`` (["BertModel"]); it is a classifier by what it is. With its
+    ``finetuning_task`` set it is judged as given (a head planted to always answer the majority class: not judged,
+    never fine-tuned again); with none it is measured through its encoder and the run says so in one note."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from bertattn_bench.engine.model import is_classifier_config, is_classifier_object
+
+    encoder, _, _ = own
+    clf = AutoModelForSequenceClassification.from_pretrained(encoder, num_labels=2)
+    tok = AutoTokenizer.from_pretrained(encoder)
+    assert not is_classifier_config(clf.config) and is_classifier_object(clf)  # the case the config cannot tell
+    assert not is_classifier_object(clf.base_model)
+    clf.config.finetuning_task = "mrpc"
+    _planted(monkeypatch, lambda y: np.full_like(y, int(np.bincount(y, minlength=2).argmax())))
+    res = bb.run(clf, tokenizer=tok, select="finetune", data_dir=glue_dir, cache_dir=None, baseline=False)
+    assert not res.errors
+    assert all("mrpc classifier as given" in o.model for o in res)
+    judged = {o.claim_id: o for o in res if not o.skipped}
+    assert judged["kov.table1_finetuned"].not_judged, judged["kov.table1_finetuned"].verdict
+    subjects = [t["subject"] for p in res.passes for t in p.get("learning") or ()]
+    assert subjects and all("fine-tuned" not in s for s in subjects)  # never fine-tuned again
+    clf.config.finetuning_task = None
+    assert resolve_task(None, clf.config, classifier=is_classifier_object(clf))[1]  # no task: a note
+    assert resolve_task(None, clf.config) == (None, None)  # what the config alone said (the fault)

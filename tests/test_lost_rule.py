@@ -43,7 +43,7 @@ def _compare(a: str, value: float, se: float | None):
 
 def test_the_compare_check_fails_on_a_lost_claim_by_the_rule():
     assert not _compare("holds", 0.5, None).passed  # clearly held on A, clearly not here
-    here = _compare("holds", 1.2, 0.5)  # its point holds, its interval reaches below 1: not shown to hold
+    here = _compare("holds", 1.2, 0.3)  # its point holds, its interval reaches below 1 and not up to A's 2.0: lost
     assert here.inconclusive and here.holds and not here.passed and here.baseline_verdict == "holds"
     # an inconclusive A (its point held) showed nothing: a clear "does not hold" here is no loss
     there = _compare("inconclusive+", 0.5, None)
@@ -55,7 +55,7 @@ def test_the_job_summary_lists_the_same_losses():
     def record(a: str, value: float, se: float | None) -> dict:
         return {**_compare(a, value, se).record(), "model": "B"}
 
-    records = [record("holds", 1.2, 0.5), record("inconclusive+", 0.5, None), record("holds", 3.0, 0.1)]
+    records = [record("holds", 1.2, 0.3), record("inconclusive+", 0.5, None), record("holds", 3.0, 0.1)]
     got = lost_claims(records)
     assert [(r["baseline_verdict"], r["inconclusive"]) for r in got] == [("holds", True)]
     assert "held on A (2), inconclusive here (1.2)" in job_summary(records)
@@ -73,3 +73,19 @@ def test_a_row_lost_by_the_rule_whose_check_passed_broke_nothing():
     out = evaluate(c, SePass(1.2, se=0.5), base)
     assert out.inconclusive and out.passed and out.baseline_verdict == "holds"
     assert lost_claims([out.record()]) == [] and lost({"holds": True}, out.record())
+
+
+def test_an_inconclusive_run_whose_interval_holds_the_reference_value_is_not_lost():
+    """Issue 61: two runs that differ only by the seed. A clearly held at 2.0; here 1.2 ± 1.96 x 0.5 = [0.22, 2.18]
+    reaches below the threshold 1 (inconclusive) and up to A's value: the two agree within this run's noise, nothing
+    was lost; the same value with a narrower interval [0.61, 1.79] that excludes 2.0 is lost, and a clear "does not
+    hold" is lost whatever its interval."""
+    from bertattn_bench.claims.verdicts import agrees
+
+    agreeing = _compare("holds", 1.2, 0.5)
+    assert agreeing.inconclusive and agreeing.passed
+    assert agrees({"measured": 2.0}, agreeing) and not lost({"holds": True, "measured": 2.0}, agreeing)
+    assert not _compare("holds", 1.2, 0.3).passed
+    assert not _compare("holds", 0.5, None).passed
+    assert lost({"holds": True, "measured": 2.0}, {"holds": False, "interval": [0.0, 2.5]})
+    assert not agrees({"measured": None}, agreeing) and not agrees({"measured": 2.0}, {"interval": None})

@@ -116,7 +116,9 @@ def test_html_links_or_embeds_each_figure_under_its_model(tmp_path):
     embedded = mx.html_page(m, base=tmp_path, self_contained=True)
     assert embedded.count("data:image/png;base64,") == 3 and "src='figures/" not in embedded
     # the verdict as text beside its mark (not colour alone), the value, the column and verdict for the script
-    assert ("<td class='holds' data-col='0' data-verdict='holds' data-value='0.5' title='clark.sep detail'>"
+    # (and the interval's ends, which the "lost" mark reads: an inconclusive cell holding the reference's value agrees)
+    assert ("<td class='holds' data-col='0' data-verdict='holds' data-value='0.5' data-lo='0.4' data-hi='0.6' "
+            "title='clark.sep detail'>"
             "<span class='mark' aria-hidden='true'>✓</span><span class='vh'>holds: </span>0.5 [0.4, 0.6] (n=100)</td>"
             ) in page
     assert "class='not control' data-col='2' data-verdict='does not hold' data-value='0.1' data-control=1" in page

@@ -250,3 +250,24 @@ def test_without_javascript_the_full_table_and_no_controls(browser, synthetic):
         assert not driver.find_elements("css selector", "button.sort")
     finally:
         driver.quit()
+
+
+def test_an_inconclusive_cell_holding_the_reference_value_is_not_lost(browser, synthetic):
+    """Issue 61: the page's "lost" mark reads the one rule (claims.verdicts.lost): an inconclusive cell whose
+    interval holds the reference column's value agrees with it (two runs that differ only by the seed), one whose
+    interval does not is lost. The synthetic page's clark.sep cell of tiny-roberta (column 1) made inconclusive
+    with either interval; minilm's value there is 0.5."""
+    driver = browser
+    _open(driver, synthetic)
+
+    def plant(lo: float, hi: float) -> list:
+        driver.execute_script(
+            "const c = Array.from(document.querySelectorAll('tr.claim')).find(r => r.querySelector("
+            "'th[scope=row] b').textContent === 'clark.sep').querySelector('td[data-col=\"1\"]');"
+            "c.dataset.verdict = 'inconclusive'; c.dataset.lo = arguments[0]; c.dataset.hi = arguments[1];", lo, hi)
+        _set(driver, "reference", "1")  # the handler marks again on a change of reference
+        _set(driver, "reference", "0")
+        return [tuple(x) for x in _lost(driver)]
+
+    assert plant(0.2, 0.55) == []  # 0.5 inside [0.2, 0.55]: agrees
+    assert plant(0.2, 0.45) == [("clark.sep", "1")]  # 0.5 outside: lost

@@ -42,7 +42,9 @@ def assert_valid(path: Path, kind: str):
 
 def test_every_report_file_is_a_valid_strict_document(tmp_path):
     outs = [outcome(), outcome("t.nan", float("nan"), interval=[float("-inf"), 1.0], holds=False, passed=False),
-            outcome("t.skip", None, skipped="needs 12 layers", holds=None, passed=None, interval=None, head=None)]
+            outcome("t.skip", None, skipped="needs 12 layers", holds=None, passed=None, interval=None, head=None),
+            # a claim checked by its verdict (michel.prune_speedup: checked = "verdict") has no tolerance: null
+            outcome("t.speed", 12.5, tolerance=None, interval=None)]
     write_report(outs, tmp_path / "rep", provenance=PROVENANCE)
     claims = assert_valid(tmp_path / "rep" / "claims.json", "claims")
     assert claims["complete"] is True and claims["missing"] == []
@@ -52,7 +54,7 @@ def test_every_report_file_is_a_valid_strict_document(tmp_path):
     assert_valid(tmp_path / "rep" / "run.json", "run")
     m = assert_valid(tmp_path / "rep" / "matrix.json", "matrix")
     assert m["rows"][0]["cells"]["m"]["value"] == 0.5 and m["rows"][0]["cells"]["m"]["ci_low"] == 0.4
-    assert len(read_records(tmp_path / "rep")) == 3 and read_run(tmp_path / "rep")["code"] == "c0de"
+    assert len(read_records(tmp_path / "rep")) == 4 and read_run(tmp_path / "rep")["code"] == "c0de"
 
 
 def test_the_validator_rejects_what_the_schema_forbids():

@@ -84,6 +84,40 @@ def spread_tolerances(directory: Path, slug: str) -> dict[str, tuple[float, str]
     return out
 
 
+def seed_spreads(slug: str, directory: Path | None = None) -> dict[str, dict]:
+    """``claim@corpus`` -> the seed spread of ``slug``'s value measured by scripts/spread.py (``directory/spread/
+    <slug>-*.json``): {"sd": sd over the seeds (ddof 1), "k": how many seeds, "seeds": [...], "values": [...],
+    "source": "spread/<file>"}; the widest sd where two files measure one key. Only runs at the file's first thread
+    count count (one value per seed: a thread count is another machine, not another seed). {} where none is
+    recorded."""
+    import statistics
+
+    folder = Path(directory or BASELINE_DIR) / "spread"
+    out: dict[str, dict] = {}
+    for path in sorted(folder.glob(f"{slug}-*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            runs, claims = doc.get("runs") or [], doc.get("claims") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        for key, entry in claims.items():
+            seeds, values = entry.get("seeds"), entry.get("seed_values")
+            if seeds is None and len(entry.get("values") or ()) == len(runs) and runs:  # an older file: by its runs
+                first = runs[0].get("omp_num_threads")
+                picked = {}
+                for r, v in zip(runs, entry["values"]):
+                    if r.get("omp_num_threads") == first and r.get("seed") not in picked:
+                        picked[r.get("seed")] = v
+                seeds, values = list(picked), list(picked.values())
+            if not seeds or not values or len(values) < 2 or any(not isinstance(v, (int, float)) for v in values):
+                continue
+            sd = statistics.stdev(float(v) for v in values)
+            if key not in out or sd > out[key]["sd"]:
+                out[key] = {"sd": sd, "k": len(values), "seeds": list(seeds), "values": [float(v) for v in values],
+                            "source": f"spread/{path.name}"}
+    return out
+
+
 def record_baselines(outcomes: list, passes: list[dict], directory: Path, command: str = "",
                      limit: int | None = None, date: str | None = None, settings: dict | None = None) -> list[Path]:
     """Write (or merge into) ``directory/<slug>.json`` for each model of a run (its claim ``outcomes`` and pass

@@ -84,6 +84,10 @@ class Claim:
     # compared): a wall-clock value differs between two machines of one kind (the speed-up: +6 on CI's 2 cores, +15 to
     # +50 on this project's; docs/tolerances.md#michelprune_speedup), its verdict must not
     checked: str = "value"
+    # why the value carries no interval: it is exact by nature (a model-free statistic of a fixed table, an identity,
+    # a count over a whole fixed corpus with no sampling and no trained part); every other judged value carries an
+    # interval or bounds covering its randomness: the data sample's and, for a trained part, the seed's (issue 61)
+    exact: str | None = None
 
     @property
     def catalog_id(self) -> str | None:
@@ -127,18 +131,31 @@ class Claim:
         return not any(lo <= b <= hi for b in bounds)
 
     def interval(self, value: float, standard_error: float | None,
-                 bounds: tuple[float, float] | None = None) -> tuple[list[float] | None, float | None]:
-        """([lo, hi], margin to the nearest threshold) when the value has a standard error (value ± z SE) or explicit
-        ``bounds`` (:attr:`Measurement.bounds`) and the comparison a numeric threshold; the claim is inconclusive
-        when a threshold lies in [lo, hi]."""
-        if (standard_error is None and bounds is None) or self.comparison == "in_band" or math.isnan(value):
+                 bounds: tuple[float, float] | None = None,
+                 seed_half: float | None = None) -> tuple[list[float] | None, float | None]:
+        """([lo, hi], margin to the nearest threshold) when the value has a standard error (value ± z SE), explicit
+        ``bounds`` (:attr:`Measurement.bounds`) or a seed half-width (``seed_half``: what the training seed moves a
+        one-seed value by, :func:`stats.seed_half_width`) and the comparison a numeric threshold; the claim is
+        inconclusive when a threshold lies in [lo, hi]. The seed's half-width is added to the data's: in quadrature
+        to a standard error's, on each side of explicit bounds."""
+        from .stats import combined_half_width
+
+        seeded = seed_half is not None and math.isfinite(seed_half)
+        if (standard_error is None and bounds is None and not seeded) or math.isnan(value):
             return None, None
-        thresholds = self.threshold if self.comparison == "between" else [self.threshold]
+        thresholds = self._edges()
         margin = min((value - b for b in thresholds), key=abs)
+        extra = seed_half if seeded else 0.0
         if bounds is not None:
-            return [float(bounds[0]), float(bounds[1])], margin
-        half = self.interval_z * standard_error
+            return [float(bounds[0]) - extra, float(bounds[1]) + extra], margin
+        half = combined_half_width(None if standard_error is None else self.interval_z * standard_error, extra)
         return [value - half, value + half], margin
+
+    def _edges(self) -> list[float]:
+        """The numbers where the verdict changes side: the threshold, both ends of "between", a depth band's edges."""
+        if self.comparison == "in_band":
+            return list(DEPTH_BANDS[self.threshold])
+        return list(self.threshold) if self.comparison == "between" else [self.threshold]
 
     def threshold_inside(self, interval: list[float]) -> bool:
         """Whether ``interval`` ([lo, hi], :meth:`interval`) holds values on both sides of the comparison: the verdict
@@ -148,6 +165,14 @@ class Claim:
         lo, hi = interval
         if not hi > lo:
             return False
+        if self.comparison == "in_band":  # a depth (k/L) band (a, b]: inside and outside both within [lo, hi]
+            a, b = DEPTH_BANDS[self.threshold]
+            eps = 1e-9
+            if not a < b:  # "last": exactly depth 1
+                return lo < b - eps and hi >= b - eps
+            has_in = lo <= b + eps and hi > a + eps
+            has_out = lo <= a + eps or hi > b + eps
+            return has_in and has_out
         if self.comparison == "between":
             a, b = self.threshold
             return lo < a <= hi or lo <= b < hi
@@ -156,10 +181,11 @@ class Claim:
             return lo < t <= hi
         return lo <= t < hi  # ">", "<=": t belongs to the lower side
 
-    def side(self, value: float, standard_error: float | None = None, bounds: tuple[float, float] | None = None) -> str:
+    def side(self, value: float, standard_error: float | None = None, bounds: tuple[float, float] | None = None,
+             seed_half: float | None = None) -> str:
         """The verdict :func:`evaluate` gives a measured value, before any baseline or learned-model guard: "holds",
         "does not hold" or "inconclusive"."""
-        interval, _ = self.interval(value, standard_error, bounds)
+        interval, _ = self.interval(value, standard_error, bounds, seed_half)
         if interval is not None and self.threshold_inside(interval):
             return "inconclusive"
         return "holds" if self.compare(value) else "does not hold"
@@ -224,6 +250,7 @@ class ClaimOutcome:
     margin: float | None = None  # measured - the nearest threshold, where ``interval`` is given
     values: dict = field(default_factory=dict)  # the metric's named values (Measurement.values), for scripts
     not_judged: str | None = None  # a trained model it reads did not learn (the reason, with its numbers)
+    exact: str | None = None  # why the value carries no interval (Claim.exact): exact by nature
 
     @property
     def verdict(self) -> str:
@@ -282,6 +309,9 @@ def _claims_from_file(path: Path) -> list[Claim]:
                              f"got {claim.catalog!r}")
         if claim.comparison not in COMPARISONS:
             raise BenchError(f"{path}: claim {claim.id}: unknown comparison {claim.comparison!r}")
+        if claim.exact is not None and not (isinstance(claim.exact, str) and claim.exact.strip()):
+            raise BenchError(f"{path}: claim {claim.id}: exact must say why the value has no randomness, got "
+                             f"{claim.exact!r}")
         if claim.checked not in CHECKED:
             raise BenchError(f"{path}: claim {claim.id}: checked must be one of {', '.join(CHECKED)}, "
                              f"got {claim.checked!r}")
@@ -356,9 +386,28 @@ def baseline_key(claim_id: str, corpus: str) -> str:
     return f"{claim_id}@{corpus}"
 
 
+def seed_interval(claim: Claim, key: str, m: Measurement, seed_spread: dict | None) -> tuple[float | None, str]:
+    """(the half-width the training seed adds to a one-seed value's interval, its note for ``detail``) from the seed
+    spread recorded for ``key`` (``claim@corpus``; :func:`baselines.seed_spreads`); (None, "") where the metric's own
+    interval already holds its seeds (``Measurement.values["seeds"]`` >= 2: a tier that trained several) or no spread
+    is recorded."""
+    from .stats import seed_half_width
+
+    if int(m.values.get("seeds", 1) or 1) >= 2:
+        return None, ""
+    spread = (seed_spread or {}).get(key)
+    if not spread or spread.get("k", 0) < 2:
+        return None, ""
+    half = seed_half_width(spread["sd"], spread["k"], claim.interval_z)
+    if not math.isfinite(half):
+        return None, ""
+    return half, (f" [seed: sd {spread['sd']:.3g} over {spread['k']} seeds {spread.get('seeds')} "
+                  f"({spread.get('source', 'recorded')}), ± {half:.3g} in the interval]")
+
+
 def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str = "own",
              others=None, limit: int | None = None, compare_fail_on: str = "lost",
-             assume_shape: str | None = None) -> ClaimOutcome:
+             assume_shape: str | None = None, seed_spread: dict | None = None) -> ClaimOutcome:
     """Measure ``claim`` on a pass result and judge it against the paper and against a recorded baseline.
 
     ``mode="own"``: the baseline is this model's; the check is value within tolerance, same verdict, same n.
@@ -366,6 +415,8 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
     claim that held on A and does not hold here.
     ``limit``: the run's ``--limit``; where it makes n differ from the recorded n, the value and verdict are another
     sample's: reported with the baseline, not checked (``detail`` says so), the check passes.
+    ``seed_spread``: this model's recorded seed spreads (``claim@corpus`` -> :func:`baselines.seed_spreads`' entry):
+    a one-seed value read from a trained part carries the seed's half-width in its interval.
     """
     info = pass_result.model
     base = dict(claim_id=claim.id, paper=claim.paper, section=claim.section, statement=claim.statement,
@@ -394,8 +445,16 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         base["data"] = pass_result.data + "".join(f" + {p.model.name} / {p.family}:{p.corpus} ({p.data})"
                                                   for p in resolved)
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=claim.compare(m.value),
-                       head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""), values=dict(m.values))
-    out.interval, out.margin = claim.interval(m.value, m.standard_error, m.bounds)
+                       head=m.head, detail=m.detail + (f" [{extra}]" if extra else ""), values=dict(m.values),
+                       exact=claim.exact)
+    seed_half, seed_note = seed_interval(claim, baseline_key(claim.id, label), m, seed_spread)
+    if seed_half == 0 and m.standard_error is None and m.bounds is None:
+        # the seeds never moved it: the seed adds nothing, and a width-0 interval would claim the data's sample is
+        # exact too; the value stays without an interval (the interval audit lists it) and the detail says why
+        seed_half, seed_note = None, seed_note.replace(", ± 0 in the interval]", ": the seed does not move it]")
+    out.interval, out.margin = claim.interval(m.value, m.standard_error, m.bounds, seed_half)
+    if out.interval is not None:
+        out.detail += seed_note
     keys = claim.reads_trained if isinstance(claim.reads_trained, list) else None
     untrained = learned.not_learned(pass_result, *resolved, keys=keys) \
         if claim.reads_trained and not claim.reads_degenerate else None
@@ -406,7 +465,8 @@ def evaluate(claim: Claim, pass_result, baseline: dict | None = None, mode: str 
         lo, hi = out.interval
         out.inconclusive = claim.threshold_inside(out.interval)
         what = (f"bounds {lo:.4g} .. {hi:.4g}" if m.bounds is not None else
-                f"{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})")
+                f"{claim.interval_z:g} SE interval {lo:.4g} .. {hi:.4g} (SE {m.standard_error:.3g})"
+                if m.standard_error is not None else f"seed interval {lo:.4g} .. {hi:.4g}")
         out.detail += f" [{what}" + (": the threshold lies inside, the verdict is inconclusive]" if out.inconclusive
                                      else "]")
     recorded = (baseline or {}).get("results", {}).get(baseline_key(claim.id, label))

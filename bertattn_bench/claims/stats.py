@@ -13,9 +13,12 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 * :func:`one_sided_t_p` — Student's t (one-sided p) of a mean difference from its sd over n paired units;
 * :func:`mann_whitney_null_se` — the SE of a ROC AUC under the null (no separation) for n1 positives, n2 negatives;
 * :func:`bootstrap_sd` — the sd of a statistic over seeded resamples of n units (with replacement);
+  :func:`bootstrap_bounds` — the percentile bounds of a discrete statistic over the same resamples;
 * :func:`permutation_p` — the one-sided permutation p-value (1 + #{null <= observed}) / (1 + n);
 * :func:`rank_correlation` — Spearman's rho (and Pearson's r where asked) of two vectors;
 * :func:`noise_bar` — the bar a gain or drop must clear: max(one example's step, the seed sd);
+* :func:`seed_half_width` — the interval a one-seed value carries from the sd of that value over k seeds (Student's t
+  with k - 1 degrees of freedom); :func:`combined_half_width` adds it to the data sample's half-width;
 * :func:`binomial_above_p` — the exact one-sided binomial p of ``k`` of ``n`` right against a rate (a model vs
   its majority class: the learned-model guard, :mod:`bertattn_bench.claims.learned`);
 * :func:`correlation_above_zero_p` — Pearson's r and its one-sided p against r <= 0 (the guard on regression);
@@ -293,6 +296,30 @@ def bootstrap_sd(statistic: Callable[[np.ndarray], float], n: int, samples: int 
     return float(np.std(values, ddof=1)), len(values)
 
 
+def bootstrap_bounds(statistic: Callable[[np.ndarray], float], n: int, samples: int = 200, seed: int = 0,
+                     level: float = 0.95, skip: tuple[type[BaseException], ...] = ()) -> tuple[float, float, int]:
+    """Percentile bounds (the central ``level`` of the resampled values) of ``statistic(indices)`` over ``samples``
+    resamples of ``n`` units with replacement (``numpy.random.default_rng(seed)``): for a discrete value (a count or
+    share of heads or layers, the depth of a peak layer) whose resamples are lopsided, where value ± z sd would reach
+    values it cannot take. A resample whose statistic raises one of ``skip`` or is not finite is dropped; NaN bounds
+    when fewer than half are kept. Returns (lo, hi, resamples kept)."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(samples):
+        idx = rng.integers(0, n, n)
+        try:
+            v = float(statistic(idx))
+        except skip:
+            continue
+        if np.isfinite(v):
+            values.append(v)
+    if len(values) < max(samples // 2, 2):
+        return float("nan"), float("nan"), len(values)
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(values, [tail, 100 - tail])
+    return float(lo), float(hi), len(values)
+
+
 def permutation_p(observed: float, null: np.ndarray, smaller_is_extreme: bool = True) -> float:
     """One-sided permutation p-value with the observed statistic counted once: (1 + #{null at least as extreme})
     / (1 + len(null)); "extreme" is <= observed (default) or >= observed."""
@@ -317,6 +344,25 @@ def noise_bar(step: float, seeds: Sequence[int], measured_sd: float, task: str,
     else:
         sd, where = float("nan"), "seed spread not measured for this task"
     return max(step, 0.0 if np.isnan(sd) else sd), sd, where
+
+
+def seed_half_width(sd: float, k: int, z: float = 1.96) -> float:
+    """Half-width of the interval a single run's value carries for the seed it was trained with, from the sd (ddof 1)
+    of the same value over ``k`` >= 2 seeds measured on the same data: Student's t with k - 1 degrees of freedom at
+    the two-sided level ``z`` stands for (1.96: 95%) times the sd. The t, not z: three seeds estimate an sd poorly, and
+    the interval must hold for seeds it was not measured on (t(2) = 4.30 for k = 3, t(4) = 2.78 for k = 5)."""
+    from scipy import stats as st
+
+    if k < 2 or not math.isfinite(sd):
+        return float("nan")
+    level = 1 - 2 * (1 - st.norm.cdf(z))  # the two-sided coverage z stands for (0.95 for 1.96)
+    return float(st.t.ppf(0.5 + level / 2, k - 1)) * float(sd)
+
+
+def combined_half_width(data_half: float | None, seed_half: float) -> float:
+    """One interval's half-width from two independent sources of randomness (the data sample's and the seed's):
+    their root sum of squares."""
+    return float(math.hypot(data_half or 0.0, seed_half))
 
 
 # ---- paired gains (a configuration against the undisabled model on the same items) ------------------------------

@@ -40,11 +40,26 @@ def clearly_fails(result: Any) -> bool:
     return verdict_of(result) == DOES_NOT_HOLD
 
 
+def agrees(reference: Any, here: Any) -> bool:
+    """The reference's value lies inside this result's interval (which holds the data sample's and, for a trained
+    value, the seed's randomness): the two values agree within this run's noise, the model did not measurably move.
+    False where either value or the interval is missing."""
+    value, interval = _field(reference, "measured"), _field(here, "interval")
+    if value is None or not interval:
+        return False
+    lo, hi = interval
+    return lo <= float(value) <= hi
+
+
 def lost(reference: Any, here: Any) -> bool:
     """The one rule of a lost claim (the ``--compare-to`` check's default policy, the job summary's lost list and the
     matrix page's "lost" marks, whose script reads the same verdicts): it clearly held on the reference (model A's
     recorded entry, the model's own baseline, or the reference column) and here it was judged and does not clearly
     hold (does not hold, or inconclusive: not shown to hold any more). Where the reference is inconclusive nothing
     was shown to hold, so nothing can be lost; a claim skipped or not judged here has no side (a lost judgement is
-    the check's business, not this rule's)."""
-    return clearly_holds(reference) and verdict_of(here) in (DOES_NOT_HOLD, INCONCLUSIVE)
+    the check's business, not this rule's). An inconclusive result whose interval holds the reference's value
+    (:func:`agrees`) is not lost: the value did not move beyond this run's noise (two runs that differ only by the
+    training seed, issue 61); one that clearly does not hold is lost whatever its interval."""
+    here_verdict = verdict_of(here)
+    return clearly_holds(reference) and (here_verdict == DOES_NOT_HOLD or
+                                         here_verdict == INCONCLUSIVE and not agrees(reference, here))

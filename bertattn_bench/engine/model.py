@@ -68,6 +68,13 @@ def is_classifier_config(config) -> bool:
     return any(str(a).endswith("ForSequenceClassification") for a in (getattr(config, "architectures", None) or ()))
 
 
+def is_classifier_object(model) -> bool:
+    """Whether a model object is a sequence classifier, by what it is (its class), not by a saved config: a
+    classifier built with ``AutoModelForSequenceClassification.from_pretrained(encoder_folder, num_labels=2)`` keeps
+    its encoder's ``config.architectures`` (``["BertModel"]``) but is a classifier all the same."""
+    return any(c.__name__.endswith("ForSequenceClassification") for c in type(model).__mro__)
+
+
 def as_given_names(name: str, slug: str, task: str) -> tuple[str, str]:
     """A task model judged as given keeps apart from its encoder's reading: its own name and baseline slug."""
     return f"{name} ({task} classifier as given)", f"{slug}-{task}-as-given"

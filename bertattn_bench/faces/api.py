@@ -90,7 +90,7 @@ class Results:
 def _models(model, tokenizer, name, device, task=None) -> tuple[list[str], dict, list[str]]:
     """Model names for the run, the objects the caller handed in (wrapped) under their names, and notes (a
     classifier object with no task: measured through its encoder)."""
-    from ..engine.model import LoadedModel, wrap_model
+    from ..engine.model import LoadedModel, is_classifier_object, wrap_model
     from ..training.given import resolve_task
 
     items = model if isinstance(model, (list, tuple)) else [model]
@@ -102,8 +102,8 @@ def _models(model, tokenizer, name, device, task=None) -> tuple[list[str], dict,
             names.append(item.info.name)
             loaded[item.info.name] = item
         else:
-            given, note = resolve_task(task, getattr(item, "config", None))
-            if note and getattr(item, "base_model", item) is not item:
+            given, note = resolve_task(task, getattr(item, "config", None), classifier=is_classifier_object(item))
+            if note:
                 notes.append(f"note: {note}")
             w = wrap_model(item, tokenizer, name=name if len(items) == 1 else None, device=device, task=given)
             names.append(w.info.name)

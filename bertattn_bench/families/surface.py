@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..claims.registry import Measurement, NotApplicable, family, in_band, metric, relative_depth
-from ..claims.stats import bootstrap_sd
+from ..claims.stats import bootstrap_bounds, bootstrap_sd
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import head_name
 from ..engine.model import LoadedModel
@@ -52,6 +52,30 @@ def bootstrapped(fn):
     return wrapper
 
 
+def bootstrap_bounded(fn):
+    """A discrete metric (a share of heads in a band, the depth of a peak layer) gets percentile bounds over
+    ``BOOTSTRAP_SAMPLES`` resamples of the segments (seed 0), where the pass kept its per-segment statistics: how
+    far the count or the peak moves when the segments are redrawn (issue 61: counts, ranks and depths get bounds)."""
+    import functools
+    from types import SimpleNamespace
+
+    @functools.wraps(fn)
+    def wrapper(pr, **params):
+        m = fn(pr, **params)
+        res = pr.result
+        if m.bounds is not None or m.standard_error is not None or res.per_segment is None or res.n_segments < 2:
+            return m
+        lo, hi, kept = bootstrap_bounds(
+            lambda idx: fn(SimpleNamespace(result=res.resample(torch.from_numpy(idx))), **params).value,
+            res.n_segments, BOOTSTRAP_SAMPLES, seed=0, skip=(NotApplicable,))
+        if np.isfinite(lo) and np.isfinite(hi):
+            m.bounds = (min(lo, m.value), max(hi, m.value))
+            m.detail += f" [bootstrap over the {res.n_segments} segments, {kept} resamples: 95% percentile bounds]"
+        return m
+
+    return wrapper
+
+
 def _n(res: SurfaceResult) -> dict:
     return {"n": res.n_segments, "n_unit": "segments"}
 
@@ -83,6 +107,7 @@ def count_heads_above(pr, stat: str, threshold: float) -> Measurement:
 
 
 @metric("offset_heads_in_band")
+@bootstrap_bounded
 def offset_heads_in_band(pr, threshold: float, band: str, min_heads: int = 2) -> Measurement:
     """Share of the previous/next-token heads (> threshold) that sit in a depth band (Clark §3.1)."""
     res = pr.result
@@ -96,6 +121,7 @@ def offset_heads_in_band(pr, threshold: float, band: str, min_heads: int = 2) ->
 
 
 @metric("peak_layer_depth")
+@bootstrap_bounded
 def peak_layer_depth(pr, stat: str, first_layer: int = 1, min_contrast: float = 0.2) -> Measurement:
     """Relative depth k/L of the layer where the per-layer mean of ``stat`` peaks (Clark §3.2 Fig. 2, §3.3).
 
@@ -169,6 +195,7 @@ def fraction_layers_greater(pr, stat: str, other: str) -> Measurement:
 
 
 @metric("top_heads_in_band")
+@bootstrap_bounded
 def top_heads_in_band(pr, stat: str, k: int, band: str) -> Measurement:
     """Share of the k heads with the highest ``stat`` that sit in a depth band (Clark §3.3 broad heads)."""
     values = pr.result.stats[stat]

@@ -327,8 +327,11 @@ _SCRIPT = """
       cells(r).forEach(function (c) {
         var old = c.querySelector('.lost');
         if (old) c.removeChild(old);
+        // an inconclusive cell whose interval holds the reference's value agrees with it (claims.verdicts.agrees)
+        var rv = parseFloat(rc ? rc.dataset.value : ''), lo = parseFloat(c.dataset.lo), hi = parseFloat(c.dataset.hi);
+        var agrees = !isNaN(rv) && !isNaN(lo) && !isNaN(hi) && lo <= rv && rv <= hi;
         var lost = !!rc && rc !== c && rc.dataset.verdict === 'holds' && c.dataset.control !== '1' &&
-                   (c.dataset.verdict === 'does not hold' || c.dataset.verdict === 'inconclusive');
+                   (c.dataset.verdict === 'does not hold' || (c.dataset.verdict === 'inconclusive' && !agrees));
         if (lost) {
           var b = document.createElement('span');
           b.className = 'lost'; b.textContent = 'lost'; b.title = 'holds on the reference column, not here';
@@ -499,8 +502,11 @@ def html_page(m: Matrix, title: str = "bertattn-bench: claims × models", base: 
             verdict = verdict_of(r)
             tip = e(r.get("skipped") or r.get("detail") or "", quote=True)
             measured = r.get("measured")
+            bounds = r.get("interval") or ()
+            span = f" data-lo='{bounds[0]!r}' data-hi='{bounds[1]!r}'" if len(bounds) == 2 else ""
             tds.append(f"<td class='{_css_class(r, c.control)}' data-col='{col_ids[c.key]}' "
                        f"data-verdict='{e(verdict, quote=True)}' data-value='{'' if measured is None else repr(measured)}'"
+                       f"{span}"
                        f"{' data-control=1' if c.control else ''} title='{tip}'>"
                        f"<span class='mark' aria-hidden='true'>{e(mark)}</span><span class='vh'>{e(verdict)}: </span>"
                        f"{e(value)}" + (f" <span class='delta'>Δ {e(delta)}</span>" if delta else "") + "</td>")

@@ -50,7 +50,7 @@ def _baseline_side(r: dict) -> dict:
     if verdict is None:
         return {"holds": r.get("baseline_holds")} if r.get("baseline_holds") is not None else {"skipped": True}
     return {"holds": verdict == HOLDS, "inconclusive": verdict == INCONCLUSIVE, "not_judged": verdict == NOT_JUDGED,
-            "skipped": verdict == SKIPPED}
+            "skipped": verdict == SKIPPED, "measured": r.get("baseline")}
 
 
 def _failed(r: dict) -> bool:
@@ -62,6 +62,13 @@ def _failed(r: dict) -> bool:
 def failed_checks(records) -> list[dict]:
     """Every record whose check fails the build (:func:`_failed`), lost claims included."""
     return [r for r in _records(records) if _failed(r)]
+
+
+def unbounded(records) -> list[dict]:
+    """Judged rows (a side given, the negative control apart) whose value carries no interval, no bounds and no
+    ``exact`` reason: a verdict that says nothing of what was random in it (issue 61's audit; each should be none)."""
+    return [r for r in _records(records) if not r.get("negative_control") and verdict_of(r) not in (SKIPPED, NOT_JUDGED)
+            and not r.get("interval") and not r.get("exact")]
 
 
 def _num(v) -> str:
@@ -114,6 +121,11 @@ def job_summary(items, title: str = "bertattn-bench: claims vs measured", missin
         lines.append("")
     if not lost and not failed:
         lines += ["No claim lost, every check passed.", ""]
+    bare = unbounded(records)
+    if bare:
+        lines += [f"### Verdicts without an interval ({len(bare)})", "",
+                  "Judged with no interval, bounds or `exact` reason: their side may move with the data sample or "
+                  "the seed. " + ", ".join(sorted({f"{r['claim_id']}@{r['corpus']}" for r in bare})), ""]
     lines += ["### All claims", "", "| claim | model | data | measured | n | verdict | check |",
               "|---|---|---|---|---|---|---|"]
     order = sorted(records, key=lambda r: (not _failed(r), r.get("paper", ""), r.get("section", ""),

@@ -52,6 +52,7 @@ class Runner:
         self.passes: list[dict] = []
         self._data_dir = None
         self._compare = None
+        self._spreads: dict[str, dict] = {}  # model slug -> its recorded seed spreads (claims.baselines.seed_spreads)
         self.cache = PassCache(options.cache_dir)
         self.notes: list[str] = []  # one line each, printed at the finish (e.g. a classifier measured as an encoder)
 
@@ -210,7 +211,7 @@ class Runner:
     def outcome(self, claim, target: Target, negative_control: bool = False):
         """One claim judged on ``target``'s pass: against the paper, and against the recorded baseline (this
         model's, or --compare-to's); a negative control passes when a learned claim does not hold."""
-        from ..claims.baselines import load_baseline
+        from ..claims.baselines import load_baseline, seed_spreads
         from ..claims.catalog import evaluate
         from ..claims.verdicts import HOLDS, verdict_of
 
@@ -218,13 +219,18 @@ class Runner:
         others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
         recording = self.options.record_baseline is not None
         comparing = self.options.compare_to is not None and not negative_control
+        # this model's recorded seed spreads (scripts/spread.py): a one-seed trained value's interval holds the seed
+        if pr.model.slug not in self._spreads:
+            self._spreads[pr.model.slug] = seed_spreads(pr.model.slug)
+        spread = self._spreads[pr.model.slug]
         if comparing:
             out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit,
-                           compare_fail_on=self.options.compare_fail_on, assume_shape=self.options.assume_shape)
+                           compare_fail_on=self.options.compare_fail_on, assume_shape=self.options.assume_shape,
+                           seed_spread=spread)
         else:
             own = not (recording or negative_control or not self.options.check_baseline)
             out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,
-                           limit=self.options.limit, assume_shape=self.options.assume_shape)
+                           limit=self.options.limit, assume_shape=self.options.assume_shape, seed_spread=spread)
         out.negative_control = negative_control
         if negative_control and out.skipped is None:
             # the twin's check: "this learned-structure claim does not hold here"; it fails only where the claim

@@ -44,10 +44,12 @@ class GivenTaskModel(torch.nn.Module):
         return logits[:, 0] if self.num_labels == 1 else logits
 
 
-def resolve_task(explicit: str | None, config) -> tuple[str | None, str | None]:
+def resolve_task(explicit: str | None, config, classifier: bool | None = None) -> tuple[str | None, str | None]:
     """(the task to judge the model as a classifier for, or None; a one-line note where a classifier is measured
     through its encoder). ``explicit``: the run's option, which must name a task; else the config's
-    ``finetuning_task`` where it names one."""
+    ``finetuning_task`` where it names one. ``classifier``: whether the model is a sequence classifier, where the
+    caller knows it from the object itself (:func:`~bertattn_bench.engine.model.is_classifier_object`); None: read
+    from the config's ``architectures`` (a saved folder)."""
     from ..engine.model import is_classifier_config
 
     if explicit is not None:
@@ -56,7 +58,7 @@ def resolve_task(explicit: str | None, config) -> tuple[str | None, str | None]:
             raise BenchError(f"--task-model {explicit}: not a task the suite judges a classifier on (one of "
                              f"{', '.join(glue.TASKS)})")
         return t.name, None
-    if not is_classifier_config(config):
+    if not (is_classifier_config(config) if classifier is None else classifier):
         return None, None
     own = glue.task_of(getattr(config, "finetuning_task", None))
     if own is not None:

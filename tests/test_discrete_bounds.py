@@ -1,0 +1,66 @@
+"""Issue 61: counts, ranks and depths get bounds. A discrete surface value (the depth of a peak layer, the share of
+heads in a band) carries the 95% percentile bounds of its bootstrap over the segments, and an ``in_band`` claim is
+inconclusive exactly when those bounds reach both into and out of its depth band. Known answers on planted
+per-segment statistics and by hand."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from test_claims_registry import claim
+
+from bertattn_bench.claims.stats import bootstrap_bounds
+from bertattn_bench.families.common.surface_stats import SurfaceResult
+from bertattn_bench.families.surface import peak_layer_depth
+
+
+def test_bootstrap_bounds_by_hand():
+    # a constant statistic: no resample moves it
+    assert bootstrap_bounds(lambda idx: 3.0, 10)[:2] == (3.0, 3.0)
+    # the mean of two units 0 and 1: resample means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4: the central 95% is
+    # [0, 1]; with level 0.4 it is [0.5, 0.5]
+    x = np.array([0.0, 1.0])
+    lo, hi, kept = bootstrap_bounds(lambda idx: x[idx].mean(), 2, samples=2000)
+    assert (lo, hi, kept) == (0.0, 1.0, 2000)
+    assert bootstrap_bounds(lambda idx: x[idx].mean(), 2, samples=2000, level=0.4)[:2] == (0.5, 0.5)
+    # every resample refused: no bounds
+    lo, hi, kept = bootstrap_bounds(lambda idx: float("nan"), 5)
+    assert np.isnan(lo) and np.isnan(hi) and kept == 0
+
+
+def _surface(to_sep: np.ndarray) -> SimpleNamespace:
+    """A pass whose per-segment attention to [SEP] is ``to_sep`` (segments x layers, one head); other fields 0."""
+    seg = torch.tensor(to_sep, dtype=torch.float32)[:, :, None]
+    per = {"to_sep": seg, "entropy": torch.zeros_like(seg)}
+    res = SurfaceResult(stats={k: v.mean(0) for k, v in per.items()}, n_segments=seg.shape[0], n_tokens=100,
+                        sep_chance=0.1, per_segment=per, sep_chance_per_segment=torch.full((seg.shape[0],), 0.1))
+    return SimpleNamespace(result=res)
+
+
+def test_a_peak_that_every_segment_agrees_on_is_exact_and_one_that_moves_gets_bounds():
+    steady = np.tile([0.1, 0.9, 0.1], (20, 1))  # 3 layers, the middle one peaks in every segment: depth 2/3
+    m = peak_layer_depth(_surface(steady), stat="to_sep")
+    assert m.value == pytest.approx(2 / 3) and m.bounds == pytest.approx((2 / 3, 2 / 3))
+    c = claim("in_band", "middle")
+    assert c.side(m.value, None, m.bounds) == "holds"
+    # half the segments peak in layer 2 (middle), half in layer 3 (late), by about as much: the peak moves
+    moving = np.array([[0.1, 0.9, 0.1]] * 10 + [[0.1, 0.1, 0.95]] * 10)
+    m = peak_layer_depth(_surface(moving), stat="to_sep")
+    assert m.bounds[0] == pytest.approx(2 / 3) and m.bounds[1] == pytest.approx(1.0)
+    assert c.side(m.value, None, m.bounds) == "inconclusive"
+    assert claim("in_band", "early").side(m.value, None, m.bounds) == "does not hold"  # no resample is early
+
+
+@pytest.mark.parametrize("band, bounds, inside", [
+    ("middle", (0.5, 0.6), False),        # wholly inside (1/3, 2/3]
+    ("middle", (2 / 3, 2 / 3 + 1e-12), False),  # width ~0 at the upper edge (which belongs to the band)
+    ("middle", (0.5, 0.8), True),         # reaches above 2/3
+    ("middle", (1 / 3, 0.5), True),       # 1/3 itself is outside (the band is open below)
+    ("middle", (0.7, 0.9), False),        # wholly outside
+    ("last", (5 / 6, 1.0), True),
+    ("last", (1.0, 1.0), False),
+    ("early", (0.0, 1 / 3), True),        # depth 0 ("no clear peak") is outside (0, 1/3]: [0, 1/3] holds both
+    ("early", (0.1, 1 / 3), False),
+])
+def test_in_band_inconclusive_by_hand(band, bounds, inside):
+    assert claim("in_band", band).threshold_inside(list(bounds)) == inside
