@@ -171,7 +171,7 @@ def seed_check(runs: list[dict]) -> dict:
     flipped, another n)."""
     clear = ("holds", "does not hold")
     flips, failed = [], []
-    keys = sorted(set().union(*(r["values"] for r in runs)))
+    keys = sorted(k for k in set().union(*(r["values"] for r in runs)) if sum(k in r["values"] for r in runs) >= 2)
     for key in keys:
         seen = {(r["seed"], r["omp_num_threads"]): r["values"][key] for r in runs if key in r["values"]}
         verdicts = {run: v.get("verdict") for run, v in seen.items()}
