@@ -112,26 +112,37 @@ def test_spread_summary_known_answer():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 
-    def run(v, layer):
+    def run(v, layer, seed=0, threads=2):
         record = {"claim_id": "c", "corpus": "x", "measured": v, "n": 1000, "n_unit": "arcs", "holds": True,
                   "detail": "at layer 9 (wording a script must not parse)", "values": {"structural_layer": layer}}
         skipped = {**record, "claim_id": "s", "skipped": "no pass"}
-        return {"values": mod.values_of([record, skipped, {**record, "claim_id": "n", "negative_control": True}])}
+        return {"seed": seed, "omp_num_threads": threads,
+                "values": mod.values_of([record, skipped, {**record, "claim_id": "n", "negative_control": True}])}
 
-    s = mod.summarise([run(16.9, 2), run(17.3, 3), run(16.6, 0)], safety=2.0)["c@x"]
+    # three seeds: sd 0.3512 (16.9, 17.3, 16.6); another seed's value differs from a recorded one by sd x sqrt(2),
+    # estimated with 2 degrees of freedom: t(2) = 4.3027 -> 4.3027 x 1.4142 x 0.3512 = 2.137, above 2 x spread (1.4)
+    s = mod.summarise([run(16.9, 2, 0), run(17.3, 3, 1), run(16.6, 0, 2)], safety=2.0)["c@x"]
     assert s["spread"] == pytest.approx(0.7) and s["max_abs_delta_from_first"] == pytest.approx(0.4)
-    assert s["proposed_tolerance"] == 1.4 and s["structural_layer"] == [2, 3, 0] and s["n"] == 1000
+    assert s["seed_sd"] == pytest.approx(0.35119, abs=1e-4) and s["seeds"] == [0, 1, 2]
+    assert s["proposed_tolerance"] == 2.2 and s["structural_layer"] == [2, 3, 0] and s["n"] == 1000
+    # the same values, the third a thread count's run (another machine, not a seed): two seeds, sd 0.2828, and
+    # t(1) = 12.706 x sqrt(2) x 0.2828 = 5.08 -> 5.1
+    t = mod.summarise([run(16.9, 2, 0), run(17.3, 3, 1), run(16.6, 0, 0, threads=1)], safety=2.0)["c@x"]
+    assert t["seeds"] == [0, 1] and t["seed_values"] == [16.9, 17.3] and t["proposed_tolerance"] == 5.1
     assert set(run(1.0, 1)["values"]) == {"c@x"}  # skipped and negative-control records left out
-    tiny = mod.summarise([run(5.0, 1), run(5.0, 1)], safety=2.0)["c@x"]
+    tiny = mod.summarise([run(5.0, 1, 0), run(5.0, 1, 1)], safety=2.0)["c@x"]
     assert tiny["proposed_tolerance"] == 0.1  # the one-arc step (100/1000 = 0.1) is the floor
     with pytest.raises(SystemExit, match="SEED:THREADS"):
         mod.parse_runs("0:2,x")
     # patterns (fine-tuned checkpoints of seeds 0-2): shares have no one-item floor; precision 0.001
-    share = lambda v: {"values": {"s@mrpc": {"measured": v, "n": 21600, "n_unit": "maps", "holds": True,  # noqa: E731
-                                             "layer": None}}}
-    p = mod.summarise([share(0.5934), share(0.6012), share(0.5871)], safety=2.0, family="patterns")["s@mrpc"]
-    assert p["spread"] == pytest.approx(0.0141) and p["proposed_tolerance"] == pytest.approx(0.029)
-    assert mod.summarise([share(0.2), share(0.2)], safety=2.0, family="patterns")["s@mrpc"]["proposed_tolerance"] == 0.001
+    share = lambda v, seed: {"seed": seed, "omp_num_threads": 2,  # noqa: E731
+                             "values": {"s@mrpc": {"measured": v, "n": 21600, "n_unit": "maps", "holds": True,
+                                                   "layer": None}}}
+    # sd 0.007065 -> 4.3027 x 1.4142 x 0.007065 = 0.04299 -> 0.043 (2 x spread = 0.0282)
+    p = mod.summarise([share(0.5934, 0), share(0.6012, 1), share(0.5871, 2)], safety=2.0, family="patterns")["s@mrpc"]
+    assert p["spread"] == pytest.approx(0.0141) and p["proposed_tolerance"] == pytest.approx(0.043)
+    assert mod.summarise([share(0.2, 0), share(0.2, 1)], safety=2.0,
+                         family="patterns")["s@mrpc"]["proposed_tolerance"] == 0.001
 
 
 def test_an_entry_carries_the_tolerance_its_measured_spread_asks_for(tmp_path):

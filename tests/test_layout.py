@@ -306,3 +306,31 @@ def test_each_face_is_a_thin_adapter():
     long = {name: n for name, path in modules().items() if name.startswith(f"{PKG}.faces.")
             and (n := len(path.read_text(encoding="utf-8").splitlines())) > 220}
     assert long == {}
+
+
+def passed_assignments(path: Path) -> list[str]:
+    """Where a module assigns a claim outcome's ``passed`` (``x.passed = ...``, ``passed=...`` in a call)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [f"{path.name}:{node.lineno}" for t in targets
+                    for a in ast.walk(t) if isinstance(a, ast.Attribute) and a.attr == "passed"]
+        elif isinstance(node, ast.Call):
+            out += [f"{path.name}:{node.lineno}" for k in node.keywords if k.arg == "passed"]
+    return out
+
+
+def test_passed_is_decided_in_one_module():
+    """Issue 62: a claim's check is measure, judge, check (claims/checks.py); its ``passed`` is assigned there and
+    nowhere else in the package."""
+    where = {name: hits for name, path in modules().items() if (hits := passed_assignments(path))}
+    assert set(where) == {f"{PKG}.claims.checks"}, where
+
+
+def test_the_passed_check_finds_a_planted_assignment(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("def f(out, O):\n    out.passed = True\n    return O(passed=False)\n")
+    assert passed_assignments(planted) == ["m.py:2", "m.py:3"]
+    planted.write_text("def f(out):\n    return out.passed\n")
+    assert passed_assignments(planted) == []

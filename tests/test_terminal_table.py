@@ -104,7 +104,7 @@ def test_the_twin_row_prints_what_the_exit_status_says(monkeypatch, holds, incon
     ``passed`` alone), and an inconclusive twin row passes."""
     from types import SimpleNamespace
 
-    from bertattn_bench.claims import catalog
+    from bertattn_bench.claims import checks
     from bertattn_bench.report.claims_report import _check
     from bertattn_bench.runner.options import RunOptions
     from bertattn_bench.runner.plan import Target
@@ -114,7 +114,10 @@ def test_the_twin_row_prints_what_the_exit_status_says(monkeypatch, holds, incon
     target = Target("random:m@0", "ewt_dev", "dependency")
     runner.results[target] = SimpleNamespace(model=SimpleNamespace(slug="x"))
     made = outcome("clark.dep_dobj", model=TWIN, holds=holds, passed=None, inconclusive=inconclusive)
-    monkeypatch.setattr(catalog, "evaluate", lambda *a, **k: made)
+    # measured and judged as planted; the runner's policy (the negative control) and claims.checks.check decide
+    monkeypatch.setattr(checks, "measure", lambda *a, **k: checks.Measured(made, object(), []))
+    monkeypatch.setattr(checks, "judge", lambda claim, pr, measured, *a, **k: measured.outcome)
+    runner.results[target] = SimpleNamespace(model=SimpleNamespace(slug="x", device="cpu"))
     out = runner.outcome(SimpleNamespace(inputs=()), target, negative_control=True)
     assert out.passed is passed and out.negative_control
     assert _check(out) == ("PASS" if passed else "FAIL")

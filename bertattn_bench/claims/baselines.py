@@ -15,7 +15,8 @@ from ..base.documents import baseline_document, read_baseline_text
 from ..base.errors import BenchError
 from ..base.hashing import DigestIndex, files_digest
 from . import verdicts
-from .catalog import REFERENCE_DIR, baseline_key
+from .catalog import REFERENCE_DIR
+from .outcome import baseline_key
 from .recorded import provenance_runs
 
 BASELINE_DIR = REFERENCE_DIR / "baselines"  # the package's recorded baselines, one JSON per model

@@ -4,7 +4,7 @@ written)."""
 from __future__ import annotations
 
 from ..base.settings import SUMMARY_ENV, env
-from ..claims.catalog import ClaimOutcome
+from ..claims.outcome import ClaimOutcome
 from ..runner.plan import Target, model_id
 
 # ---- the end of the session ------------------------------------------------------------------------------------

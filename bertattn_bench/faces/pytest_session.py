@@ -14,7 +14,7 @@ import pytest
 
 from ..base.errors import BenchError
 from ..base.settings import env
-from ..claims.catalog import ClaimOutcome
+from ..claims.outcome import ClaimOutcome
 from ..engine.passes import NothingToMeasure, PassResult
 from ..report.claims_report import failure_message
 from ..runner.options import RunOptions

@@ -7,7 +7,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..base.documents import read_json, short_model  # noqa: F401 (re-exported: report.short_model)
-from ..claims.catalog import ClaimOutcome
+from ..claims.outcome import ClaimOutcome
 from ..claims.verdicts import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, VERDICTS, verdict_of
 
 

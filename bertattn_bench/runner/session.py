@@ -212,33 +212,27 @@ class Runner:
         """One claim judged on ``target``'s pass: against the paper, and against the recorded baseline (this
         model's, or --compare-to's); a negative control passes when a learned claim does not hold."""
         from ..claims.baselines import load_baseline, seed_spreads
-        from ..claims.catalog import evaluate
-        from ..claims.verdicts import HOLDS, verdict_of
+        from ..claims.checks import CompareTo, NegativeControl, NoBaseline, OwnBaseline, Record, evaluate
 
         pr = self.result(target)
         others = lambda c: self.other_passes(c, target, negative_control)  # noqa: E731
-        recording = self.options.record_baseline is not None
-        comparing = self.options.compare_to is not None and not negative_control
+        # the check this run asks of the claim (claims.checks: the one place that decides ``passed``)
+        if negative_control:
+            policy = NegativeControl()
+        elif self.options.compare_to is not None:
+            policy = CompareTo(self.compare_baseline(), self.options.limit, self.options.compare_fail_on)
+        elif self.options.record_baseline is not None:
+            policy = Record()
+        elif self.options.check_baseline:
+            policy = OwnBaseline(load_baseline(pr.model.slug), self.options.limit)
+        else:
+            policy = NoBaseline()
         # this model's recorded seed spreads (scripts/spread.py): a one-seed trained value's interval holds the seed
         if pr.model.slug not in self._spreads:
             self._spreads[pr.model.slug] = seed_spreads(pr.model.slug)
-        spread = self._spreads[pr.model.slug]
-        if comparing:
-            out = evaluate(claim, pr, self.compare_baseline(), mode="compare", others=others, limit=self.options.limit,
-                           compare_fail_on=self.options.compare_fail_on, assume_shape=self.options.assume_shape,
-                           seed_spread=spread)
-        else:
-            own = not (recording or negative_control or not self.options.check_baseline)
-            out = evaluate(claim, pr, load_baseline(pr.model.slug) if own else None, others=others,
-                           limit=self.options.limit, assume_shape=self.options.assume_shape, seed_spread=spread)
+        out = evaluate(claim, pr, others=others, assume_shape=self.options.assume_shape,
+                       seed_spread=self._spreads[pr.model.slug], policy=policy)
         out.negative_control = negative_control
-        if negative_control and out.skipped is None:
-            # the twin's check: "this learned-structure claim does not hold here"; it fails only where the claim
-            # clearly holds (an inconclusive or not-judged row passes, as it prints; the benchmark fails on this flag)
-            out.passed = verdict_of(out) != HOLDS
-            out.comparison = f"NOT {out.comparison} (negative control)"
-        elif recording and out.skipped is None and not comparing:
-            out.passed = True  # recording: the value becomes the baseline; the verdict is still reported
         self.on_outcome(out)
         return out
 
