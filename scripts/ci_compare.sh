@@ -72,7 +72,7 @@ fi
 
 # 3. the job summary (names the lost claims; --fail: exit 1 when one is lost or a check failed)
 rm -f "$OUT/summary.md"
-"$PYTHON" -m bertattn_bench.report.summary "$OUT/B" --title "bertattn-bench: $B against $A" --out "$OUT/summary.md" \
+"$PYTHON" -m bertattn_bench summary "$OUT/B" --title "bertattn-bench: $B against $A" --out "$OUT/summary.md" \
     --fail > /dev/null
 summary_rc=$?
 if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$OUT/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi

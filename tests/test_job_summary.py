@@ -2,7 +2,8 @@
 appended to $GITHUB_STEP_SUMMARY when set; the command's --fail status names the lost claims."""
 from bertattn_bench.claims.catalog import ClaimOutcome
 from bertattn_bench.report.claims_report import write_report
-from bertattn_bench.report.summary import job_summary, lost_claims, main, write_job_summary
+from bertattn_bench.faces.cli import main as cli_main
+from bertattn_bench.report.summary import job_summary, lost_claims, write_job_summary
 
 
 def outcome(claim_id, holds, passed, baseline_holds=None, model="embedded:all-MiniLM-L6-v2", control=False, **kw):
@@ -31,15 +32,23 @@ def test_summary_counts_lost_first_then_table():
     assert [r["claim_id"] for r in lost_claims(OUTS)] == ["b.lost"]
 
 
-def test_written_to_github_step_summary_when_set(tmp_path, monkeypatch):
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    assert write_job_summary("x") is None
+def test_written_to_the_file_the_face_names(tmp_path, monkeypatch):
+    """The library writes where it is told (the faces pass ``$GITHUB_STEP_SUMMARY``; nothing below them reads the
+    environment, issue 62); the command appends to ``$GITHUB_STEP_SUMMARY`` where --out is not given."""
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "never.md"))
+    assert write_job_summary("x") is None and not (tmp_path / "never.md").exists()
     target = tmp_path / "summary.md"
     target.write_text("earlier step\n")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    assert write_job_summary(job_summary(OUTS)) == target
+    assert write_job_summary(job_summary(OUTS), target) == target
     text = target.read_text()
     assert text.startswith("earlier step\n## bertattn-bench") and "b.lost" in text  # appended
+    write_report(OUTS, tmp_path / "rep")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step.md"))
+    assert main([str(tmp_path / "rep")]) == 0 and "b.lost" in (tmp_path / "step.md").read_text()
+
+
+def main(argv):
+    return cli_main(["summary", *argv])
 
 
 def test_command_fail_names_lost_claims(tmp_path, monkeypatch, capsys):

@@ -162,7 +162,6 @@ SETTINGS_READERS = {"env", "training_seed", "from_environment", "resolve_data_di
 ENVIRONMENT_ALLOWED = {
     f"{PKG}.base.settings",  # the one reader
     f"{PKG}.base.documents",  # $BERTATTN_VALIDATE_OUTPUTS: validates the files a run writes; changes no value
-    f"{PKG}.report.summary",  # its own command (python -m ...report.summary): $GITHUB_STEP_SUMMARY as --out's default
 }
 
 

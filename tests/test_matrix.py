@@ -183,6 +183,11 @@ def test_a_paired_reading_follows_the_claim_it_pairs_with():
     group = page.split("<tbody class='group'>")[1]  # the first group: Clark §3.1, with the paired row inside
     assert "Clark et al. 2019, §3.1" in group and group.index("<b>clark.sep</b>") < group.index("↳ kob.sep")
     assert "class='claim paired' data-paper='Kobayashi et al. 2020' data-group='Clark et al. 2019 §3.1'" in group
+    # issue 62: the pair reads another corpus than its partner's rows, and says so
+    assert "↳ kob.sep (Kobayashi et al. 2020, Clark §3.1, norm reading; on wikitext2_types01, clark.sep on " \
+           "gum_paragraphs, wikitext2)" in page
+    same = [r | {"corpus": "wikitext2"} if r["claim_id"] == "kob.sep" else r for r in _paired_records()]
+    assert "; on " not in mx.markdown(mx.build(same, pairs={"kob.sep": "clark.sep"}))
     alone = mx.build(_paired_records(), pairs={})
     assert [r["claim"] for r in alone.rows] == ["clark.sep", "clark.sep", "clark.dep", "kob.sep", "kob.alone", "niven.cue"]
     assert "pairs" not in alone.rows[3] and "↳" not in mx.markdown(alone)

@@ -141,3 +141,27 @@ def test_the_twin_test_fails_exactly_where_its_row_says_fail(holds, inconclusive
     else:
         with pytest.raises(AssertionError, match="clark.dep_direction"):
             check_negative_control(bench, row)
+
+
+def test_claims_md_puts_a_paired_norm_reading_under_its_clark_claim():
+    """Issue 62 (found in use): claims.md sorted by paper, section and id, so a Kobayashi norm reading landed under
+    Kobayashi, far from the Clark weight claim it pairs with (the matrix put it under). One order now: the paired
+    row right after its claim's rows, in that claim's section."""
+    from bertattn_bench.report.claims_report import in_report_order
+
+    rows = [_outcome("kob.sep", "Kobayashi et al. 2020", "§4"), _outcome("clark.zzz", "Clark et al. 2019", "§3.2"),
+            _outcome("clark.sep", "Clark et al. 2019", "§3.2"), _outcome("clark.sep", "Clark et al. 2019", "§3.2", "n"),
+            _outcome("clark.abc", "Clark et al. 2019", "§3.1")]
+    order = [(r.claim_id, r.model) for r in in_report_order(rows, pairs={"kob.sep": "clark.sep"})]
+    assert order == [("clark.abc", "m"), ("clark.sep", "m"), ("clark.sep", "n"), ("kob.sep", "m"), ("clark.zzz", "m")]
+    # without the partner in the run, its own place
+    alone = [r.claim_id for r in in_report_order([rows[0], rows[4]], pairs={"kob.sep": "clark.sep"})]
+    assert alone == ["clark.abc", "kob.sep"]
+
+
+def _outcome(cid, paper, section, model="m"):
+    from bertattn_bench.claims.outcome import ClaimOutcome
+
+    return ClaimOutcome(claim_id=cid, paper=paper, section=section, statement="s", model=model, model_slug=model,
+                        data="d", corpus="c", measured=1.0, unit="", n=1, n_unit="x", reference="r", comparison="> 0",
+                        holds=True, head=None, detail="", attn_implementation="eager")

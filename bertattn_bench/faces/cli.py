@@ -10,6 +10,7 @@
   merge   OUT IN... [--reference M]           join the claims reports of a split run into one report, matrix and
                                               baseline; refuses parts measured with other code, catalog or data
   matrix  OUT IN... [--reference M]           the claims x models table (Markdown, CSV, HTML) of any claims reports
+  summary REPORT [--out F] [--fail]           the Markdown job summary of a claims report (lost claims, failed checks)
   data    list|fetch|verify ...               the corpora the claims read (where available)
 
 Options of run, record and compare (each also as --bertattn-NAME):
@@ -43,7 +44,7 @@ from pathlib import Path
 
 from .cli_parsing import PROG, USAGE_ERROR, Parser, checkout_root  # noqa: F401 (USAGE_ERROR: the command's)
 
-COMMANDS = ["run", "record", "compare", "list", "diff", "merge", "matrix", "data"]
+COMMANDS = ["run", "record", "compare", "list", "diff", "merge", "matrix", "summary", "data"]
 
 
 def pytest_args(argv: list[str] | None = None) -> list[str]:
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else USAGE_ERROR
     if argv[:1] == ["list"]:
         return list_main(argv[1:])
-    if argv[:1] in (["diff"], ["merge"], ["matrix"]):  # the report sub-commands (faces/report_cli.py)
+    if argv[:1] in (["diff"], ["merge"], ["matrix"], ["summary"]):  # the report sub-commands (faces/report_cli.py)
         from . import report_cli
 
         return getattr(report_cli, f"{argv[0]}_main")(argv[1:])

@@ -1,5 +1,6 @@
 """The command's report sub-commands: ``diff`` (what moved between two recorded baselines), ``merge`` (the claims
-reports of a split run joined) and ``matrix`` (the claims x models table of any claims reports). Each returns the
+reports of a split run joined), ``matrix`` (the claims x models table of any claims reports) and ``summary`` (the
+Markdown job summary of a claims report). Each returns the
 command's exit status: 0, 1 (``diff``: something under --fail-on moved), 4 (bad usage or input, one line)."""
 from __future__ import annotations
 
@@ -94,4 +95,44 @@ def matrix_main(argv: list[str]) -> int:
               f"the columns are not one measurement (merge refuses this)")
     for p in paths:
         print(f"  {p}")
+    return 0
+
+
+def summary_main(argv: list[str]) -> int:
+    """The Markdown job summary of a claims report: printed, appended to --out (default ``$GITHUB_STEP_SUMMARY`` where
+    set); with --fail, 1 when a claim was lost, a check failed or the report is incomplete; 4: unreadable."""
+    from ..base.errors import BenchError
+    from ..base.settings import SUMMARY_ENV, env
+    from ..report.claims_report import read_json
+    from ..report.matrix import read_records
+    from ..report.summary import failed_checks, job_summary, lost_claims, model_label, write_job_summary
+
+    parser = Parser(prog=f"{PROG} summary", description="the Markdown job summary of a claims report")
+    parser.add_argument("report", help="a claims report folder (--claims-report DIR) or its claims.json")
+    parser.add_argument("--out", default=None, help=f"append the summary here (default ${SUMMARY_ENV} where set)")
+    parser.add_argument("--title", default="bertattn-bench: claims vs measured")
+    parser.add_argument("--fail", action="store_true", help="exit 1 when a claim was lost or a check failed")
+    args = parser.parse_args(argv)
+    try:
+        records = read_records(Path(args.report))
+        path = Path(args.report)
+        doc = read_json(path / "claims.json" if path.is_dir() else path, "")
+        missing = doc.get("missing") if isinstance(doc, dict) else None
+    except BenchError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    text = job_summary(records, args.title, missing)
+    print(text)
+    write_job_summary(text, args.out or env(SUMMARY_ENV))
+    lost, failed = lost_claims(records), failed_checks(records)
+    if args.fail and (lost or failed or missing):
+        if lost:
+            print("LOST CLAIMS: " + ", ".join(f"{r['claim_id']}@{r['corpus']}" for r in lost), file=sys.stderr)
+        rest = [r for r in failed if r not in lost]
+        if rest:
+            print("FAILED CHECKS: " + ", ".join(f"{r['claim_id']}@{r['corpus']} ({model_label(r)})" for r in rest),
+                  file=sys.stderr)
+        if missing:
+            print(f"INCOMPLETE: {len(missing)} claim(s)/test(s) not run", file=sys.stderr)
+        return 1
     return 0

@@ -37,9 +37,23 @@ def _num(value) -> str:
     return "none" if value is None else f"{value:.4g}"
 
 
-def in_report_order(outcomes: list[ClaimOutcome]) -> list[ClaimOutcome]:
-    """Paper, section, claim, model, corpus: the same order whatever order the (xdist) workers finished in."""
-    return sorted(outcomes, key=lambda o: (o.paper, o.section, o.claim_id, o.model, o.corpus, o.negative_control))
+def in_report_order(outcomes: list[ClaimOutcome], pairs: dict | None = None) -> list[ClaimOutcome]:
+    """Paper, section, claim, model, corpus: the same order whatever order the (xdist) workers finished in; a claim
+    that is another reading of one present (``pairs``: claim id -> that claim; default the catalog's ``pairs``, e.g.
+    the norms family's ||alpha f|| rows of Clark's weight claims) comes right after that claim's rows, in its
+    section, as the matrix shows them (issue 62)."""
+    from ..claims.catalog import claim_pairs
+
+    pairs = claim_pairs() if pairs is None else pairs
+    home = {o.claim_id: (o.paper, o.section) for o in outcomes}
+
+    def key(o):
+        partner = pairs.get(o.claim_id)
+        if partner in home and partner != o.claim_id:
+            return (*home[partner], partner, 1, o.claim_id, o.model, o.corpus, o.negative_control)
+        return (o.paper, o.section, o.claim_id, 0, "", o.model, o.corpus, o.negative_control)
+
+    return sorted(outcomes, key=key)
 
 
 def rows(outcomes: list[ClaimOutcome]) -> list[dict]:

@@ -128,6 +128,9 @@ def build(records: list[dict], reference: str | None = None, figure_dirs=(), pai
         else:  # after every row of the claim it pairs with, in that claim's group
             order[k] = (*partner[:3], 1, k[3], k[2])
             row["pairs"], row["group"] = partner[2], (rows[partner]["paper"], rows[partner]["section"])
+            theirs = sorted(j[3] for j in rows if j[2] == partner[2])
+            if k[3] not in theirs:  # another corpus than its partner's rows: the row says so (issue 62)
+                row["pair_corpus"] = ", ".join(theirs)
     out = Matrix(columns, [rows[k] for k in sorted(rows, key=order.get)], ref)
     out.figures = _figures_by_model(columns, figure_dirs)
     return out
@@ -216,8 +219,13 @@ def _group(row: dict) -> tuple[str, str]:
 
 
 def _claim_label(row: dict) -> str:
-    """The claim id; a paired row's says it is another reading of the row above it, and whose."""
-    return f"↳ {row['claim']} ({row['paper']}, {row['section']})" if row.get("pairs") else row["claim"]
+    """The claim id; a paired row's says it is another reading of the row above it, and whose, and where it reads
+    another corpus than that row, which (the norms family reads the Kobayashi authors' token types 0 then 1,
+    ``wikitext2_types01``, beside Clark's ``wikitext2``: docs/families/norms.md)."""
+    if not row.get("pairs"):
+        return row["claim"]
+    other = f"; on {row['corpus']}, {row['pairs']} on {row['pair_corpus']}" if row.get("pair_corpus") else ""
+    return f"↳ {row['claim']} ({row['paper']}, {row['section']}{other})"
 
 
 def markdown(m: Matrix) -> str:

@@ -2,18 +2,14 @@
 log: verdict counts per model, then the lost claims and failed checks (what broke the build), then the table.
 
 Library: :func:`job_summary` (records of ``claims.json`` or :class:`ClaimOutcome` objects -> Markdown),
-:func:`lost_claims`, :func:`failed_checks`, :func:`write_job_summary` (appends to ``$GITHUB_STEP_SUMMARY`` when set).
-Command: ``python -m bertattn_bench.report.summary REPORT_DIR [--out FILE] [--fail]`` prints the summary of a claims report,
-appends it to ``--out`` or ``$GITHUB_STEP_SUMMARY``, and with ``--fail`` exits 1 when a claim was lost or a check
-failed (naming them), 4 when the report cannot be read.
+:func:`lost_claims`, :func:`failed_checks`, :func:`unbounded`, :func:`write_job_summary` (appends to the file the face
+names: ``$GITHUB_STEP_SUMMARY`` where set). Its command is the face's: ``bertattn-bench summary REPORT_DIR [--out
+FILE] [--fail]`` (faces/report_cli.py).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
-from ..base.settings import SUMMARY_ENV, env
 from ..claims.verdicts import HOLDS, INCONCLUSIVE, NOT_JUDGED, SKIPPED, VERDICTS, lost, verdict_of
 
 
@@ -27,7 +23,7 @@ def _records(items) -> list[dict]:
     return out
 
 
-def _model(r: dict) -> str:
+def model_label(r: dict) -> str:
     from .claims_report import short_model
 
     return short_model(r["model"]) + (" (negative control)" if r.get("negative_control") else "")
@@ -99,7 +95,7 @@ def job_summary(items, title: str = "bertattn-bench: claims vs measured", missin
                   + ", ".join(missing[:20]) + (" …" if len(missing) > 20 else ""), ""]
     groups: dict[str, list[dict]] = {}
     for r in records:
-        groups.setdefault(_model(r), []).append(r)
+        groups.setdefault(model_label(r), []).append(r)
     lines += ["| model | " + " | ".join(VERDICTS) + " | checks passed | checks failed |",
               "|---|" + "---|" * (len(VERDICTS) + 2)]
     for model, group in sorted(groups.items()):
@@ -113,11 +109,11 @@ def job_summary(items, title: str = "bertattn-bench: claims vs measured", missin
     lines.append("")
     if lost:
         lines += [f"### Lost claims ({len(lost)})", ""]
-        lines += [f"- **{r['claim_id']}** on {r['corpus']} ({_cell(_model(r))}): {_cell(_why(r))}" for r in lost]
+        lines += [f"- **{r['claim_id']}** on {r['corpus']} ({_cell(model_label(r))}): {_cell(_why(r))}" for r in lost]
         lines.append("")
     if other:
         lines += [f"### Failed checks ({len(other)})", ""]
-        lines += [f"- **{r['claim_id']}** on {r['corpus']} ({_cell(_model(r))}): {_cell(_why(r))}" for r in other]
+        lines += [f"- **{r['claim_id']}** on {r['corpus']} ({_cell(model_label(r))}): {_cell(_why(r))}" for r in other]
         lines.append("")
     if not lost and not failed:
         lines += ["No claim lost, every check passed.", ""]
@@ -132,14 +128,14 @@ def job_summary(items, title: str = "bertattn-bench: claims vs measured", missin
                                            r["claim_id"], r["model"], r["corpus"]))
     for r in order:
         check = "skip" if r.get("skipped") else ("FAIL" if _failed(r) else "pass")
-        lines.append(f"| {_cell(r['claim_id'])} | {_cell(_model(r))} | {_cell(r['corpus'])} | {_num(r.get('measured'))}"
+        lines.append(f"| {_cell(r['claim_id'])} | {_cell(model_label(r))} | {_cell(r['corpus'])} | {_num(r.get('measured'))}"
                      f" | {_num(r.get('n'))} | {_cell(verdict_of(r))} | {check} |")
     return "\n".join(lines) + "\n"
 
 
 def write_job_summary(text: str, path: str | Path | None = None) -> Path | None:
-    """Append ``text`` to ``path`` or, when not given, to ``$GITHUB_STEP_SUMMARY`` where set (else nothing: None)."""
-    target = path or env(SUMMARY_ENV)
+    """Append ``text`` to ``path`` (the faces pass ``$GITHUB_STEP_SUMMARY`` where set); nothing where none: None."""
+    target = path
     if not target:
         return None
     target = Path(target)
@@ -147,44 +143,3 @@ def write_job_summary(text: str, path: str | Path | None = None) -> Path | None:
     with open(target, "a", encoding="utf-8") as f:
         f.write(text if text.endswith("\n") else text + "\n")
     return target
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..base.errors import BenchError
-    from .claims_report import read_json
-    from .matrix import read_records
-
-    parser = argparse.ArgumentParser(prog="python -m bertattn_bench.report.summary", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("report", help="a claims report folder (--claims-report DIR) or its claims.json")
-    parser.add_argument("--out", default=None, help=f"append the summary here (default ${SUMMARY_ENV} where set)")
-    parser.add_argument("--title", default="bertattn-bench: claims vs measured")
-    parser.add_argument("--fail", action="store_true", help="exit 1 when a claim was lost or a check failed")
-    args = parser.parse_args(argv)
-    try:
-        records = read_records(Path(args.report))
-        path = Path(args.report)
-        doc = read_json(path / "claims.json" if path.is_dir() else path, "")
-        missing = doc.get("missing") if isinstance(doc, dict) else None
-    except BenchError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 4
-    text = job_summary(records, args.title, missing)
-    print(text)
-    write_job_summary(text, args.out)
-    lost, failed = lost_claims(records), failed_checks(records)
-    if args.fail and (lost or failed or missing):
-        if lost:
-            print("LOST CLAIMS: " + ", ".join(f"{r['claim_id']}@{r['corpus']}" for r in lost), file=sys.stderr)
-        rest = [r for r in failed if r not in lost]
-        if rest:
-            print("FAILED CHECKS: " + ", ".join(f"{r['claim_id']}@{r['corpus']} ({_model(r)})" for r in rest),
-                  file=sys.stderr)
-        if missing:
-            print(f"INCOMPLETE: {len(missing)} claim(s)/test(s) not run", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
