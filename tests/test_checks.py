@@ -2,10 +2,19 @@
 (value, n, or why skipped), judge (side, interval, inconclusive), and the check policies the runner chooses (own
 baseline, compare-to, record, negative control, none), with ``passed`` decided by ``check`` alone."""
 import pytest
-from test_claims_registry import NA_METRIC, FakePass, baseline, claim, info
+from test_claims_registry import NA_METRIC, FakePass, baseline, claim
 
-from bertattn_bench.claims.checks import (CompareTo, NegativeControl, NoBaseline, OwnBaseline, Record, check, judge,
-                                          measure, policy_for)
+from bertattn_bench.claims.checks import (
+    CompareTo,
+    NegativeControl,
+    NoBaseline,
+    OwnBaseline,
+    Record,
+    check,
+    judge,
+    measure,
+    policy_for,
+)
 
 
 def judged(c, value, **kw):

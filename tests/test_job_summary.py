@@ -1,8 +1,8 @@
 """The Markdown job summary (issue 37): counts per model, lost claims and failed checks first, then the table;
 appended to $GITHUB_STEP_SUMMARY when set; the command's --fail status names the lost claims."""
 from bertattn_bench.claims.catalog import ClaimOutcome
-from bertattn_bench.report.claims_report import write_report
 from bertattn_bench.faces.cli import main as cli_main
+from bertattn_bench.report.claims_report import write_report
 from bertattn_bench.report.summary import job_summary, lost_claims, write_job_summary
 
 

@@ -10,6 +10,7 @@ from bertattn_bench.base.errors import BenchError
 from bertattn_bench.claims.catalog import ClaimOutcome
 from bertattn_bench.report import matrix as mx
 from bertattn_bench.report.claims_report import write_report
+from bertattn_bench.report.matrix_page import html_page
 
 A, B = "embedded:all-MiniLM-L6-v2", "/models/tiny-roberta"
 TWIN = "random-init(embedded:all-MiniLM-L6-v2)@0"
@@ -107,13 +108,13 @@ def test_html_links_or_embeds_each_figure_under_its_model(tmp_path):
     assert by == {"minilm": ["surface-special-all-MiniLM-L6-v2-wikitext2.png"],
                   "tiny-roberta": ["surface-entropy-tiny-roberta-wikitext2.png"],
                   "random-minilm (control)": ["surface-special-random-all-MiniLM-L6-v2-0-wikitext2.png"]}
-    page = mx.html_page(m, base=tmp_path)  # by default linked by their path relative to the page's folder
+    page = html_page(m, base=tmp_path)  # by default linked by their path relative to the page's folder
     assert "data:image/png;base64," not in page and "<link rel='stylesheet'" not in page and "<script src" not in page
     assert page.count("<a href='figures/surface-special-all-MiniLM-L6-v2-wikitext2.png'>") == 2  # thumbnail, caption
     assert page.count("src='figures/") == 3 and "arct-shipped-runs-test" not in page
     out = tmp_path / "out" / "matrix"  # the matrix command's OUT beside the reports: a path up to them
-    assert "src='../../figures/surface-entropy-tiny-roberta-wikitext2.png'" in mx.html_page(m, base=out)
-    embedded = mx.html_page(m, base=tmp_path, self_contained=True)
+    assert "src='../../figures/surface-entropy-tiny-roberta-wikitext2.png'" in html_page(m, base=out)
+    embedded = html_page(m, base=tmp_path, self_contained=True)
     assert embedded.count("data:image/png;base64,") == 3 and "src='figures/" not in embedded
     # the verdict as text beside its mark (not colour alone), the value, the column and verdict for the script
     # (and the interval's ends, which the "lost" mark reads: an inconclusive cell holding the reference's value agrees)
@@ -179,7 +180,7 @@ def test_a_paired_reading_follows_the_claim_it_pairs_with():
                                                            "## Kobayashi et al. 2020") if line.startswith(key)}
     assert at["### Clark et al. 2019, §3.1"] < at["| clark.sep | wikitext2 |"] < at["| ↳ kob.sep (Kobayashi"] \
         == at["| clark.sep | wikitext2 |"] + 1 < at["### Clark et al. 2019, §4.2"] < at["## Kobayashi et al. 2020"]
-    page = mx.html_page(m)
+    page = html_page(m)
     group = page.split("<tbody class='group'>")[1]  # the first group: Clark §3.1, with the paired row inside
     assert "Clark et al. 2019, §3.1" in group and group.index("<b>clark.sep</b>") < group.index("↳ kob.sep")
     assert "class='claim paired' data-paper='Kobayashi et al. 2020' data-group='Clark et al. 2019 §3.1'" in group

@@ -23,6 +23,7 @@ import pytest
 from shared_data import prepared_data
 
 from bertattn_bench.report import matrix as mx
+from bertattn_bench.report.matrix_page import write_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 20  # segments / sentences per corpus of the session's report
@@ -182,7 +183,7 @@ def synthetic(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("synthetic-matrix")
     (out / "figures").mkdir()
-    mx.write_matrix(mx.build(records(A, B, TWIN), reference="minilm"), out)
+    write_matrix(mx.build(records(A, B, TWIN), reference="minilm"), out)
     return out / "matrix.html"
 
 

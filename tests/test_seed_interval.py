@@ -5,7 +5,6 @@ standard error, on each side of explicit bounds. Known answers by hand; the load
 the compare between two seeds of the recorded spreads never reports a claim lost."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 from test_claims_registry import FakePass, claim

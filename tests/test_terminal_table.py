@@ -84,7 +84,9 @@ from test_terminal_table import OUTCOMES
 def test_claims(bench):
     bench.outcomes.extend(OUTCOMES)
 """ % str(__import__("pathlib").Path(__file__).parent))
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    # in a subprocess: an in-process run drops the modules it imported when it ends, and a later test in this worker
+    # would import transformers' config classes a second time (BertModel(config) then refuses its own config)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     out = result.outlines
     start = out.index(next(ln for ln in out if "bertattn-bench: claims vs measured" in ln))

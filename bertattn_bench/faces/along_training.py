@@ -33,10 +33,11 @@ def claims_along_training(model, tokenizer, step: int, out_dir, select=None, nam
 def write_steps_matrix(out_dir) -> list[Path]:
     """``OUT/matrix.md|csv|html``: claims as rows, the steps' reports (``OUT/step-*``) as columns, in step order."""
     from ..report import matrix as mx
+    from ..report.matrix_page import write_matrix
 
     folders = sorted(Path(out_dir).glob("step-*"))
     records = [r for f in folders for r in mx.read_records(f)]
-    return mx.write_matrix(mx.build(records, figure_dirs=[f / "figures" for f in folders]), Path(out_dir))
+    return write_matrix(mx.build(records, figure_dirs=[f / "figures" for f in folders]), Path(out_dir))
 
 
 def _callback_base():

@@ -73,6 +73,7 @@ def matrix_main(argv: list[str]) -> int:
     from ..base.errors import BenchError
     from ..report import matrix as mx
     from ..report.claims_report import MUST_MATCH, RUN_FILE, read_run
+    from ..report.matrix_page import write_matrix
 
     args = report_parser("matrix", "the claims x models table of any claims reports").parse_args(argv)
     try:
@@ -85,7 +86,7 @@ def matrix_main(argv: list[str]) -> int:
                 doc = read_run(Path(p))  # checked against its schema: a malformed one is exit 4 naming it
                 versions.add(tuple(doc.get(k) for k in MUST_MATCH))
         dirs = [Path(p) / "figures" for p in args.inputs if Path(p).is_dir()]
-        paths = mx.write_matrix(mx.build(records, args.reference, dirs), Path(args.out),
+        paths = write_matrix(mx.build(records, args.reference, dirs), Path(args.out),
                                 self_contained=args.self_contained)
     except BenchError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

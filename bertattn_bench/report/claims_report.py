@@ -283,11 +283,12 @@ def write_report(outcomes: list[ClaimOutcome], directory: Path, figures=(), prov
     if matrix:
         from ..base import documents
         from . import matrix as mx
+        from .matrix_page import write_matrix
 
         folders = sorted({Path(f).parent for f in kept})
         m = mx.build(documents.loads(documents.dumps(records)), figure_dirs=[tmp / f.relative_to(directory)
                                                                               for f in folders])
-        names += [p.name for p in mx.write_matrix(m, tmp, self_contained=self_contained)]
+        names += [p.name for p in write_matrix(m, tmp, self_contained=self_contained)]
     if final.is_dir():  # keep what is not the report's own (e.g. baselines/ recorded into the folder)
         for entry in final.iterdir():
             if entry.name not in REPORT_FILES and not (tmp / entry.name).exists():

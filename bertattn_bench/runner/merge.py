@@ -47,6 +47,7 @@ def merge_reports(inputs: list[Path], out: Path, reference: str | None, command:
         read_run,
         write_report,
     )
+    from ..report.matrix_page import write_matrix
 
     if out.resolve() in {p.resolve() for p in inputs}:
         raise BenchError(f"merge: OUT {out} is one of the inputs: give a new folder")
@@ -64,7 +65,7 @@ def merge_reports(inputs: list[Path], out: Path, reference: str | None, command:
     paths = write_report([outcome_from_record(r) for r in records], out, figures, provenance, matrix=False)
     # the records as written (report order), so the columns come in the order one combined run gives them
     m = mx.build(mx.read_records(out), reference, [out / "figures"])
-    paths += mx.write_matrix(m, out, self_contained=self_contained)
+    paths += write_matrix(m, out, self_contained=self_contained)
     fragments = [f for p in inputs for f in sorted((p / "baselines").glob("*.json"))]
     paths += write_merged_baselines(fragments, out / "baselines") if fragments else []
     lines.append(f"merged {len(inputs)} part(s): {len(records)} claim results, {len(m.columns)} model column(s), "
