@@ -120,6 +120,8 @@ def judge(claim: Claim, pass_result, measured: Measured, seed_spread: dict | Non
     it reads did not learn. ``seed_spread``: this model's recorded seed spreads (``claim@corpus`` ->
     :func:`baselines.seed_spreads`' entry)."""
     out, m = measured.outcome, measured.m
+    if m is None:  # skipped: nothing to judge
+        return out
     out.holds = claim.compare(m.value)
     seed_half, seed_note = seed_interval(claim, baseline_key(claim.id, out.corpus), m, seed_spread)
     if seed_half == 0 and m.standard_error is None and m.bounds is None:

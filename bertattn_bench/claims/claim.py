@@ -115,12 +115,12 @@ class Claim:
         to a standard error's, on each side of explicit bounds."""
         from .stats import combined_half_width
 
-        seeded = seed_half is not None and math.isfinite(seed_half)
-        if (standard_error is None and bounds is None and not seeded) or math.isnan(value):
+        extra = float(seed_half) if seed_half is not None and math.isfinite(seed_half) else None
+        if (standard_error is None and bounds is None and extra is None) or math.isnan(value):
             return None, None
         thresholds = self._edges()
         margin = min((value - b for b in thresholds), key=abs)
-        extra = seed_half if seeded else 0.0
+        extra = extra or 0.0
         if bounds is not None:
             return [float(bounds[0]) - extra, float(bounds[1]) + extra], margin
         half = combined_half_width(None if standard_error is None else self.interval_z * standard_error, extra)
