@@ -64,3 +64,30 @@ def test_a_peak_that_every_segment_agrees_on_is_exact_and_one_that_moves_gets_bo
 ])
 def test_in_band_inconclusive_by_hand(band, bounds, inside):
     assert claim("in_band", band).threshold_inside(list(bounds)) == inside
+
+
+def _readings(alpha_sep: np.ndarray, norm_sep: np.ndarray) -> SimpleNamespace:
+    """A norms pass whose per-segment [SEP] shares by alpha and by ||alpha f|| are given (segments x layers)."""
+    def reading(x):
+        seg = torch.tensor(x, dtype=torch.float32)[:, :, None]
+        per = {"to_sep": seg, "entropy": torch.zeros_like(seg)}
+        return SurfaceResult(stats={k: v.mean(0) for k, v in per.items()}, n_segments=seg.shape[0], n_tokens=100,
+                             sep_chance=0.1, per_segment=per, sep_chance_per_segment=torch.full((seg.shape[0],), 0.1))
+
+    return SimpleNamespace(result=SimpleNamespace(readings={"weights": reading(alpha_sep), "norms": reading(norm_sep)},
+                                                  n_segments=alpha_sep.shape[0]))
+
+
+def test_the_norm_discount_carries_the_bootstrap_bounds_of_its_minimum():
+    """kob.sep_discounted: the smallest 1 - norm/alpha share over the layers where alpha gives [SEP] >= 0.3. Every
+    segment alike: the bounds have width 0 at the value; half the segments discounting less: bounds around it."""
+    from bertattn_bench.families.norms import norm_discount
+
+    alpha = np.tile([0.1, 0.6, 0.5], (20, 1))
+    steady = norm_discount(_readings(alpha, alpha * np.array([1, 0.2, 0.5])), category="sep")
+    assert steady.value == pytest.approx(0.5) and steady.bounds == pytest.approx((0.5, 0.5))
+    norm = np.array([[0.1, 0.12, 0.25]] * 10 + [[0.1, 0.12, 0.45]] * 10)  # layer 3: discount 0.5 or 0.1
+    moving = norm_discount(_readings(alpha, norm), category="sep")
+    assert moving.value == pytest.approx(1 - 0.35 / 0.5)
+    lo, hi = moving.bounds
+    assert 0.1 < lo < moving.value < hi < 0.5 and "bootstrap over the 20 segments" in moving.detail

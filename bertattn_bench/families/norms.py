@@ -26,15 +26,15 @@ import numpy as np
 import torch
 
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import rank_correlation
+from ..claims.stats import bootstrap_bounds, rank_correlation
 from ..data.manifest import KOBAYASHI_RANKS
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import Reducer, run_reducers
 from ..engine.attention_norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.batching import Encoded, iter_batches
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
+from .common.surface_stats import BOOTSTRAP_SAMPLES, SurfaceReducer
 from .common.surface_stats import FIELDS as SURFACE_FIELDS
-from .common.surface_stats import SurfaceReducer
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
 SHARE_FIELDS = SURFACE_FIELDS  # Clark §3.1-3.3 on each reading, by the surface family's own reducer
@@ -335,8 +335,27 @@ def _qualifying(res: NormsResult, category: str, min_alpha: float) -> list[int]:
 @metric("norm_discount")
 def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
     """The smallest 1 - (norm share / alpha share) to ``category`` over the layers whose head-mean alpha share is at
-    least ``min_alpha`` (0 when no layer is: nothing to discount)."""
+    least ``min_alpha`` (0 when no layer is: nothing to discount), with the 95% percentile bounds of its bootstrap
+    over the segments (both readings resampled together; issue 61: a minimum over qualifying layers, whose set may
+    change with the sample, gets bounds, not a standard error)."""
     res = _res(pr)
+    m = _norm_discount(res, category, min_alpha)
+    weights, norms = res.readings["weights"], res.readings["norms"]
+    if weights.per_segment is not None and norms.per_segment is not None and res.n_segments >= 2:
+        def resampled(idx):
+            ix = torch.from_numpy(idx)
+            again = SimpleNamespace(readings={"weights": weights.resample(ix), "norms": norms.resample(ix)},
+                                    n_segments=res.n_segments)
+            return _norm_discount(again, category, min_alpha).value
+
+        lo, hi, kept = bootstrap_bounds(resampled, res.n_segments, BOOTSTRAP_SAMPLES, seed=0)
+        if np.isfinite(lo) and np.isfinite(hi):
+            m.bounds = (min(lo, m.value), max(hi, m.value))
+            m.detail += f" [bootstrap over the {res.n_segments} segments, {kept} resamples: 95% percentile bounds]"
+    return m
+
+
+def _norm_discount(res, category: str, min_alpha: float) -> Measurement:
     stat = _CAT_FIELD[category]
     a, nrm = res.readings["weights"].per_layer(stat), res.readings["norms"].per_layer(stat)
     layers = _qualifying(res, category, min_alpha)

@@ -18,13 +18,12 @@ from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import head_name
 from ..engine.model import LoadedModel
 from ..engine.passes import PreparedPass
+from .common.surface_stats import BOOTSTRAP_SAMPLES, SurfaceResult, segments_pass
 from .common.surface_stats import FIELDS as FIELDS  # re-exported: the statistics' names
 from .common.surface_stats import SurfaceReducer as SurfaceReducer  # re-exported: the reducer's old home
-from .common.surface_stats import SurfaceResult, segments_pass
 
 # ---- claim metrics (named by reference_numbers/clark2019_surface.toml) ----------------------------------------
 
-BOOTSTRAP_SAMPLES = 200  # resamples of the segments behind each claim's standard error (seeded, so repeatable)
 
 
 def bootstrapped(fn):

@@ -20,6 +20,10 @@ from ...engine.attention import Reducer
 from ...engine.model import LoadedModel
 from ...engine.passes import PreparedPass
 
+# resamples of the segments behind a surface statistic's standard error or bounds (seeded, so repeatable): the surface
+# family's claims and the norms family's readings of them
+BOOTSTRAP_SAMPLES = 200
+
 
 @dataclass
 class SurfaceResult:
