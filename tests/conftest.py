@@ -27,6 +27,10 @@ import bertattn_bench.faces.pytest_session  # noqa: F401,E402
 # every JSON document a test writes (claims.json, run.json, baselines, matrix.json; also in the pytest subprocesses
 # the tests start) is validated against its shipped schema when written: a mismatch fails that test (issue 37)
 os.environ.setdefault("BERTATTN_VALIDATE_OUTPUTS", "1")
+# ... and in this process, where the tests call the library below the faces (which read the variable)
+from bertattn_bench.base.documents import validate_outputs  # noqa: E402
+
+validate_outputs(True)
 
 
 def pytest_configure(config):

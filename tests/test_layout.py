@@ -161,7 +161,6 @@ SETTINGS_READERS = {"env", "training_seed", "from_environment", "resolve_data_di
 # argument, filled by a face from base.settings.from_environment):
 ENVIRONMENT_ALLOWED = {
     f"{PKG}.base.settings",  # the one reader
-    f"{PKG}.base.documents",  # $BERTATTN_VALIDATE_OUTPUTS: validates the files a run writes; changes no value
 }
 
 
@@ -333,3 +332,25 @@ def test_the_passed_check_finds_a_planted_assignment(tmp_path):
     assert passed_assignments(planted) == ["m.py:2", "m.py:3"]
     planted.write_text("def f(out):\n    return out.passed\n")
     assert passed_assignments(planted) == []
+
+
+def private_imports(path: Path) -> list[str]:
+    """``from <module of the package> import _name``: a private name used across modules."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(PKG)):
+            out += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    """Issue 62: a name a module keeps to itself (a leading underscore) is not imported by another; one that others
+    need is public."""
+    assert {name: hits for name, path in modules().items() if (hits := private_imports(path))} == {}
+
+
+def test_the_private_import_check_finds_a_planted_one(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("from .ud import _blocks, check\nfrom __future__ import annotations\nfrom os import _exit\n")
+    assert private_imports(planted) == ["m.py:1 _blocks"]

@@ -5,8 +5,9 @@ valid against the JSON Schema shipped in ``bertattn_bench/schemas/<kind>.schema.
 
 One writer (:func:`write_json`, atomic: temporary file then rename) and one loader of the schemas (:func:`schema`);
 :func:`validate` uses the ``jsonschema`` package where installed, else a small validator of the subset the shipped
-schemas use. With ``BERTATTN_VALIDATE_OUTPUTS=1`` (the test suite sets it) every written document is validated and a
-document that does not match is an error, so every file a test writes is checked against its schema.
+schemas use. With validation on (:func:`validate_outputs`: the faces turn it on for ``BERTATTN_VALIDATE_OUTPUTS=1``,
+which the test suite sets) every written document is validated and a document that does not match is an error, so
+every file a test writes is checked against its schema. This module reads no environment (issue 62).
 """
 from __future__ import annotations
 
@@ -17,12 +18,16 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from .settings import VALIDATE_OUTPUTS_ENV as VALIDATE_ENV
-from .settings import env
-
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"  # bertattn_bench/schemas
 PREFIX = "bertattn-bench/"
 VERSIONS = {"claims": 1, "run": 1, "baseline": 1, "matrix": 1}
+_VALIDATE = {"on": False}  # validate every written document (validate_outputs): a test aid, off by default
+
+
+def validate_outputs(on: bool) -> None:
+    """Validate every document :func:`write_json` writes against its schema (a mismatch is an error), or not: the
+    faces set it from ``BERTATTN_VALIDATE_OUTPUTS``; the test suite turns it on."""
+    _VALIDATE["on"] = bool(on)
 
 
 class SchemaError(ValueError):
@@ -88,11 +93,11 @@ def loads(text: str):
 
 def write_json(path: Path, doc, kind: str | None = None) -> Path:
     """Write ``doc`` as strict JSON to ``path`` atomically (temporary file in the same folder, then rename). ``kind``:
-    the document is validated against that schema when ``BERTATTN_VALIDATE_OUTPUTS`` is set."""
+    the document is validated against that schema when validation is on (:func:`validate_outputs`)."""
     path = Path(path)
     text = dumps(doc)
     kind = kind or kind_of(doc)
-    if kind and env(VALIDATE_ENV):
+    if kind and _VALIDATE["on"]:
         errors = validate(loads(text), kind)
         if errors:
             raise SchemaError(f"{path}: does not match the {kind} schema: " + "; ".join(errors[:5]))

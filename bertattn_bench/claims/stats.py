@@ -275,11 +275,11 @@ def rank_correlation(a: Sequence[float], b: Sequence[float], method: str = "spea
 # ---- resampling --------------------------------------------------------------------------------------------------
 
 
-def bootstrap_sd(statistic: Callable[[np.ndarray], float], n: int, samples: int = 200, seed: int = 0,
-                 min_valid: int | None = None, skip: tuple[type[BaseException], ...] = ()) -> tuple[float, int]:
-    """The sd (ddof 1) of ``statistic(indices)`` over ``samples`` resamples of ``n`` units with replacement
+def _resampled(statistic: Callable[[np.ndarray], float], n: int, samples: int, seed: int,
+               skip: tuple[type[BaseException], ...]) -> list[float]:
+    """``statistic(indices)`` over ``samples`` resamples of ``n`` units with replacement
     (``numpy.random.default_rng(seed)``); a resample whose statistic raises one of ``skip`` or is not finite is
-    dropped. Returns (sd, resamples kept); the sd is NaN when fewer than ``min_valid`` (default half) are kept."""
+    dropped."""
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(samples):
@@ -290,6 +290,15 @@ def bootstrap_sd(statistic: Callable[[np.ndarray], float], n: int, samples: int 
             continue
         if np.isfinite(v):
             values.append(v)
+    return values
+
+
+def bootstrap_sd(statistic: Callable[[np.ndarray], float], n: int, samples: int = 200, seed: int = 0,
+                 min_valid: int | None = None, skip: tuple[type[BaseException], ...] = ()) -> tuple[float, int]:
+    """The sd (ddof 1) of ``statistic(indices)`` over ``samples`` resamples of ``n`` units with replacement
+    (``numpy.random.default_rng(seed)``); a resample whose statistic raises one of ``skip`` or is not finite is
+    dropped. Returns (sd, resamples kept); the sd is NaN when fewer than ``min_valid`` (default half) are kept."""
+    values = _resampled(statistic, n, samples, seed, skip)
     need = samples // 2 if min_valid is None else min_valid
     if len(values) < max(need, 2):
         return float("nan"), len(values)
@@ -298,21 +307,11 @@ def bootstrap_sd(statistic: Callable[[np.ndarray], float], n: int, samples: int 
 
 def bootstrap_bounds(statistic: Callable[[np.ndarray], float], n: int, samples: int = 200, seed: int = 0,
                      level: float = 0.95, skip: tuple[type[BaseException], ...] = ()) -> tuple[float, float, int]:
-    """Percentile bounds (the central ``level`` of the resampled values) of ``statistic(indices)`` over ``samples``
-    resamples of ``n`` units with replacement (``numpy.random.default_rng(seed)``): for a discrete value (a count or
-    share of heads or layers, the depth of a peak layer) whose resamples are lopsided, where value ± z sd would reach
-    values it cannot take. A resample whose statistic raises one of ``skip`` or is not finite is dropped; NaN bounds
-    when fewer than half are kept. Returns (lo, hi, resamples kept)."""
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(samples):
-        idx = rng.integers(0, n, n)
-        try:
-            v = float(statistic(idx))
-        except skip:
-            continue
-        if np.isfinite(v):
-            values.append(v)
+    """Percentile bounds (the central ``level`` of the resampled values) of ``statistic(indices)`` over the same
+    resamples as :func:`bootstrap_sd`: for a discrete value (a count or share of heads or layers, the depth of a peak
+    layer) whose resamples are lopsided, where value ± z sd would reach values it cannot take. NaN bounds when fewer
+    than half are kept. Returns (lo, hi, resamples kept)."""
+    values = _resampled(statistic, n, samples, seed, skip)
     if len(values) < max(samples // 2, 2):
         return float("nan"), float("nan"), len(values)
     tail = 100 * (1 - level) / 2

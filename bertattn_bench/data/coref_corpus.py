@@ -57,7 +57,7 @@ from .coref_documents import (
 )
 from .gum import GUM_DOCUMENTS, SPLIT_FILES
 from .litbank import LITBANK_DOCUMENTS, litbank_files, read_litbank_document
-from .ud import _blocks, _check_block
+from .ud import check_block, sentence_blocks
 
 CORPORA = {"gum_dev": "dev", "gum_test": "test", "gum_train": "train", "litbank": "all"}
 # corpus variants, one option away from Clark's setup: ``_windows`` = all windows of whole sentences instead of
@@ -116,8 +116,8 @@ def read_gum_document(path: str | Path, typing: str = "ptb", name_heads: str = "
     xpos, deprels, where_of = [], [], []
     open_stack: list[tuple[str, int, str, str]] = []  # (entity, start, link, source)
     raw: list[tuple[int, int, str, str, str]] = []  # (start, end, entity, link, source)
-    for start, lines in _blocks(text):
-        _check_block(path, start, lines)
+    for start, lines in sentence_blocks(text):
+        check_block(path, start, lines)
         base = len(words)
         sentence_starts.append(base)
         for offset, line in enumerate(lines):

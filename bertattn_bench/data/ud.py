@@ -37,7 +37,7 @@ class Sentence:
     comments: dict = field(default_factory=dict)
 
 
-def _blocks(text: str):
+def sentence_blocks(text: str):
     """Yield (first line number, block text) for each sentence block."""
     start, lines = None, []
     for number, line in enumerate(text.splitlines(), 1):
@@ -52,7 +52,7 @@ def _blocks(text: str):
         yield start, lines
 
 
-def _check_block(path: Path, start: int, lines: list[str]) -> None:
+def check_block(path: Path, start: int, lines: list[str]) -> None:
     """Column count, integer ids and HEADs in range, each error at its own line."""
     n_words = sum(1 for ln in lines if not ln.startswith("#") and ln.split("\t")[0].isdigit())
     for offset, line in enumerate(lines):
@@ -98,8 +98,8 @@ def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
         raise DataError(f"missing CoNLL-U file: {path}")
     text = read_text(path)
     sentences: list[Sentence] = []
-    for start, lines in _blocks(text):
-        _check_block(path, start, lines)
+    for start, lines in sentence_blocks(text):
+        check_block(path, start, lines)
         try:
             (tokenlist,) = conllu.parse("\n".join(lines) + "\n\n")
         except Exception as exc:  # conllu's own errors carry no line numbers

@@ -158,8 +158,10 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     """
     from ..base.settings import data_hosts, from_environment
     from ..engine.model import RANDOM_PREFIX
+    from .cli_parsing import validate_from_environment
 
     envs = from_environment()
+    validate_from_environment()
     given = {"seed": seed, "precision": precision, "prune_exact": prune_exact, "assume_shape": assume_shape,
              "allow_download": allow_download, "offline": offline, "tier": tier, "device": device}
     settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}

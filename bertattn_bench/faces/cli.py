@@ -120,6 +120,9 @@ def list_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .cli_parsing import validate_from_environment
+
+    validate_from_environment()
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(__doc__)

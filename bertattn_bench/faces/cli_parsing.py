@@ -16,3 +16,12 @@ def checkout_root() -> Path | None:
     """The repository the package runs from, if it does (its benchmarks/ beside the package)."""
     root = Path(__file__).resolve().parents[2]  # faces/ -> the package -> the checkout
     return root if (root / "benchmarks").is_dir() and (root / "pyproject.toml").is_file() else None
+
+
+def validate_from_environment() -> None:
+    """Every face turns on the validation of the documents it writes where ``BERTATTN_VALIDATE_OUTPUTS`` is set (the
+    test suite's aid; base/documents.py reads no environment)."""
+    from ..base.documents import validate_outputs
+    from ..base.settings import VALIDATE_OUTPUTS_ENV, env
+
+    validate_outputs(bool(env(VALIDATE_OUTPUTS_ENV)))

@@ -1,9 +1,7 @@
-"""The pytest face over the runner: the session, the per-claim test body, timing a pass with pytest-benchmark, and
-the claims table at the end. Imported by the light entry point (:mod:`bertattn_bench.faces.pytest_plugin`) only once a
-benchmark module is collected, and by the benchmark modules themselves. Every step of the run is the runner's
-(:mod:`bertattn_bench.runner.session`); here its errors become pytest's (a usage error at start-up, a failed test with the
-numbers) and its outcomes travel through the test reports (so pytest-xdist workers reach the table).
-"""
+"""The pytest face over the runner: the session, the per-claim test body, timing a pass with pytest-benchmark, the
+claims table at the end. Imported by the light entry point (faces/pytest_plugin.py) once a benchmark module is
+collected, and by the benchmark modules. Every step is the runner's; here its errors become pytest's and its outcomes
+travel through the test reports (so pytest-xdist workers reach the table)."""
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +26,10 @@ def options_from_config(config) -> RunOptions:
     bad one."""
     from ..base.settings import TIER_ENV, data_hosts, from_environment, whole_number
     from ..claims import tiers
+    from .cli_parsing import validate_from_environment
 
     envs = from_environment()
+    validate_from_environment()
     if "tier" in envs and not option(config, "tier"):
         tiers.check(envs["tier"], f"{TIER_ENV}=")
     names = option(config, "model") or envs.get("models") or ["embedded"]

@@ -31,9 +31,9 @@ from ..training.glue_pass import (
     TWIN_SEEDS,
     GluePass,
     TaskScores,
-    _scores,
     prepare_glue,
     result_of,
+    task_scores,
 )
 
 
@@ -133,14 +133,14 @@ class FinetunePass(GluePass):
         cos, n_cos = None, 0
         for seed in self.seeds:
             ft = self.finetuned(self.loaded, seed, progress)
-            finetuned[seed] = _scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
+            finetuned[seed] = task_scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
                                       dev.labels, seed)
             metas[seed] = {**ft.meta, "cached": ft.cached}
             if getattr(self.loaded, "task", None) is not None:  # a classifier as given: its pre-trained encoder is not known here
                 del ft
                 continue
             plain = finetune.task_model(self.loaded, t, seed)  # Table 1 "pre-trained": an untrained head
-            untuned[seed] = _scores(t, finetune.predict(plain, dev, self.loaded.tokenizer, self.batch_size),
+            untuned[seed] = task_scores(t, finetune.predict(plain, dev, self.loaded.tokenizer, self.batch_size),
                                     dev.labels, seed)
             del plain
             if cos is None:
@@ -152,7 +152,7 @@ class FinetunePass(GluePass):
             random_ft = {}
             for seed in TWIN_SEEDS:
                 ft = self.finetuned(twin, seed, progress)
-                random_ft[seed] = _scores(t, finetune.predict(ft.model, dev, twin.tokenizer, self.batch_size),
+                random_ft[seed] = task_scores(t, finetune.predict(ft.model, dev, twin.tokenizer, self.batch_size),
                                           dev.labels, seed)
                 twin_meta[seed] = {**ft.meta, "cached": ft.cached}
             note = f"{twin.info.name} fine-tuned with seed(s) {list(TWIN_SEEDS)}"

@@ -94,7 +94,8 @@ class TaskScores:
     predictions: np.ndarray | None = None  # per dev example: the class index (the value for regression)
 
 
-def _scores(t: glue.Task, logits: np.ndarray, labels: np.ndarray, seed=None) -> TaskScores:
+def task_scores(t: glue.Task, logits: np.ndarray, labels: np.ndarray, seed=None) -> TaskScores:
+    """A task's scores from a classifier's logits on its dev labels (the predictions kept, for paired tests)."""
     predictions = finetune.to_predictions(t, logits)
     m = glue.scores(t, predictions, labels)
     return TaskScores(m[t.metric], m, seed, np.asarray(predictions))
