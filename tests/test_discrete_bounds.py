@@ -91,3 +91,34 @@ def test_the_norm_discount_carries_the_bootstrap_bounds_of_its_minimum():
     assert moving.value == pytest.approx(1 - 0.35 / 0.5)
     lo, hi = moving.bounds
     assert 0.1 < lo < moving.value < hi < 0.5 and "bootstrap over the 20 segments" in moving.detail
+
+
+def test_a_pattern_share_carries_the_bootstrap_bounds_over_the_examples():
+    """kov.vertical_third / kov.heterogeneous_share: a share of the maps, over a sample of dev examples, with the 95%
+    percentile bounds of its bootstrap over the examples (each example's type counts kept by the reducer)."""
+    from bertattn_bench.claims.registry import Measurement
+    from bertattn_bench.families.patterns.constants import TYPES
+    from bertattn_bench.families.patterns.metrics import _with_bounds
+    from bertattn_bench.families.patterns.reduce import PatternStats
+
+    v = TYPES.index("vertical")
+
+    def stats(rows):
+        counts = np.array(rows, dtype=float)
+        z = np.zeros((1, 1, 3))
+        return PatternStats(counts=counts.sum(0)[None, None, :], features=z, special=z, n_special=np.zeros(3),
+                            to_special=z, cls_row=np.zeros((1, 1, 4)), n_examples=len(rows), example_counts=counts)
+
+    share = lambda st: float(st.shares()[v])  # noqa: E731
+    alike = stats([[2 if i == v else 1 for i in range(len(TYPES))]] * 30)  # every example: 2 of 6 maps vertical
+    m = _with_bounds(Measurement(share(alike), 180, "maps"), alike, share)
+    assert m.value == pytest.approx(1 / 3) and m.bounds == pytest.approx((1 / 3, 1 / 3))
+    other = TYPES.index("heterogeneous")
+    half = stats([[6 if i == v else 0 for i in range(len(TYPES))]] * 15     # all six maps vertical
+                 + [[6 if i == other else 0 for i in range(len(TYPES))]] * 15)  # none
+    m = _with_bounds(Measurement(share(half), 180, "maps"), half, share)
+    assert m.value == pytest.approx(0.5)
+    lo, hi = m.bounds
+    assert 0.25 < lo < 0.5 < hi < 0.75 and "bootstrap over the 30 examples" in m.detail
+    assert claim(">=", 0.45).side(m.value, None, m.bounds) == "inconclusive"  # 0.45 inside the bounds
+    assert claim(">=", 0.2).side(m.value, None, m.bounds) == "holds"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...claims.registry import Measurement, NotApplicable, metric, relative_depth
-from ...claims.stats import difference_se, length_matched_difference, mean_se
+from ...claims.stats import bootstrap_bounds, difference_se, length_matched_difference, mean_se
 from ...engine.attention import head_name
 from ...engine.passes import NothingToMeasure
 from ..common.head_maps import top_heads_neighbour_ratio
+from ..common.surface_stats import BOOTSTRAP_SAMPLES
 from .constants import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
 from .reduce import ModelStats, PatternsResult, PatternStats
 
@@ -34,6 +35,19 @@ def _shares_text(st: PatternStats) -> str:
     return ", ".join(f"{t} {s:.1%}" for t, s in zip(TYPES, st.shares()))
 
 
+def _with_bounds(m: Measurement, st, value_of) -> Measurement:
+    """``m`` with the 95% percentile bounds of ``value_of(stats)`` over BOOTSTRAP_SAMPLES resamples of the dev examples (seed 0),
+    where the pass kept each example's type counts (issue 61: a share of maps over a sample of examples)."""
+    counts = getattr(st, "example_counts", None)
+    if counts is None or len(counts) < 2:
+        return m
+    lo, hi, kept = bootstrap_bounds(lambda idx: value_of(st.resample(idx)), len(counts), BOOTSTRAP_SAMPLES, seed=0)
+    if np.isfinite(lo) and np.isfinite(hi):
+        m.bounds = (min(lo, m.value), max(hi, m.value))
+        m.detail += f" [bootstrap over the {len(counts)} examples, {kept} resamples: 95% percentile bounds]"
+    return m
+
+
 @metric("pattern_min_share")
 def pattern_min_share(pr, model: str = "pretrained") -> Measurement:
     """The smallest share of the five types (block only on sentence pairs) over the task's maps."""
@@ -41,15 +55,21 @@ def pattern_min_share(pr, model: str = "pretrained") -> Measurement:
     shares = ms.glue.shares()
     wanted = [i for i, t in enumerate(TYPES) if t != "block" or r.is_pair]
     low = min(wanted, key=lambda i: shares[i])
-    return Measurement(float(shares[low]), ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
-                       detail=f"{r.task}, {ms.label}: rarest {TYPES[low]}; {_shares_text(ms.glue)} "
-                              f"({ms.glue.n_examples} examples x {r.n_layers * r.n_heads} heads)")
+    m = Measurement(float(shares[low]), ms.glue.n_maps, "maps (dev examples x heads)", unit="share",
+                    detail=f"{r.task}, {ms.label}: rarest {TYPES[low]}; {_shares_text(ms.glue)} "
+                           f"({ms.glue.n_examples} examples x {r.n_layers * r.n_heads} heads)")
+    return _with_bounds(m, ms.glue, lambda st: float(min(st.shares()[i] for i in wanted)))
 
 
 @metric("pattern_share")
 def pattern_share(pr, types: list, model: str = "pretrained") -> Measurement:
     """The share of the maps typed as any of ``types``."""
     r, ms = _stats(pr, model)
+    m = _pattern_share(r, ms, types)
+    return _with_bounds(m, ms.glue, lambda st: float(sum(st.shares()[TYPES.index(t)] for t in types)))
+
+
+def _pattern_share(r, ms, types: list) -> Measurement:
     shares = ms.glue.shares()
     value = float(sum(shares[TYPES.index(t)] for t in types))
     heads = ms.glue.counts[..., [TYPES.index(t) for t in types]].sum(-1) / max(ms.glue.n_examples, 1)

@@ -36,6 +36,8 @@ class PatternReducer(Reducer):
         self.cls_row_max = z(n_layers, n_heads, len(CLS_CLASSES))
         self.cls_max_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]
         self.length_rows: list[torch.Tensor] = []  # per example: real tokens (the §4.4 score's divisor)
+        # per layer and example, the maps of each type (summed over heads): the bootstrap over examples of the shares
+        self.type_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]
         # the §4.4 score made length-free: attention received x input length (1 under uniform attention)
         self.special_free = z(n_layers, n_heads, len(SPECIAL))
         self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
@@ -84,7 +86,9 @@ class PatternReducer(Reducer):
         m = self.m
         v, d, b = map_features(probs, m)
         types = classify(v, d, b)
-        self.counts[layer] += (types.unsqueeze(-1) == torch.arange(len(TYPES), device=types.device)).sum(0).double()
+        onehot = types.unsqueeze(-1) == torch.arange(len(TYPES), device=types.device)  # (B, H, types)
+        self.counts[layer] += onehot.sum(0).double()
+        self.type_rows[layer].append(onehot.sum(1).to(torch.int16))  # per example: its maps of each type
         self.feats[layer] += torch.stack([v, d, b], -1).sum(0).double()
         col = received(probs, m)
         scores = masked_max_each(col, self.tok_masks)  # (B, H, 3)
@@ -161,6 +165,8 @@ class PatternReducer(Reducer):
             cls_max_examples=(torch.stack([torch.cat(r) for r in self.cls_max_rows], 1).cpu().numpy()
                               if self.cls_max_rows and self.cls_max_rows[0] else None),
             example_lengths=torch.cat(self.length_rows).cpu().numpy() if self.length_rows else None,
+            example_counts=(torch.stack([torch.cat(r) for r in self.type_rows]).sum(0).cpu().numpy()
+                            if self.type_rows and self.type_rows[0] else None),
             sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).cpu().mean(0).numpy()
                                if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
             word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
@@ -276,6 +282,15 @@ class PatternStats:
     cls_row_max: np.ndarray | None = None  # (L, H, 4) the [CLS] row's max weight over each class's tokens (cell 53)
     cls_max_examples: np.ndarray | None = None  # (N, L, 4) the same per example, mean over heads; nan: no such token
     example_lengths: np.ndarray | None = None  # (N,) real tokens of each example (order of sep_free_examples)
+    example_counts: np.ndarray | None = None  # (N, 5) each example's maps of each type, over layers and heads
+
+    def resample(self, idx: np.ndarray) -> "PatternStats":
+        """The type counts over the examples ``idx`` (with repeats: one bootstrap sample); the other fields as they
+        are (only the shares are read from a resample)."""
+        total = self.example_counts[idx].sum(0).astype(float)  # (5,)
+        return PatternStats(counts=total[None, None, :], features=self.features, special=self.special,
+                            n_special=self.n_special, to_special=self.to_special, cls_row=self.cls_row,
+                            n_examples=len(idx))
 
     @property
     def n_maps(self) -> int:
