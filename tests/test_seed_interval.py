@@ -57,6 +57,11 @@ def test_a_one_seed_value_with_no_other_interval_gets_the_seeds():
     narrow = evaluate(c, fake(2.0), seed_spread=spread(0.1))  # 2 ± 0.43: clear
     assert not narrow.inconclusive and verdict_of(narrow) == HOLDS
     assert evaluate(c, fake(2.0), seed_spread=None).interval is None  # nothing recorded: no interval invented
+    still = evaluate(c, fake(2.0), seed_spread=spread(0.0))  # no seed moved it: no width-0 interval, and it says so
+    assert still.interval is None and "seed: sd 0 over 3 seeds" in still.detail \
+        and "the seed does not move it" in still.detail
+    assert evaluate(c, fake(2.0, se=0.2), seed_spread=spread(0.0)).interval == \
+        pytest.approx([2.0 - 1.96 * 0.2, 2.0 + 1.96 * 0.2])  # a data interval stays as it is
     other = spread(0.5, key=baseline_key("t.claim", "other_corpus"))
     assert evaluate(c, fake(2.0), seed_spread=other).interval is None  # another corpus's spread is not this one's
 

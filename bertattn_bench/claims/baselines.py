@@ -69,15 +69,23 @@ def _data_of(passes: list[dict], slug: str) -> dict[str, str]:
             for p in passes if p["slug"] == slug}
 
 
+def _spread_files(directory: Path, slug: str):
+    """(path, runs, claims) of each readable spread file of ``slug`` (``directory/spread/<slug>-*.json``,
+    scripts/spread.py), in name order; an unreadable one is passed over."""
+    for path in sorted((Path(directory) / "spread").glob(f"{slug}-*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            runs, claims = doc.get("runs") or [], doc.get("claims") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        yield path, runs, claims
+
+
 def spread_tolerances(directory: Path, slug: str) -> dict[str, tuple[float, str]]:
     """``claim@corpus`` -> (proposed tolerance, spread file) from the measured spreads of ``slug``'s trained values
     (``directory/spread/<slug>-*.json``, scripts/spread.py); the widest where two files measure one key."""
     out: dict[str, tuple[float, str]] = {}
-    for path in sorted((Path(directory) / "spread").glob(f"{slug}-*.json")):
-        try:
-            claims = json.loads(path.read_text(encoding="utf-8")).get("claims", {})
-        except (OSError, ValueError):
-            continue
+    for path, _, claims in _spread_files(directory, slug):
         for key, entry in claims.items():
             tol = entry.get("proposed_tolerance")
             if isinstance(tol, (int, float)) and (key not in out or tol > out[key][0]):
@@ -93,14 +101,8 @@ def seed_spreads(slug: str, directory: Path | None = None) -> dict[str, dict]:
     recorded."""
     import statistics
 
-    folder = Path(directory or BASELINE_DIR) / "spread"
     out: dict[str, dict] = {}
-    for path in sorted(folder.glob(f"{slug}-*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            runs, claims = doc.get("runs") or [], doc.get("claims") or {}
-        except (OSError, ValueError, AttributeError):
-            continue
+    for path, runs, claims in _spread_files(directory or BASELINE_DIR, slug):
         for key, entry in claims.items():
             seeds, values = entry.get("seeds"), entry.get("seed_values")
             if seeds is None and len(entry.get("values") or ()) == len(runs) and runs:  # an older file: by its runs

@@ -41,6 +41,7 @@ from .claim import Claim
 from .outcome import ClaimOutcome, baseline_key, corpus_label
 from .recorded import device_type, recorded_device
 from .registry import Measurement, NotApplicable, load_all_metrics
+from .stats import seed_half_width
 from .verdicts import HOLDS, lost, verdict_of
 
 # ---- 1. measure ------------------------------------------------------------------------------------------------
@@ -99,9 +100,9 @@ def seed_interval(claim: Claim, key: str, m: Measurement, seed_spread: dict | No
     """(the half-width the training seed adds to a one-seed value's interval, its note for ``detail``) from the seed
     spread recorded for ``key`` (``claim@corpus``; :func:`baselines.seed_spreads`); (None, "") where the metric's own
     interval already holds its seeds (``Measurement.values["seeds"]`` >= 2: a tier that trained several) or no spread
-    is recorded."""
-    from .stats import seed_half_width
-
+    is recorded. A spread of 0 (no seed moved the value) adds nothing, and with no other interval none is invented:
+    a width-0 interval would claim the data's sample is exact too (the interval audit lists the value); the note
+    says so."""
     if int(m.values.get("seeds", 1) or 1) >= 2:
         return None, ""
     spread = (seed_spread or {}).get(key)
@@ -110,8 +111,10 @@ def seed_interval(claim: Claim, key: str, m: Measurement, seed_spread: dict | No
     half = seed_half_width(spread["sd"], spread["k"], claim.interval_z)
     if not math.isfinite(half):
         return None, ""
-    return half, (f" [seed: sd {spread['sd']:.3g} over {spread['k']} seeds {spread.get('seeds')} "
-                  f"({spread.get('source', 'recorded')}), ± {half:.3g} in the interval]")
+    where = f"seed: sd {spread['sd']:.3g} over {spread['k']} seeds {spread.get('seeds')} ({spread.get('source', 'recorded')})"
+    if half == 0 and m.standard_error is None and m.bounds is None:
+        return None, f" [{where}: the seed does not move it]"
+    return half, f" [{where}, ± {half:.3g} in the interval]"
 
 
 def judge(claim: Claim, pass_result, measured: Measured, seed_spread: dict | None = None) -> ClaimOutcome:
@@ -124,13 +127,8 @@ def judge(claim: Claim, pass_result, measured: Measured, seed_spread: dict | Non
         return out
     out.holds = claim.compare(m.value)
     seed_half, seed_note = seed_interval(claim, baseline_key(claim.id, out.corpus), m, seed_spread)
-    if seed_half == 0 and m.standard_error is None and m.bounds is None:
-        # the seeds never moved it: the seed adds nothing, and a width-0 interval would claim the data's sample is
-        # exact too; the value stays without an interval (the interval audit lists it) and the detail says why
-        seed_half, seed_note = None, seed_note.replace(", ± 0 in the interval]", ": the seed does not move it]")
     out.interval, out.margin = claim.interval(m.value, m.standard_error, m.bounds, seed_half)
-    if out.interval is not None:
-        out.detail += seed_note
+    out.detail += seed_note
     keys = claim.reads_trained if isinstance(claim.reads_trained, list) else None
     untrained = learned.not_learned(pass_result, *measured.resolved, keys=keys) \
         if claim.reads_trained and not claim.reads_degenerate else None

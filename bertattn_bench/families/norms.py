@@ -26,15 +26,15 @@ import numpy as np
 import torch
 
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import bootstrap_bounds, rank_correlation
+from ..claims.stats import rank_correlation
 from ..data.manifest import KOBAYASHI_RANKS
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import Reducer, run_reducers
 from ..engine.attention_norms import RATIOS, NormsRefused, norm_reading, norm_site
 from ..engine.batching import Encoded, iter_batches
 from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
-from .common.surface_stats import BOOTSTRAP_SAMPLES, SurfaceReducer
 from .common.surface_stats import FIELDS as SURFACE_FIELDS
+from .common.surface_stats import SurfaceReducer, with_percentile_bounds
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
 SHARE_FIELDS = SURFACE_FIELDS  # Clark §3.1-3.3 on each reading, by the surface family's own reducer
@@ -348,10 +348,7 @@ def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
                                     n_segments=res.n_segments)
             return _norm_discount(again, category, min_alpha).value
 
-        lo, hi, kept = bootstrap_bounds(resampled, res.n_segments, BOOTSTRAP_SAMPLES, seed=0)
-        if np.isfinite(lo) and np.isfinite(hi):
-            m.bounds = (min(lo, m.value), max(hi, m.value))
-            m.detail += f" [bootstrap over the {res.n_segments} segments, {kept} resamples: 95% percentile bounds]"
+        m = with_percentile_bounds(m, resampled, res.n_segments, "segments")
     return m
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 from ..claims.registry import Measurement, NotApplicable, family, in_band, metric, relative_depth
-from ..claims.stats import bootstrap_bounds, bootstrap_sd
+from ..claims.stats import bootstrap_sd
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import head_name
 from ..engine.model import LoadedModel
 from ..engine.passes import PreparedPass
-from .common.surface_stats import BOOTSTRAP_SAMPLES, SurfaceResult, segments_pass
+from .common.surface_stats import BOOTSTRAP_SAMPLES, SurfaceResult, segments_pass, with_percentile_bounds
 from .common.surface_stats import FIELDS as FIELDS  # re-exported: the statistics' names
 from .common.surface_stats import SurfaceReducer as SurfaceReducer  # re-exported: the reducer's old home
 
@@ -64,13 +64,9 @@ def bootstrap_bounded(fn):
         res = pr.result
         if m.bounds is not None or m.standard_error is not None or res.per_segment is None or res.n_segments < 2:
             return m
-        lo, hi, kept = bootstrap_bounds(
-            lambda idx: fn(SimpleNamespace(result=res.resample(torch.from_numpy(idx))), **params).value,
-            res.n_segments, BOOTSTRAP_SAMPLES, seed=0, skip=(NotApplicable,))
-        if np.isfinite(lo) and np.isfinite(hi):
-            m.bounds = (min(lo, m.value), max(hi, m.value))
-            m.detail += f" [bootstrap over the {res.n_segments} segments, {kept} resamples: 95% percentile bounds]"
-        return m
+        return with_percentile_bounds(
+            m, lambda idx: fn(SimpleNamespace(result=res.resample(torch.from_numpy(idx))), **params).value,
+            res.n_segments, "segments")
 
     return wrapper
 

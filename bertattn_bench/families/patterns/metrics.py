@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...claims.registry import Measurement, NotApplicable, metric, relative_depth
-from ...claims.stats import bootstrap_bounds, difference_se, length_matched_difference, mean_se
+from ...claims.stats import difference_se, length_matched_difference, mean_se
 from ...engine.attention import head_name
 from ...engine.passes import NothingToMeasure
 from ..common.head_maps import top_heads_neighbour_ratio
-from ..common.surface_stats import BOOTSTRAP_SAMPLES
+from ..common.surface_stats import with_percentile_bounds
 from .constants import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
 from .reduce import ModelStats, PatternsResult, PatternStats
 
@@ -36,16 +36,12 @@ def _shares_text(st: PatternStats) -> str:
 
 
 def _with_bounds(m: Measurement, st, value_of) -> Measurement:
-    """``m`` with the 95% percentile bounds of ``value_of(stats)`` over BOOTSTRAP_SAMPLES resamples of the dev examples (seed 0),
-    where the pass kept each example's type counts (issue 61: a share of maps over a sample of examples)."""
+    """``m`` with the percentile bounds of ``value_of(stats)`` over resamples of the dev examples, where the pass kept
+    each example's type counts (issue 61: a share of maps over a sample of examples)."""
     counts = getattr(st, "example_counts", None)
     if counts is None or len(counts) < 2:
         return m
-    lo, hi, kept = bootstrap_bounds(lambda idx: value_of(st.resample(idx)), len(counts), BOOTSTRAP_SAMPLES, seed=0)
-    if np.isfinite(lo) and np.isfinite(hi):
-        m.bounds = (min(lo, m.value), max(hi, m.value))
-        m.detail += f" [bootstrap over the {len(counts)} examples, {kept} resamples: 95% percentile bounds]"
-    return m
+    return with_percentile_bounds(m, lambda idx: value_of(st.resample(idx)), len(counts), "examples")
 
 
 @metric("pattern_min_share")
