@@ -120,6 +120,20 @@ def test_effective_attention_keeps_the_output_and_drops_the_null_space(n, d):
     assert (eff - a).abs().max() > 1e-3
 
 
+def test_effective_attention_of_a_float32_head_has_the_head_rank():
+    """T computed in float32 (as a model computes it): the rank tolerance is float32's, so its rank is d_head,
+    not n (float32 noise past the d-th singular value is not a direction of T)."""
+    rng = np.random.default_rng(8)
+    a, v, w = planted_head(rng, 15, 4, hidden=16)
+    t = al.value_transforms(v.float(), w.float(), 1)
+    assert t.dtype == torch.float32
+    _, rank = al.column_projector(t)
+    assert int(rank) == 4
+    eff = al.effective_attention(a.float()[None, None], t)[0, 0]
+    assert torch.allclose(eff @ t[0, 0].double(), a @ t[0, 0].double(), atol=1e-4)
+    assert (eff - a).abs().max() > 1e-2
+
+
 def test_effective_attention_is_the_raw_map_when_the_sequence_is_short():
     rng = np.random.default_rng(5)
     a, v, w = planted_head(rng, 6, 8, hidden=16)  # n <= d_head: T has full row rank

@@ -110,11 +110,11 @@ def value_transforms(values: torch.Tensor, w_out: torch.Tensor, n_heads: int) ->
 def column_projector(t: torch.Tensor, rtol: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(P, rank): the orthogonal projector (..., n, n) onto the column space of ``t`` (..., n, d) and its rank, from
     the singular vectors whose singular value exceeds ``rtol`` x the largest (default: max(n, d) x float eps, as
-    numpy's ``matrix_rank``)."""
-    t64 = t.double()
-    u, s, _ = torch.linalg.svd(t64, full_matrices=False)
+    numpy's ``matrix_rank``), the eps of ``t``'s own dtype: a float32 T of rank d has float32 noise, not zeros,
+    past its d-th singular value)."""
     if rtol is None:
         rtol = max(t.shape[-2], t.shape[-1]) * torch.finfo(t.dtype).eps
+    u, s, _ = torch.linalg.svd(t.double(), full_matrices=False)
     keep = s > rtol * s[..., :1].clamp_min(1e-300)
     ur = u * keep[..., None, :].to(u.dtype)
     return ur @ ur.transpose(-1, -2), keep.sum(-1)
@@ -125,6 +125,8 @@ def effective_attention(probs: torch.Tensor, t: torch.Tensor, mask: torch.Tensor
     """Brunner et al.'s effective attention ``A P`` (float64), ``probs`` (B, H, n, n) the raw maps, ``t`` (B, H, n,
     hidden) the heads' value transforms (:func:`value_transforms`), ``mask`` (B, n) bool of real tokens (padded rows
     of T and A are zeroed first, so padding neither adds to T's column space nor enters a row)."""
+    if rtol is None:
+        rtol = max(t.shape[-2], t.shape[-1]) * torch.finfo(t.dtype).eps  # the precision T was computed in
     a, tt = probs.double(), t.double()
     if mask is not None:
         m = mask[:, None, :].to(a.dtype)  # (B, 1, n)

@@ -1,0 +1,22 @@
+"""The ``explain`` family's budgets and names (Abnar & Zuidema 2020; Brunner et al. 2020)."""
+from __future__ import annotations
+
+# Per tier: the dev examples read (the first k of the task's dev split, after the GLUE pass's own cap) and how many
+# of them also get attention flow (one max-flow per layer and input token from the [CLS] node: ~0.25 s per MRPC pair
+# of ~50 pieces on one CPU core). None: all.
+TIERS = {
+    "quick": {"corpora": ("mrpc",), "examples": 32, "flow_examples": 16},
+    "regression": {"corpora": ("mrpc",), "examples": 200, "flow_examples": 100},
+    # Table 3's protocol (the authors' ~100 SST-2 sentences) on the suite's SST-2 fine-tune, beside MRPC
+    "full": {"corpora": ("mrpc", "sst-2"), "examples": None, "flow_examples": 200},
+}
+
+TASKS = ("mrpc", "rte", "sst-2", "qnli")  # classification tasks: blank-out reads the gold class's probability
+
+# the relevance readings of each layer (a vector over the input tokens), correlated with each importance
+#   raw: the head-averaged map of the layer; rollout: the authors' compute_joint_attention; flow: compute_node_flow;
+#   norm_rollout: rollout of Kobayashi's ||sum_h alpha f|| map (rows normalised), a question neither paper asked.
+#   "_cls": the [CLS] row (the classifier reads [CLS]); "_max": the maximum over query rows, as the authors'
+#   Table-3 script (compute_corel_distilbert_sst.py l.49, l.95, l.103)
+READINGS = ("raw_cls", "raw_max", "rollout_cls", "rollout_max", "flow_cls", "norm_rollout_cls")
+IMPORTANCES = ("blankout", "gradient", "gradient_sum")  # gradient: input x gradient; gradient_sum: float noise (measure.py)

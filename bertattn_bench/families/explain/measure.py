@@ -1,0 +1,163 @@
+"""One example's readings for the ``explain`` family: the classifier's attention across layers (raw, rollout, flow,
+the norm map's rollout), the token importance the classifier really uses (Captum: blank-out and input gradient), and
+Brunner et al.'s raw vs effective attention on the encoder. Batches of one example: no padding anywhere."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...claims.stats import rank_correlation
+from ...engine import across_layers, attention
+from ...engine.attention_norms import NormsRefused, norm_reading, norm_site
+from ...engine.batching import model_inputs
+
+
+def inputs_of(model, ids: list[int], types: list[int], device) -> dict:
+    """One example as the model's keyword arguments (token types only where it takes them)."""
+    t = torch.tensor([ids], device=device)
+    return model_inputs(model, t, torch.ones_like(t), torch.tensor([types], device=device))
+
+
+def norm_reason(encoder) -> str | None:
+    """Why the norm readings (the norm map, effective attention) cannot be had on ``encoder``, or None."""
+    try:
+        norm_site(encoder)
+    except NormsRefused as exc:
+        return str(exc)
+    return None
+
+
+def layer_maps(model, encoder, inputs: dict, with_norms: bool) -> tuple[torch.Tensor, torch.Tensor | None, list]:
+    """(maps (L, H, n, n), norm maps (L, n, n) or None, per layer (probs, T) for effective attention or []): one
+    forward pass of ``model`` (whose attention modules are ``encoder``'s) read at the ``observe`` point."""
+    maps: dict = {}
+    norms: dict = {}
+    transforms: dict = {}
+
+    def run(reader):
+        def observe(layer, probs):
+            maps[layer] = probs[0].detach().double()
+            if reader is not None:
+                norms[layer] = reader.layer(layer, probs).summed[0].double()
+                nl = reader.site.layers[layer]
+                values = reader.pending[id(nl.value)][1]
+                transforms[layer] = across_layers.value_transforms(values, nl.output.weight, reader.site.n_heads)
+
+        for _ in attention.forward(model, [inputs], observe=observe):
+            pass
+
+    if with_norms:
+        with norm_reading(encoder) as reader:
+            run(reader)
+    else:
+        run(None)
+    n_layers = len(maps)
+    stacked = torch.stack([maps[i] for i in range(n_layers)])
+    norm = torch.stack([norms[i] for i in range(n_layers)]) if norms else None
+    pairs = [(maps[i], transforms[i]) for i in range(n_layers)] if transforms else []
+    return stacked, norm, pairs
+
+
+def relevance(maps: torch.Tensor, norm: torch.Tensor | None, flow: bool) -> dict[str, np.ndarray]:
+    """Per reading (constants.READINGS) an (L, n) array: layer l's relevance of each input token. ``maps`` (L, H, n,
+    n) the raw maps, ``norm`` (L, n, n) the layer-level norm maps (None: no norm reading)."""
+    mean = maps.mean(1)  # the authors' head average (compute_corel_distilbert_sst.py l.48, l.70, l.101)
+    joint = across_layers.rollout(mean)
+    out = {"raw_cls": mean[:, 0].numpy(), "raw_max": mean.max(1).values.numpy(),
+           "rollout_cls": joint[:, 0].numpy(), "rollout_max": joint.max(1).values.numpy()}
+    if flow:
+        out["flow_cls"] = across_layers.flow(across_layers.residual_mixed(mean).numpy(), queries=(0,))[:, 0]
+    if norm is not None:
+        rows = norm / norm.sum(-1, keepdim=True).clamp_min(1e-300)
+        out["norm_rollout_cls"] = across_layers.rollout(rows)[:, 0].numpy()
+    return out
+
+
+def importance(model, inputs: dict, target: int, blank_id: int) -> dict[str, np.ndarray]:
+    """The token importance the classifier uses, by Captum, on the gold class ``target``:
+
+    * ``blankout``: ``FeatureAblation`` over the input ids, each token in turn replaced by ``blank_id`` (the
+      tokenizer's mask token, else its unknown token): the drop of the gold class's probability (Abnar & Zuidema
+      §4: blank-out);
+    * ``gradient``: input x gradient on the word-embedding lookup's output e (``LayerGradientXActivation``, Captum's
+      layer form of ``InputXGradient``): per token |sum over embedding dimensions of e_d dlogit/de_d|, the gold
+      class's logit (the authors' target, compute_corel_distilbert_sst.py l.140-142), reduced as the authors reduce
+      (|sum over dimensions|, l.145);
+    * ``gradient_sum``: the authors' reduction of the gradient alone, |sum_d dlogit/de_d| (l.145; their gradient is
+      taken at the embeddings module's output, l.133-137). Where a LayerNorm follows the embedding (BERT, MiniLM,
+      DistilBERT) this sum is 0 by the LayerNorm's invariance to adding a constant to every dimension: it is float
+      noise, kept to show it (tests/test_explain.py), never a claim's importance.
+"""
+    from captum.attr import FeatureAblation, LayerGradientXActivation
+
+    names = [k for k in ("attention_mask", "token_type_ids") if k in inputs]
+    extra = tuple(inputs[k] for k in names)
+
+    def logits(ids, *rest):
+        return model(ids, **dict(zip(names, rest)))
+
+    def probs(ids, *rest):
+        return torch.softmax(logits(ids, *rest).float(), -1)
+
+    ids = inputs["input_ids"]
+    n = ids.shape[1]
+    with torch.no_grad():
+        drop = FeatureAblation(probs).attribute(ids, baselines=blank_id, target=target, additional_forward_args=extra,
+                                                perturbations_per_eval=n)
+    emb = model.encoder.get_input_embeddings()
+    out = {"blankout": drop[0].detach().double().cpu().numpy()}
+    with torch.enable_grad():
+        for name, times_input in (("gradient", True), ("gradient_sum", False)):
+            g = LayerGradientXActivation(logits, emb, multiply_by_inputs=times_input).attribute(
+                ids, target=target, additional_forward_args=extra)
+            out[name] = g[0].detach().double().sum(-1).abs().cpu().numpy()
+    return out
+
+
+def correlations(rel: dict[str, np.ndarray], imp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``"<reading>|<importance>"`` -> (L,) Spearman's rho over the example's tokens (scipy, via stats), per layer."""
+    return {f"{r}|{i}": np.array([rank_correlation(layer, iv)[0] for layer in rv]) for r, rv in rel.items()
+            for i, iv in imp.items()}
+
+
+@dataclass
+class EffectiveReading:
+    """Brunner et al.'s readings of one sequence, per layer (L,)."""
+
+    n: int
+    agreement: np.ndarray  # mean over heads of Pearson's r between the raw and the effective map (all n x n cells)
+    raw_special: np.ndarray  # share of each query row's raw attention on [CLS]/[SEP] (mean over heads and queries)
+    eff_special: np.ndarray  # the same of |effective attention|, each row's |A_eff| normalised to sum 1
+    raw_sep: np.ndarray  # the same on [SEP] alone
+    eff_sep: np.ndarray
+    min_rank: int  # the smallest rank of a head's T over the layers (<= d_head)
+
+
+def effective_reading(pairs: list, ids: list[int], cls_id: int, sep_id: int) -> EffectiveReading:
+    """:class:`EffectiveReading` from each layer's (raw maps (H, n, n), value transforms (1, H, n, hidden))."""
+    idt = torch.tensor(ids)
+    special, sep = (idt == cls_id) | (idt == sep_id), idt == sep_id
+    agree, rs, es, rp, ep, ranks = [], [], [], [], [], []
+    for probs, t in pairs:
+        eff = across_layers.effective_attention(probs[None], t)[0].cpu()
+        raw = probs.cpu()
+        _, rank = across_layers.column_projector(t)
+        ranks.append(int(rank.min()))
+        agree.append(np.mean([rank_correlation(raw[h].reshape(-1).numpy(), eff[h].reshape(-1).numpy(), "pearson")[0]
+                              for h in range(raw.shape[0])]))
+        mag = eff.abs() / eff.abs().sum(-1, keepdim=True).clamp_min(1e-300)
+        rs.append(float(raw[..., special].sum(-1).mean()))
+        es.append(float(mag[..., special].sum(-1).mean()))
+        rp.append(float(raw[..., sep].sum(-1).mean()))
+        ep.append(float(mag[..., sep].sum(-1).mean()))
+    return EffectiveReading(len(ids), np.array(agree), np.array(rs), np.array(es), np.array(rp), np.array(ep),
+                            min(ranks))
+
+
+def first_segment(ids: list[int], types: list[int], sep_id: int) -> tuple[list[int], list[int]]:
+    """``[CLS] a [SEP]`` of an encoded pair ``[CLS] a [SEP] b [SEP]``: the first sentence alone (a shorter sequence
+    for Brunner's length comparison); the whole example where it has no [SEP] before its last piece."""
+    cut = ids.index(sep_id) + 1 if sep_id in ids[:-1] else len(ids)
+    return ids[:cut], [0] * cut if cut < len(ids) else types

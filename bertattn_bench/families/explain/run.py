@@ -1,0 +1,112 @@
+"""The ``explain`` family's pass: does attention explain what the fine-tuned classifier uses?
+
+Per (model, GLUE classification task), on the fine-tuning families' checkpoint of the tier (``GluePass``: the
+quick tier's MRPC fine-tune is cached and shared, no retraining) and the first k dev examples of the tier
+(:data:`constants.TIERS`), one example at a time:
+
+* the classifier's attention per layer, read four ways (:mod:`.measure`, :mod:`bertattn_bench.engine.across_layers`):
+  raw (head-averaged), rollout, flow (the first ``flow_examples`` examples only: L x n max-flows each) and the norm
+  map's rollout, from the [CLS] row and, for raw and rollout, the maximum over query rows (the authors' Table-3 code);
+* the importance of each input token to the gold class by Captum: blank-out and the input gradient;
+* Spearman's rho of each reading with each importance, per layer (Abnar & Zuidema 2020, Tables 1-3);
+* on the encoder the suite was given (the pre-trained model; a classifier's own encoder where one is judged as given),
+  Brunner et al.'s raw vs effective attention per layer, on each example's first sentence alone and on the pair
+  (sequences on both sides of the head dimension): their agreement and the share of attention on special tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ...claims.registry import family
+from ...training.glue_pass import GluePass, prepare_glue
+from . import measure
+from .constants import TASKS, TIERS
+
+
+@dataclass
+class ExplainResult:
+    task: str
+    tier: str
+    seed: int
+    n_layers: int
+    n_examples: int
+    n_flow: int
+    lengths: np.ndarray  # (S,) pieces per example
+    rho: dict  # "<reading>|<importance>" -> (S, L) Spearman's rho (nan: not computed, or a constant vector)
+    blank_token: str
+    d_head: int | None  # the value dimension per head (None: no norm reading on this model)
+    effective: dict | None  # Brunner's readings: name -> (2S, L) arrays, "n" (2S,), "min_rank" (2S,)
+    effective_note: str = ""
+    train_meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class ExplainPass(GluePass):
+    """The ``explain`` family's pass."""
+
+    def measure(self, progress: bool):
+        info, tok = self.loaded.info, self.loaded.tokenizer
+        seed = self.seeds[0]
+        ft = self.finetuned(self.loaded, seed, progress)
+        model = ft.model
+        model.eval()
+        budget = TIERS[self.tier]
+        examples = self.dev.examples[:budget["examples"]] if budget["examples"] else self.dev.examples
+        n_flow = len(examples) if budget["flow_examples"] is None else min(len(examples), budget["flow_examples"])
+        blank_id = tok.mask_token_id if tok.mask_token_id is not None else tok.unk_token_id
+        classifier_norms = measure.norm_reason(model.encoder) is None
+        rho: dict = {}
+        for i, ex in enumerate(examples):
+            inputs = measure.inputs_of(model, ex.input_ids, ex.token_type_ids, info.device)
+            maps, norm, _ = measure.layer_maps(model, model.encoder, inputs, classifier_norms)
+            rel = measure.relevance(maps.cpu(), None if norm is None else norm.cpu(), flow=i < n_flow)
+            imp = measure.importance(model, inputs, int(self.dev.labels[ex.index]), blank_id)
+            for key, values in measure.correlations(rel, imp).items():
+                rho.setdefault(key, np.full((len(examples), info.n_layers), np.nan))[i] = values
+        effective, note, d_head = self.effective(examples)
+        result = ExplainResult(task=self.task.name, tier=self.tier, seed=seed, n_layers=info.n_layers,
+                               n_examples=len(examples), n_flow=n_flow,
+                               lengths=np.array([len(e.input_ids) for e in examples]), rho=rho,
+                               blank_token=str(tok.convert_ids_to_tokens(blank_id)), d_head=d_head,
+                               effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached})
+        return result, {}
+
+    def effective(self, examples) -> tuple[dict | None, str, int | None]:
+        """Brunner et al.'s readings on the encoder, per sequence: each example's first sentence, then the pair."""
+        info = self.loaded.info
+        encoder = self.loaded.model
+        reason = measure.norm_reason(encoder)
+        if reason is not None:
+            return None, f"no effective attention: {reason}", None
+        ns = measure.norm_site(encoder)
+        d_head = int(ns.layers[0].value.out_features) // ns.n_heads
+        readings = []
+        for ex in examples:
+            first = measure.first_segment(ex.input_ids, ex.token_type_ids, info.sep_token_id)
+            for ids, types in (first, (ex.input_ids, ex.token_type_ids)):
+                inputs = measure.inputs_of(encoder, ids, types, info.device)
+                _, _, pairs = measure.layer_maps(encoder, encoder, inputs, True)
+                readings.append(measure.effective_reading(pairs, ids, info.cls_token_id, info.sep_token_id))
+        out = {name: np.stack([getattr(r, name) for r in readings])
+               for name in ("agreement", "raw_special", "eff_special", "raw_sep", "eff_sep")}
+        out["n"] = np.array([r.n for r in readings])
+        out["min_rank"] = np.array([r.min_rank for r in readings])
+        who = "the classifier's own encoder" if getattr(self.loaded, "task", None) is not None else "the pre-trained encoder"
+        return out, f"on {who}; d_head {d_head}", d_head
+
+
+@family("explain", corpora=TASKS, default_corpus="mrpc", tier_corpora={k: v["corpora"] for k, v in TIERS.items()},
+        trains=True)
+def prepare_explain(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
+                    options: dict | None = None) -> ExplainPass:
+    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("explain", loaded, data_dir, corpus, limit,
+                                                                      options)
+    k = TIERS[tier]["examples"]
+    f = TIERS[tier]["flow_examples"]
+    desc += (f"; attention vs Captum importance on the first {k or 'all'} dev examples (flow on the first "
+             f"{f or 'all'}), effective attention on the encoder")
+    return ExplainPass("explain", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
+                       (options or {}).get("precision"))
