@@ -20,7 +20,9 @@ def result_of(pr):
 
 def layers_of(spec, n_layers: int) -> list[int]:
     """0-based layers: a depth band name (registry.DEPTH_BANDS: ``"middle"`` = L3-4 of 6, L5-8 of 12),
-    ``"after_first"`` (2..L), ``"first"``, ``"last"``, or a list of 1-based layers."""
+    ``"after_first"`` (2..L), ``"first"``, ``"last"``, ``"all"``, or a list of 1-based layers."""
+    if spec == "all":
+        return list(range(n_layers))
     if spec == "after_first":
         return list(range(1, n_layers))
     if spec == "first":
