@@ -105,7 +105,7 @@ def planted_head(rng, n: int, d: int, hidden: int):
     return a, v, w
 
 
-@pytest.mark.parametrize("n,d", [(12, 4), (20, 8)])
+@pytest.mark.parametrize("n,d", [(12, 4), (20, 8), (24, 4)])  # T wide (n < hidden 16) and tall
 def test_effective_attention_keeps_the_output_and_drops_the_null_space(n, d):
     rng = np.random.default_rng(n)
     a, v, w = planted_head(rng, n, d, hidden=16)

@@ -108,23 +108,28 @@ def value_transforms(values: torch.Tensor, w_out: torch.Tensor, n_heads: int) ->
 
 
 def column_projector(t: torch.Tensor, rtol: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(P, rank): the orthogonal projector (..., n, n) onto the column space of ``t`` (..., n, d) and its rank, from
-    the singular vectors whose singular value exceeds ``rtol`` x the largest (default: max(n, d) x float eps, as
-    numpy's ``matrix_rank``), the eps of ``t``'s own dtype: a float32 T of rank d has float32 noise, not zeros,
-    past its d-th singular value)."""
+    """(P, rank): the orthogonal projector (..., n, n) onto the column space of ``t`` (..., n, d) and its rank: the
+    eigenvectors of the Gram matrix T T^T (float64) whose eigenvalue, a squared singular value of T, exceeds
+    ``rtol``^2 x the largest (at least the Gram's rounding), ``rtol`` by default max(n, d) x the eps of ``t``'s own dtype (numpy's ``matrix_rank``
+    rule: a float32 T of rank d has float32 noise, not zeros, past its d-th singular value). The Gram's eigenvectors
+    rather than T's SVD: the same subspace, and torch's CPU SVD of a wide matrix (n < hidden) was ~100x slower."""
     if rtol is None:
         rtol = max(t.shape[-2], t.shape[-1]) * torch.finfo(t.dtype).eps
-    u, s, _ = torch.linalg.svd(t.double(), full_matrices=False)
-    keep = s > rtol * s[..., :1].clamp_min(1e-300)
-    ur = u * keep[..., None, :].to(u.dtype)
-    return ur @ ur.transpose(-1, -2), keep.sum(-1)
+    t64 = t.double()
+    vals, vecs = torch.linalg.eigh(t64 @ t64.transpose(-1, -2))  # ascending
+    # a squared singular value below the Gram's own float64 rounding (n x eps64 x the largest) is no direction either
+    floor = max(rtol ** 2, t.shape[-2] * torch.finfo(torch.float64).eps)
+    keep = vals > floor * vals[..., -1:].clamp_min(1e-300)
+    kept = vecs * keep[..., None, :].to(vecs.dtype)
+    return kept @ kept.transpose(-1, -2), keep.sum(-1)
 
 
 def effective_attention(probs: torch.Tensor, t: torch.Tensor, mask: torch.Tensor | None = None,
-                        rtol: float | None = None) -> torch.Tensor:
+                        rtol: float | None = None, with_rank: bool = False):
     """Brunner et al.'s effective attention ``A P`` (float64), ``probs`` (B, H, n, n) the raw maps, ``t`` (B, H, n,
     hidden) the heads' value transforms (:func:`value_transforms`), ``mask`` (B, n) bool of real tokens (padded rows
-    of T and A are zeroed first, so padding neither adds to T's column space nor enters a row)."""
+    of T and A are zeroed first, so padding neither adds to T's column space nor enters a row). ``with_rank``: also
+    T's rank per head (B, H), from the same decomposition."""
     if rtol is None:
         rtol = max(t.shape[-2], t.shape[-1]) * torch.finfo(t.dtype).eps  # the precision T was computed in
     a, tt = probs.double(), t.double()
@@ -132,5 +137,5 @@ def effective_attention(probs: torch.Tensor, t: torch.Tensor, mask: torch.Tensor
         m = mask[:, None, :].to(a.dtype)  # (B, 1, n)
         tt = tt * m[..., None]
         a = a * m[..., None] * m[..., None, :]
-    proj, _ = column_projector(tt, rtol)
-    return a @ proj
+    proj, rank = column_projector(tt, rtol)
+    return (a @ proj, rank) if with_rank else a @ proj

@@ -19,4 +19,4 @@ TASKS = ("mrpc", "rte", "sst-2", "qnli")  # classification tasks: blank-out read
 #   "_cls": the [CLS] row (the classifier reads [CLS]); "_max": the maximum over query rows, as the authors'
 #   Table-3 script (compute_corel_distilbert_sst.py l.49, l.95, l.103)
 READINGS = ("raw_cls", "raw_max", "rollout_cls", "rollout_max", "flow_cls", "norm_rollout_cls")
-IMPORTANCES = ("blankout", "gradient", "gradient_sum")  # gradient: input x gradient; gradient_sum: float noise (measure.py)
+IMPORTANCES = ("blankout", "gradient")  # gradient: input x gradient, |sum over dims| (measure.importance)

@@ -29,9 +29,11 @@ def norm_reason(encoder) -> str | None:
     return None
 
 
-def layer_maps(model, encoder, inputs: dict, with_norms: bool) -> tuple[torch.Tensor, torch.Tensor | None, list]:
+def layer_maps(model, encoder, inputs: dict, with_norms: bool, with_transforms: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None, list]:
     """(maps (L, H, n, n), norm maps (L, n, n) or None, per layer (probs, T) for effective attention or []): one
-    forward pass of ``model`` (whose attention modules are ``encoder``'s) read at the ``observe`` point."""
+    forward pass of ``model`` (whose attention modules are ``encoder``'s) read at the ``observe`` point; the norm maps
+    where ``with_norms``, the value transforms T where ``with_transforms`` (both need the norm reading)."""
     maps: dict = {}
     norms: dict = {}
     transforms: dict = {}
@@ -39,8 +41,9 @@ def layer_maps(model, encoder, inputs: dict, with_norms: bool) -> tuple[torch.Te
     def run(reader):
         def observe(layer, probs):
             maps[layer] = probs[0].detach().double()
-            if reader is not None:
+            if reader is not None and with_norms:
                 norms[layer] = reader.layer(layer, probs).summed[0].double()
+            if reader is not None and with_transforms:
                 nl = reader.site.layers[layer]
                 values = reader.pending[id(nl.value)][1]
                 transforms[layer] = across_layers.value_transforms(values, nl.output.weight, reader.site.n_heads)
@@ -48,7 +51,7 @@ def layer_maps(model, encoder, inputs: dict, with_norms: bool) -> tuple[torch.Te
         for _ in attention.forward(model, [inputs], observe=observe):
             pass
 
-    if with_norms:
+    if with_norms or with_transforms:
         with norm_reading(encoder) as reader:
             run(reader)
     else:
@@ -84,12 +87,12 @@ def importance(model, inputs: dict, target: int, blank_id: int) -> dict[str, np.
     * ``gradient``: input x gradient on the word-embedding lookup's output e (``LayerGradientXActivation``, Captum's
       layer form of ``InputXGradient``): per token |sum over embedding dimensions of e_d dlogit/de_d|, the gold
       class's logit (the authors' target, compute_corel_distilbert_sst.py l.140-142), reduced as the authors reduce
-      (|sum over dimensions|, l.145);
-    * ``gradient_sum``: the authors' reduction of the gradient alone, |sum_d dlogit/de_d| (l.145; their gradient is
-      taken at the embeddings module's output, l.133-137). Where a LayerNorm follows the embedding (BERT, MiniLM,
-      DistilBERT) this sum is 0 by the LayerNorm's invariance to adding a constant to every dimension: it is float
-      noise, kept to show it (tests/test_explain.py), never a claim's importance.
-"""
+      (|sum over dimensions|, l.145).
+
+    The authors' reduction of the gradient alone, |sum_d dlogit/de_d|, is not taken: where a LayerNorm follows the
+    embedding (BERT, MiniLM, DistilBERT) that sum is 0 by the LayerNorm's invariance to adding a constant to every
+    dimension, float noise (tests/test_explain.py shows it); input x gradient is their reduction of a non-zero
+    quantity (docs/families/explain.md)."""
     from captum.attr import FeatureAblation, LayerGradientXActivation
 
     names = [k for k in ("attention_mask", "token_type_ids") if k in inputs]
@@ -109,10 +112,9 @@ def importance(model, inputs: dict, target: int, blank_id: int) -> dict[str, np.
     emb = model.encoder.get_input_embeddings()
     out = {"blankout": drop[0].detach().double().cpu().numpy()}
     with torch.enable_grad():
-        for name, times_input in (("gradient", True), ("gradient_sum", False)):
-            g = LayerGradientXActivation(logits, emb, multiply_by_inputs=times_input).attribute(
-                ids, target=target, additional_forward_args=extra)
-            out[name] = g[0].detach().double().sum(-1).abs().cpu().numpy()
+        g = LayerGradientXActivation(logits, emb, multiply_by_inputs=True).attribute(
+            ids, target=target, additional_forward_args=extra)
+    out["gradient"] = g[0].detach().double().sum(-1).abs().cpu().numpy()
     return out
 
 
@@ -141,9 +143,8 @@ def effective_reading(pairs: list, ids: list[int], cls_id: int, sep_id: int) -> 
     special, sep = (idt == cls_id) | (idt == sep_id), idt == sep_id
     agree, rs, es, rp, ep, ranks = [], [], [], [], [], []
     for probs, t in pairs:
-        eff = across_layers.effective_attention(probs[None], t)[0].cpu()
-        raw = probs.cpu()
-        _, rank = across_layers.column_projector(t)
+        eff, rank = across_layers.effective_attention(probs[None], t, with_rank=True)
+        eff, raw = eff[0].cpu(), probs.cpu()
         ranks.append(int(rank.min()))
         agree.append(np.mean([rank_correlation(raw[h].reshape(-1).numpy(), eff[h].reshape(-1).numpy(), "pearson")[0]
                               for h in range(raw.shape[0])]))

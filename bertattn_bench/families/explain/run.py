@@ -88,7 +88,7 @@ class ExplainPass(GluePass):
             first = measure.first_segment(ex.input_ids, ex.token_type_ids, info.sep_token_id)
             for ids, types in (first, (ex.input_ids, ex.token_type_ids)):
                 inputs = measure.inputs_of(encoder, ids, types, info.device)
-                _, _, pairs = measure.layer_maps(encoder, encoder, inputs, True)
+                _, _, pairs = measure.layer_maps(encoder, encoder, inputs, False, with_transforms=True)
                 readings.append(measure.effective_reading(pairs, ids, info.cls_token_id, info.sep_token_id))
         out = {name: np.stack([getattr(r, name) for r in readings])
                for name in ("agreement", "raw_special", "eff_special", "raw_sep", "eff_sep")}
