@@ -141,18 +141,20 @@ def effective_reading(pairs: list, ids: list[int], cls_id: int, sep_id: int) -> 
     """:class:`EffectiveReading` from each layer's (raw maps (H, n, n), value transforms (1, H, n, hidden))."""
     idt = torch.tensor(ids)
     special, sep = (idt == cls_id) | (idt == sep_id), idt == sep_id
-    agree, rs, es, rp, ep, ranks = [], [], [], [], [], []
-    for probs, t in pairs:
-        eff, rank = across_layers.effective_attention(probs[None], t, with_rank=True)
-        eff, raw = eff[0].cpu(), probs.cpu()
-        ranks.append(int(rank.min()))
-        agree.append(np.mean([rank_correlation(raw[h].reshape(-1).numpy(), eff[h].reshape(-1).numpy(), "pearson")[0]
-                              for h in range(raw.shape[0])]))
-        mag = eff.abs() / eff.abs().sum(-1, keepdim=True).clamp_min(1e-300)
-        rs.append(float(raw[..., special].sum(-1).mean()))
+    probs = torch.stack([p for p, _ in pairs])  # (L, H, n, n): every layer in one decomposition call
+    eff, rank = across_layers.effective_attention(probs, torch.cat([t for _, t in pairs]), with_rank=True)
+    eff, raw = eff.cpu(), probs.cpu()
+    agree, rs, es, rp, ep = [], [], [], [], []
+    for layer in range(raw.shape[0]):
+        a, e = raw[layer], eff[layer]
+        agree.append(np.mean([rank_correlation(a[h].reshape(-1).numpy(), e[h].reshape(-1).numpy(), "pearson")[0]
+                              for h in range(a.shape[0])]))
+        mag = e.abs() / e.abs().sum(-1, keepdim=True).clamp_min(1e-300)
+        rs.append(float(a[..., special].sum(-1).mean()))
         es.append(float(mag[..., special].sum(-1).mean()))
-        rp.append(float(raw[..., sep].sum(-1).mean()))
+        rp.append(float(a[..., sep].sum(-1).mean()))
         ep.append(float(mag[..., sep].sum(-1).mean()))
+    ranks = [int(rank.min())]
     return EffectiveReading(len(ids), np.array(agree), np.array(rs), np.array(es), np.array(rp), np.array(ep),
                             min(ranks))
 
