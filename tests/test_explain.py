@@ -150,7 +150,7 @@ def test_the_pass_on_a_tiny_mrpc_fine_tune(tiny, tmp_path, monkeypatch):
                                       {"tier": "quick", "cache_dir": tmp_path / "cache"})
     p.artifacts()
     r = p.run().result
-    assert isinstance(r, ExplainResult) and r.n_examples == 6 and r.n_flow == 3 and r.d_head == 8
+    assert isinstance(r, ExplainResult) and r.n_examples == 6 and len(p.dev.examples) == 6 and r.n_flow == 3 and r.d_head == 8
     flow = r.rho["flow_cls|gradient"]
     assert np.isnan(flow[3:]).all() and np.isfinite(flow[:3]).any()
     assert r.rho["raw_cls|blankout"].shape == (6, 2)

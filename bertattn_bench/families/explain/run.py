@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ...claims.registry import family
+from ...training import glue_pass
 from ...training.glue_pass import GluePass, prepare_glue
 from . import measure
 from .constants import TASKS, TIERS
@@ -53,9 +54,9 @@ class ExplainPass(GluePass):
         ft = self.finetuned(self.loaded, seed, progress)
         model = ft.model
         model.eval()
-        budget = TIERS[self.tier]
-        examples = self.dev.examples[:budget["examples"]] if budget["examples"] else self.dev.examples
-        n_flow = len(examples) if budget["flow_examples"] is None else min(len(examples), budget["flow_examples"])
+        examples = self.dev.examples  # the tier's first k dev examples (prepare_explain)
+        f = TIERS[self.tier]["flow_examples"]
+        n_flow = len(examples) if f is None else min(len(examples), f)
         blank_id = tok.mask_token_id if tok.mask_token_id is not None else tok.unk_token_id
         classifier_norms = measure.norm_reason(model.encoder) is None
         rho: dict = {}
@@ -102,11 +103,14 @@ class ExplainPass(GluePass):
         trains=True)
 def prepare_explain(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> ExplainPass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("explain", loaded, data_dir, corpus, limit,
-                                                                      options)
+    tier = glue_pass.options_of(options)[0]
     k = TIERS[tier]["examples"]
     f = TIERS[tier]["flow_examples"]
-    desc += (f"; attention vs Captum importance on the first {k or 'all'} dev examples (flow on the first "
-             f"{f or 'all'}), effective attention on the encoder")
+    if k is not None:  # the pass encodes (and counts) only the examples it reads
+        limit = k if limit is None else min(limit, k)
+    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("explain", loaded, data_dir, corpus, limit,
+                                                                      options)
+    desc += (f"; attention vs Captum importance (flow on the first {f or 'all'} examples), effective attention on "
+             f"the encoder")
     return ExplainPass("explain", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
                        (options or {}).get("precision"))
