@@ -158,3 +158,37 @@ def test_the_pass_on_a_tiny_mrpc_fine_tune(tiny, tmp_path, monkeypatch):
     short = r.effective["n"] <= 8
     assert np.allclose(r.effective["agreement"][short], 1.0)
     assert metrics.brunner_divergence_gap(SimpleNamespace(result=r)).value > 0
+
+
+@pytest.mark.parametrize("label", ["MPNet", "DeBERTa-v2/v3", "DeBERTa"])
+def test_the_pass_on_other_encoder_types(label, tokenizer, tmp_path, monkeypatch):
+    """MPNet (no token types) and DeBERTa-v2 run the pass end to end with every reading; DeBERTa (v1: one
+    interleaved query/key/value projection, which the norms family refuses) without the norm rollout and effective
+    attention, the refusal said in the result and the Brunner metrics not applicable."""
+    import architecture_matrix as A
+    from toy_glue import write_mrpc
+
+    from bertattn_bench.claims.registry import NotApplicable, families
+    from bertattn_bench.families.explain import constants
+    from bertattn_bench.training import glue_pass
+
+    arch = next(a for a in A.MATRIX if a.label == label)
+    loaded = A.build(arch, tokenizer)
+    write_mrpc(tmp_path, 8, 4)
+    real = glue_pass.recipe_for
+    monkeypatch.setattr(glue_pass, "recipe_for",
+                        lambda task, tier="regression": replace(real(task, tier), epochs=1, batch_size=8, lr=1e-3))
+    monkeypatch.setitem(constants.TIERS, "quick", {**constants.TIERS["quick"], "examples": 2, "flow_examples": 1})
+    loaded = replace(loaded, info=replace(loaded.info, random_init_seed=None))
+    p = families()["explain"].prepare(loaded, tmp_path, "mrpc", None, 32,
+                                      {"tier": "quick", "cache_dir": tmp_path / "cache"})
+    p.artifacts()
+    r = p.run().result
+    assert isinstance(r, ExplainResult) and np.isfinite(r.rho["rollout_cls|gradient"]).any()
+    pr = SimpleNamespace(result=r)
+    if label != "DeBERTa":
+        assert r.effective is not None and "norm_rollout_cls|blankout" in r.rho
+    else:
+        assert r.effective is None and "refused" in r.effective_note and "norm_rollout_cls|blankout" not in r.rho
+        with pytest.raises(NotApplicable):
+            metrics.brunner_divergence_gap(pr)
