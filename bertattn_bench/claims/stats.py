@@ -110,12 +110,6 @@ def pearson_se(r: float, n: int) -> float:
     return float((1.0 - r * r) / math.sqrt(n - 3)) if n > 3 else float("nan")
 
 
-def seed_mean_se(*spreads: Sequence[float]) -> float:
-    """The seeds' share of the standard error of a difference of means over seeds: √(Σ var_k / k) over the given
-    per-seed scores, sample variances (ddof 1); a set of one seed adds nothing (its spread is unknown)."""
-    return float(math.sqrt(sum(np.var(np.asarray(x, float), ddof=1) / len(x) for x in spreads if len(x) > 1)))
-
-
 def paired_difference_se(b: float, c: float, n: int) -> float:
     """Standard error (points) of acc_A − acc_B on the same ``n`` items, from the discordant counts ``b`` (A right,
     B wrong) and ``c`` (the reverse): sqrt(((b + c) − (b − c)² / n) / n²) × 100."""
