@@ -142,8 +142,8 @@ from typing import ClassVar  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bertattn_bench.claims.checks import one_seed, per_seed_values  # noqa: E402
-from bertattn_bench.engine.passes import PassResult  # noqa: E402
 from bertattn_bench.engine.batching import Skipped  # noqa: E402
+from bertattn_bench.engine.passes import PassResult  # noqa: E402
 
 
 @dataclass

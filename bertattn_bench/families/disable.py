@@ -18,8 +18,8 @@ bounded by the normal bounds for two overlapping correlations (Steiger 1980) (:f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 

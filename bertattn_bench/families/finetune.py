@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass, field
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch

@@ -3,8 +3,8 @@ sweep) and its prepare."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
