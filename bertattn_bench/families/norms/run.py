@@ -1,40 +1,23 @@
-"""Kobayashi et al. 2020 (the norm-based reading ||alpha f(x)||) and 2021 (mixing ratios), beside Clark §3's weights.
-
-On Clark's segments (the surface family's corpora; default ``wikitext2_types01``: token types 0 through the first
-[SEP], then 1, as the authors' data_extract.py). Two forward sweeps, both through :mod:`bertattn_bench.engine.attention_norms`:
-
-* **plain** (the 2020 analyses and the 2021 frequency table): for every (segment, layer, head) the mean over real
-  queries of the share to [CLS], [SEP], "." / "," and the pooled special tokens, read three ways: alpha (Clark's
-  weights), the per-head ||alpha f|| normalised per query row, and the layer-level ||sum_h alpha f|| normalised per
-  query row (as re-examine.py of the authors, 5dc8fb3 emnlp2020/exp1_bert, categories pooled as there); ||f(x)||
-  per category; per head the Pearson r between the mean alpha a key receives and its ||f(x)||; per token occurrence
-  its mean ||f(x)||, alpha and norm share received and its five mixing ratios averaged over layers (the Spearman
-  against the frequency rank of ``kobayashi_norms/rank_count_ids.txt``);
-* **masked** (the 2021 Table 1): 12% of each segment's non-special pieces replaced by the mask token
-  (``max(1, int(0.12 n))`` positions by ``random.Random(0).sample``, segment by segment in data order, as
-  mixing_ratio_stats_bert.py l.62-72), the five mixing ratios pooled over every real (token, layer): mean, max, min,
-  and the per-layer means (the figure).
-"""
+"""The norms family's two sweeps: the reducers (plain: shares in three readings, ||f(x)||, the per-token values;
+masked: the mixing ratios), the masking, the frequency table, the pass and its prepare."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import rank_correlation
-from ..data.manifest import KOBAYASHI_RANKS
-from ..data.segments import CORPORA as SEGMENT_CORPORA
-from ..engine.attention import Reducer, run_reducers
-from ..engine.attention_norms import RATIOS, NormsRefused, norm_reading, norm_site
-from ..engine.batching import Encoded, iter_batches
-from ..engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
-from .common.surface_stats import FIELDS as SURFACE_FIELDS
-from .common.surface_stats import SurfaceReducer, with_percentile_bounds
+from ...claims.registry import family
+from ...data.manifest import KOBAYASHI_RANKS
+from ...data.segments import CORPORA as SEGMENT_CORPORA
+from ...engine.attention import Reducer, run_reducers
+from ...engine.attention_norms import RATIOS, NormsRefused, norm_reading, norm_site
+from ...engine.batching import Encoded, iter_batches
+from ...engine.passes import NothingToMeasure, PassResult, PreparedPass, timed
+from ..common.surface_stats import FIELDS as SURFACE_FIELDS
+from ..common.surface_stats import SurfaceReducer
 
 READINGS = ("weights", "norms", "layer")  # alpha; per-head ||alpha f|| shares; layer-level ||sum_h alpha f|| shares
 SHARE_FIELDS = SURFACE_FIELDS  # Clark §3.1-3.3 on each reading, by the surface family's own reducer
@@ -43,6 +26,7 @@ AFX_CATEGORIES = ("cls", "sep", "punct", "other")  # Kobayashi 2020 Fig. 2's cur
 TOKEN_FIELDS = ("fx", "alpha", "norm_share") + RATIOS
 MASK_RATE, MASK_SEED = 0.12, 0
 BERT_UNCASED_CHECK = {"the": 1996, ".": 1012, ",": 1010}  # the table's ranks 1-3 (ids of bert-base-uncased)
+
 
 
 @dataclass
@@ -204,7 +188,7 @@ def mask_segments(encoded: list[Encoded], special_ids, mask_id: int, rate: float
 def read_ranks(path: Path, vocab_size: int) -> tuple[torch.Tensor, int]:
     """The frequency rank of every vocabulary id (``RANK COUNT ID`` lines); unlisted ids the bottom rank (the
     table's last + 1, as the authors' relation_with_freq.py). Bad lines raise a DataError naming file and line."""
-    from ..base.errors import DataError
+    from ...base.errors import DataError
 
     ranks = np.full(vocab_size, -1, dtype=np.int64)  # filled on the host: 29k lines, not 29k tensor writes
     last = 0
@@ -278,9 +262,9 @@ def prepare_norms(loaded, data_dir: Path, corpus: str = "wikitext2_types01", max
                   limit: int | None = None, batch_size: int = 32) -> NormsPass:
     """Kobayashi et al. 2020/2021 on Clark's segments (see the module doc); a model whose attention output cannot be
     split into alpha f(x) from its own modules is refused with the reason (:mod:`bertattn_bench.engine.attention_norms`)."""
-    from ..base.settings import data_file
-    from ..data.segments import load_segment_set
-    from ..engine.batching import Skipped
+    from ...base.settings import data_file
+    from ...data.segments import load_segment_set
+    from ...engine.batching import Skipped
 
     paths = [data_dir / SEGMENT_CORPORA[corpus], data_dir / KOBAYASHI_RANKS]
     info, tok = loaded.info, loaded.tokenizer
@@ -298,233 +282,3 @@ def prepare_norms(loaded, data_dir: Path, corpus: str = "wikitext2_types01", max
     return NormsPass("norms", corpus, f"{segs.description}; the 2021 sweep {MASK_RATE:.0%} masked, seed {MASK_SEED}",
                      loaded, segs.encoded, segs.skipped, lambda: None, batch_size=batch_size, data_paths=paths,
                      masked=masked, n_masked=n_masked, rank_path=str(rank_path))
-
-
-# ---- claim metrics (named by reference_numbers/kobayashi2020_norms.toml and kobayashi2021_norms.toml) --------
-
-def _res(pr) -> NormsResult:
-    if isinstance(pr.result, NothingToMeasure):
-        raise NotApplicable(pr.result.reason)
-    return pr.result
-
-
-_CAT_FIELD = {"special": "to_special", "sep": "to_sep", "cls": "to_cls", "punct": "to_punct"}
-
-
-def _n(res: NormsResult) -> dict:
-    return {"n": res.n_segments, "n_unit": "segments"}
-
-
-@metric("norm_reading")
-def norm_reading_metric(pr, metric: str, **params) -> Measurement:
-    """A Clark §3 surface metric (by name) on the norm reading: per-head ||alpha f|| normalised per query row."""
-    from ..claims.registry import METRICS
-
-    res = _res(pr)
-    fn = METRICS[metric]
-    m = fn(SimpleNamespace(result=res.readings["norms"]), **params)
-    m.detail = "||alpha f|| reading; " + m.detail
-    return m
-
-
-def _qualifying(res: NormsResult, category: str, min_alpha: float) -> list[int]:
-    per_layer = res.readings["weights"].per_layer(_CAT_FIELD[category])
-    return [i for i, v in enumerate(per_layer.tolist()) if v >= min_alpha]
-
-
-@metric("norm_discount")
-def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
-    """The smallest 1 - (norm share / alpha share) to ``category`` over the layers whose head-mean alpha share is at
-    least ``min_alpha`` (0 when no layer is: nothing to discount), with the 95% percentile bounds of its bootstrap
-    over the segments (both readings resampled together; issue 61: a minimum over qualifying layers, whose set may
-    change with the sample, gets bounds, not a standard error)."""
-    res = _res(pr)
-    m = _norm_discount(res, category, min_alpha)
-    weights, norms = res.readings["weights"], res.readings["norms"]
-    if weights.per_segment is not None and norms.per_segment is not None and res.n_segments >= 2:
-        def resampled(idx):
-            ix = torch.from_numpy(idx)
-            again = SimpleNamespace(readings={"weights": weights.resample(ix), "norms": norms.resample(ix)},
-                                    n_segments=res.n_segments)
-            return _norm_discount(again, category, min_alpha).value
-
-        m = with_percentile_bounds(m, resampled, res.n_segments, "segments")
-    return m
-
-
-def _norm_discount(res, category: str, min_alpha: float) -> Measurement:
-    stat = _CAT_FIELD[category]
-    a, nrm = res.readings["weights"].per_layer(stat), res.readings["norms"].per_layer(stat)
-    layers = _qualifying(res, category, min_alpha)
-    text = " ".join(f"L{i + 1}={x:.3f}/{y:.3f}" for i, (x, y) in enumerate(zip(a.tolist(), nrm.tolist())))
-    if not layers:
-        return Measurement(0.0, detail=f"no layer gives {category} >= {min_alpha} by alpha; alpha/norm by layer: {text}",
-                           **_n(res))
-    disc = {i: 1 - float(nrm[i]) / float(a[i]) for i in layers}
-    worst = min(disc, key=disc.get)
-    return Measurement(disc[worst], detail=f"smallest discount at L{worst + 1} of layers "
-                       f"{', '.join(str(i + 1) for i in layers)}; alpha/norm by layer: {text}", **_n(res))
-
-
-@metric("fx_ratio")
-def fx_ratio(pr, category: str = "special", min_alpha: float = 0.30) -> Measurement:
-    """Mean ||f(x)|| of the category's tokens over that of the other tokens (head means), in the layers where alpha
-    gives the category >= ``min_alpha`` (all layers when none does)."""
-    res = _res(pr)
-    layers = _qualifying(res, category, min_alpha)
-    where = "layers " + ", ".join(str(i + 1) for i in layers) if layers else "all layers (none reaches the alpha bar)"
-    sel = layers or list(range(res.fx[category].shape[0]))
-    cat, other = res.fx[category][sel].mean(), res.fx["other"][sel].mean()
-    if not float(other) > 0:
-        raise NotApplicable("no other tokens' ||f(x)|| to compare with")
-    by_layer = " ".join(f"L{i + 1}={c:.2f}/{o:.2f}" for i, (c, o) in
-                        enumerate(zip(res.fx[category].mean(1).tolist(), res.fx["other"].mean(1).tolist())))
-    return Measurement(float(cat / other), detail=f"{where}; {category}/other ||f(x)|| by layer: {by_layer}",
-                       unit="ratio", **_n(res))
-
-
-@metric("alpha_fx_correlation")
-def alpha_fx_correlation(pr) -> Measurement:
-    """Median over heads of the Pearson r between the mean alpha a key token receives and its ||f^h(x)||."""
-    res = _res(pr)
-    r = res.alpha_fx_r
-    finite = r[torch.isfinite(r)]
-    if finite.numel() == 0:
-        raise NotApplicable("no head has a defined correlation (constant alpha or ||f(x)||)")
-    return Measurement(float(finite.median()), detail="by layer (head median): " + " ".join(
-        f"L{i + 1}={float(row[torch.isfinite(row)].median()):+.2f}" for i, row in enumerate(r)
-        if torch.isfinite(row).any()), unit="r", n=res.n_tokens, n_unit="tokens")
-
-
-def _spearman(res: NormsResult, of: str, without_specials: bool) -> tuple[float, int]:
-    if res.ranks is None:
-        raise NotApplicable(res.rank_note)
-    if of not in res.tokens:
-        raise NotApplicable(res.residual_note or f"{of} was not measured")
-    keep = ~res.token_special if without_specials else torch.ones_like(res.token_special)
-    rho, _ = rank_correlation(res.ranks[keep].numpy(), res.tokens[of][keep].numpy())
-    return rho, int(keep.sum())
-
-
-@metric("freq_spearman")
-def freq_spearman(pr, of: str, minus: str | None = None, without_specials: bool = False) -> Measurement:
-    """Spearman rho between each token occurrence's frequency rank and its value ``of`` (layer means), minus the
-    same for ``minus`` where given (Kobayashi 2020 §4, 2021 Table 2)."""
-    res = _res(pr)
-    rho, n = _spearman(res, of, without_specials)
-    text = f"rho(rank, {of}) = {rho:+.3f}"
-    if minus:
-        other, _ = _spearman(res, minus, without_specials)
-        text += f", rho(rank, {minus}) = {other:+.3f}"
-        rho -= other
-    return Measurement(rho, detail=text + ("; [CLS]/[SEP] left out" if without_specials else "") + f"; {res.rank_note}",
-                       unit="rho", n=n, n_unit="tokens")
-
-
-@metric("mixing_mean")
-def mixing_mean(pr, ratio: str, minus: str | None = None) -> Measurement:
-    """The mean mixing ratio over every real (token, layer) of the masked sweep (2021 Table 1), minus another's."""
-    res = _res(pr)
-    for r in (ratio, minus):
-        if r and r not in res.mixing_mean:
-            raise NotApplicable(res.residual_note or f"{r} was not measured")
-    value = res.mixing_mean[ratio] - (res.mixing_mean[minus] if minus else 0.0)
-    table = "; ".join(f"{k} {100 * res.mixing_mean[k]:.2f} ({100 * res.mixing_max[k]:.2f} / {100 * res.mixing_min[k]:.2f})"
-                      for k in res.mixing_mean)
-    return Measurement(value, detail=f"mean (max / min) %: {table}; {res.n_masked} pieces masked",
-                       n=res.n_tokens, n_unit="tokens")
-
-
-_ORDER = (("attn_w", "attn_n"), ("attnres_w", "attnres_n"), ("attn_n", "attnres_n"), ("attnres_n", "attnresln_n"))
-
-
-@metric("mixing_order")
-def mixing_order(pr) -> Measurement:
-    """How many of Table 1's four orderings of the mean mixing ratios hold."""
-    res = _res(pr)
-    missing = [b for _, b in _ORDER if b not in res.mixing_mean]
-    if missing:
-        raise NotApplicable(res.residual_note or f"{missing} not measured")
-    held = [(a, b) for a, b in _ORDER if res.mixing_mean[a] > res.mixing_mean[b]]
-    return Measurement(float(len(held)), unit="of 4", n=res.n_tokens, n_unit="tokens", detail="; ".join(
-        f"{a} {100 * res.mixing_mean[a]:.2f} {'>' if (a, b) in held else '<='} {b} {100 * res.mixing_mean[b]:.2f}"
-        for a, b in _ORDER))
-
-
-# ---- figures ----------------------------------------------------------------------------------------------------
-
-@figure("norms")
-def norms_figures(pass_results, directory: Path) -> list[Path]:
-    """Clark Fig. 2's curves (mean attention to [CLS], [SEP], '.'/',' by layer; dots: heads) in both readings side
-    by side: alpha, the raw ||alpha f|| (Kobayashi 2020's quantity), the per-head ||alpha f|| and the layer-level
-    ||sum_h alpha f|| shares (normalised per query row); and the 2021 mixing ratios by layer (the masked sweep). Two
-    PNGs per (model, corpus)."""
-    paths = []
-    for pr in pass_results:
-        if isinstance(pr.result, NormsResult):
-            paths += [_readings_figure(pr, directory), _mixing_figure(pr, directory)]
-    return paths
-
-
-def _readings_figure(pr, directory: Path) -> Path:
-    """Clark's per-layer attention to [CLS], [SEP] and '.'/',' in both readings, one figure: alpha (Clark Fig. 2),
-    the raw ||alpha f|| the category receives (Kobayashi 2020's own quantity, re-examine.py, with the other tokens'
-    curve), and the ||alpha f|| and ||sum_h alpha f|| shares (normalised per query row, what the kob.* claims read)."""
-    from ..base.plotting import pyplot, save_figure
-
-    plt = pyplot()
-    res = pr.result
-    curves = (("cls", "to_cls", "[CLS]", "tab:red"), ("sep", "to_sep", "[SEP]", "tab:blue"),
-              ("punct", "to_punct", ". or ,", "tab:green"), ("other", None, "other", "tab:gray"))
-    panels = (("weights", "alpha (Clark Fig. 2)"), ("afx", "||alpha f||, raw (Kobayashi)"),
-              ("norms", "||alpha f|| share, per head"), ("layer", "||sum_h alpha f|| share, layer"))
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
-    for ax, (name, title) in zip(axes, panels):
-        for cat, stat, label, colour in curves:
-            if name == "afx":
-                values = res.afx[cat]
-            elif stat is None:
-                continue
-            else:
-                values = res.readings[name].stats[stat]
-            n_layers, n_heads = values.shape
-            layers = np.arange(1, n_layers + 1)
-            if n_heads > 1:
-                xs = layers[:, None] + np.linspace(-0.25, 0.25, n_heads)[None, :]
-                ax.scatter(xs.ravel(), values.numpy().ravel(), s=8, color=colour, alpha=0.3, linewidths=0)
-            ax.plot(layers, values.mean(1).numpy(), marker="o", color=colour, label=label)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("Layer")
-        ax.set_xticks(layers)
-        if name == "afx":
-            ax.set_ylim(bottom=0)
-            ax.set_ylabel("Avg. ||alpha f|| received", fontsize=8)
-            ax.legend(fontsize=7)
-        else:
-            ax.set_ylim(0, 1)
-    axes[0].set_ylabel("Avg. share of attention")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{pr.model.name} / {pr.corpus} ({res.n_segments} segments): attention to special tokens, "
-                 f"by weight and by norm", fontsize=9)
-    return save_figure(fig, directory, f"norms-readings-{pr.model.slug}-{pr.corpus}.png")
-
-
-def _mixing_figure(pr, directory: Path) -> Path:
-    from ..base.plotting import pyplot, save_figure
-
-    plt = pyplot()
-    res = pr.result
-    labels = {"attn_w": "Attn-W", "attn_n": "Attn-N", "attnres_w": "AttnRes-W", "attnres_n": "AttnRes-N",
-              "attnresln_n": "AttnResLn-N"}
-    fig, ax = plt.subplots(figsize=(5.2, 3.8))
-    for k, v in res.mixing_per_layer.items():
-        layers = np.arange(1, len(v) + 1)
-        ax.plot(layers, 100 * v.numpy(), marker="o", label=f"{labels[k]} (mean {100 * res.mixing_mean[k]:.1f}%)")
-        ax.set_xticks(layers)
-    ax.set_ylim(0, 100)
-    ax.set_xlabel("Layer")
-    ax.set_ylabel("Mixing ratio (%)")
-    ax.legend(fontsize=7)
-    ax.set_title(f"{pr.model.name} / {pr.corpus}: context mixing by layer\n({res.n_masked} pieces masked, "
-                 f"Kobayashi et al. 2021)", fontsize=8)
-    return save_figure(fig, directory, f"norms-mixing-{pr.model.slug}-{pr.corpus}.png")
