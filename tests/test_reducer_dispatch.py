@@ -236,9 +236,10 @@ class _Counted(Reducer):
         return self.inner.finalize()
 
 
-NORMS_BUDGET = {"norms": (150, 50), "mixing": (80, 5)}  # per layer (update + end_batch, the reader's norms
+NORMS_BUDGET = {"norms": (150, 50), "mixing": (60, 5)}  # per layer (update + end_batch, the reader's norms
 # included: 46 of them), per batch (start_batch): docs/speed.md; at 6512b3c 377 and 17, 86 and 2, with a host wait;
-# stop 56: 134 and 47, 76 and 2 (the masked sweep reads the mixing ratios alone, without the per-pair norms)
+# stop 56: 134 and 47, 76 and 2 (the masked sweep reads the mixing ratios alone, without the per-pair norms);
+# issue 61: 139.5 and 49 (the per-segment sums the bootstrap over segments reads), 56.5 and 3 (the ratios stacked)
 
 
 def _norms_counts(name, tiny, tokenizer):

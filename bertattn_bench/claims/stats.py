@@ -313,6 +313,23 @@ def bootstrap_bounds(statistic: Callable[[np.ndarray], float], n: int, samples: 
     return float(lo), float(hi), len(values)
 
 
+def jackknife_se(statistic: Callable[[np.ndarray], float], n: int, groups: int = 20) -> tuple[float, int]:
+    """Delete-a-group jackknife standard error of ``statistic(kept unit indices)`` over ``n`` units (segments) split
+    into ``groups`` consecutive groups: sqrt((G - 1) / G x sum of (theta_-g - mean)^2) (Efron & Tibshirani 1993,
+    §11.5). For a statistic too costly to bootstrap (a rank correlation over every token occurrence), the units its
+    observations cluster in. Returns (SE, G); NaN for fewer than 2 groups or a statistic that is NaN on some group's
+    complement."""
+    g = min(int(groups), int(n))
+    if g < 2:
+        return float("nan"), g
+    edges = np.linspace(0, n, g + 1).round().astype(int)
+    units = np.arange(n)
+    theta = np.array([statistic(np.concatenate([units[:edges[i]], units[edges[i + 1]:]])) for i in range(g)], float)
+    if not np.all(np.isfinite(theta)):
+        return float("nan"), g
+    return float(np.sqrt((g - 1) / g * np.sum((theta - theta.mean()) ** 2))), g
+
+
 def permutation_p(observed: float, null: np.ndarray, smaller_is_extreme: bool = True) -> float:
     """One-sided permutation p-value with the observed statistic counted once: (1 + #{null at least as extreme})
     / (1 + len(null)); "extreme" is <= observed (default) or >= observed."""

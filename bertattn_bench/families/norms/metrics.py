@@ -3,13 +3,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from ...claims.registry import Measurement, NotApplicable, metric
-from ...claims.stats import rank_correlation
+from ...claims.stats import jackknife_se, rank_correlation
 from ...engine.passes import NothingToMeasure
 from ..common.surface_stats import with_percentile_bounds
-from .run import NormsResult
+from .run import CATEGORIES, NormsResult, pearson_from_moments
+
+JACKKNIFE_GROUPS = 20  # the rank correlations' jackknife over segments (claims.stats.jackknife_se)
 
 
 def _res(pr) -> NormsResult:
@@ -23,6 +26,33 @@ _CAT_FIELD = {"special": "to_special", "sep": "to_sep", "cls": "to_cls", "punct"
 
 def _n(res: NormsResult) -> dict:
     return {"n": res.n_segments, "n_unit": "segments"}
+
+
+def _resample(res: NormsResult, idx) -> SimpleNamespace:
+    """The result over the segments ``idx`` (with repeats: one bootstrap sample) as the segment-level metrics read it:
+    both share readings, ||f(x)|| per category, the alpha-||f(x)|| correlations and the masked sweep's mean mixing
+    ratios (the same segments, masked), each from its per-segment sums."""
+    ix = torch.from_numpy(np.asarray(idx))
+    fx_n = res.fx_n_per_segment[ix].sum(0).clamp_min(1)  # (C,)
+    fx_sum = res.fx_per_segment[ix].double().sum(0)  # (C, L, H)
+    n_tok = float(res.mixing_n_per_segment[ix].sum()) if res.mixing_n_per_segment is not None else 0.0
+    L = fx_sum.shape[1]
+    return SimpleNamespace(
+        readings={k: r.resample(ix) for k, r in res.readings.items() if r.per_segment is not None},
+        fx={c: (fx_sum[i] / fx_n[i]).float() for i, c in enumerate(CATEGORIES)},
+        alpha_fx_r=pearson_from_moments(res.moments_per_segment[ix].sum(0)).float(),
+        mixing_mean={k: float(v[ix].sum()) / max(n_tok * L, 1) for k, v in (res.mixing_per_segment or {}).items()},
+        mixing_max=res.mixing_max, mixing_min=res.mixing_min, n_masked=res.n_masked, residual_note=res.residual_note,
+        n_segments=len(ix), n_tokens=res.n_tokens)
+
+
+def _with_bounds(m: Measurement, res: NormsResult, again) -> Measurement:
+    """``m`` with the 95% percentile bounds of ``again(resampled result).value`` over a bootstrap of the segments
+    (issue 61: every judged value carries what its sample moves it by); as it is where the pass kept no per-segment
+    sums (a result from before them)."""
+    if res.fx_per_segment is None or res.moments_per_segment is None or res.n_segments < 2:
+        return m
+    return with_percentile_bounds(m, lambda idx: again(_resample(res, idx)).value, res.n_segments, "segments")
 
 
 @metric("norm_reading")
@@ -49,17 +79,8 @@ def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
     over the segments (both readings resampled together; issue 61: a minimum over qualifying layers, whose set may
     change with the sample, gets bounds, not a standard error)."""
     res = _res(pr)
-    m = _norm_discount(res, category, min_alpha)
-    weights, norms = res.readings["weights"], res.readings["norms"]
-    if weights.per_segment is not None and norms.per_segment is not None and res.n_segments >= 2:
-        def resampled(idx):
-            ix = torch.from_numpy(idx)
-            again = SimpleNamespace(readings={"weights": weights.resample(ix), "norms": norms.resample(ix)},
-                                    n_segments=res.n_segments)
-            return _norm_discount(again, category, min_alpha).value
-
-        m = with_percentile_bounds(m, resampled, res.n_segments, "segments")
-    return m
+    return _with_bounds(_norm_discount(res, category, min_alpha), res,
+                        lambda again: _norm_discount(again, category, min_alpha))
 
 
 def _norm_discount(res, category: str, min_alpha: float) -> Measurement:
@@ -79,8 +100,13 @@ def _norm_discount(res, category: str, min_alpha: float) -> Measurement:
 @metric("fx_ratio")
 def fx_ratio(pr, category: str = "special", min_alpha: float = 0.30) -> Measurement:
     """Mean ||f(x)|| of the category's tokens over that of the other tokens (head means), in the layers where alpha
-    gives the category >= ``min_alpha`` (all layers when none does)."""
+    gives the category >= ``min_alpha`` (all layers when none does); bounds: a bootstrap over the segments (the layer
+    set resampled with the ratio)."""
     res = _res(pr)
+    return _with_bounds(_fx_ratio(res, category, min_alpha), res, lambda again: _fx_ratio(again, category, min_alpha))
+
+
+def _fx_ratio(res, category: str, min_alpha: float) -> Measurement:
     layers = _qualifying(res, category, min_alpha)
     where = "layers " + ", ".join(str(i + 1) for i in layers) if layers else "all layers (none reaches the alpha bar)"
     sel = layers or list(range(res.fx[category].shape[0]))
@@ -95,8 +121,13 @@ def fx_ratio(pr, category: str = "special", min_alpha: float = 0.30) -> Measurem
 
 @metric("alpha_fx_correlation")
 def alpha_fx_correlation(pr) -> Measurement:
-    """Median over heads of the Pearson r between the mean alpha a key token receives and its ||f^h(x)||."""
+    """Median over heads of the Pearson r between the mean alpha a key token receives and its ||f^h(x)||; bounds: a
+    bootstrap over the segments (each segment's moments)."""
     res = _res(pr)
+    return _with_bounds(_alpha_fx(res), res, _alpha_fx)
+
+
+def _alpha_fx(res) -> Measurement:
     r = res.alpha_fx_r
     finite = r[torch.isfinite(r)]
     if finite.numel() == 0:
@@ -106,12 +137,15 @@ def alpha_fx_correlation(pr) -> Measurement:
         if torch.isfinite(row).any()), unit="r", n=res.n_tokens, n_unit="tokens")
 
 
-def _spearman(res: NormsResult, of: str, without_specials: bool) -> tuple[float, int]:
+def _spearman(res: NormsResult, of: str, without_specials: bool, segments=None) -> tuple[float, int]:
+    """rho(rank, ``of``) over the token occurrences (of the ``segments`` given: a jackknife's kept segments)."""
     if res.ranks is None:
         raise NotApplicable(res.rank_note)
     if of not in res.tokens:
         raise NotApplicable(res.residual_note or f"{of} was not measured")
     keep = ~res.token_special if without_specials else torch.ones_like(res.token_special)
+    if segments is not None:
+        keep = keep & torch.isin(res.token_segment, torch.from_numpy(np.asarray(segments)))
     rho, _ = rank_correlation(res.ranks[keep].numpy(), res.tokens[of][keep].numpy())
     return rho, int(keep.sum())
 
@@ -127,14 +161,28 @@ def freq_spearman(pr, of: str, minus: str | None = None, without_specials: bool 
         other, _ = _spearman(res, minus, without_specials)
         text += f", rho(rank, {minus}) = {other:+.3f}"
         rho -= other
+    se = None
+    if res.token_segment is not None and res.n_segments >= 2:  # occurrences cluster in segments: jackknife over them
+        def value(kept):
+            v = _spearman(res, of, without_specials, kept)[0]
+            return v - _spearman(res, minus, without_specials, kept)[0] if minus else v
+
+        se, groups = jackknife_se(value, res.n_segments, JACKKNIFE_GROUPS)
+        se = se if np.isfinite(se) else None
+        text += f"; SE by a jackknife over {groups} groups of the {res.n_segments} segments" if se is not None else ""
     return Measurement(rho, detail=text + ("; [CLS]/[SEP] left out" if without_specials else "") + f"; {res.rank_note}",
-                       unit="rho", n=n, n_unit="tokens")
+                       unit="rho", n=n, n_unit="tokens", standard_error=se)
 
 
 @metric("mixing_mean")
 def mixing_mean(pr, ratio: str, minus: str | None = None) -> Measurement:
-    """The mean mixing ratio over every real (token, layer) of the masked sweep (2021 Table 1), minus another's."""
+    """The mean mixing ratio over every real (token, layer) of the masked sweep (2021 Table 1), minus another's;
+    bounds: a bootstrap over the segments."""
     res = _res(pr)
+    return _with_bounds(_mixing_mean(res, ratio, minus), res, lambda again: _mixing_mean(again, ratio, minus))
+
+
+def _mixing_mean(res, ratio: str, minus: str | None) -> Measurement:
     for r in (ratio, minus):
         if r and r not in res.mixing_mean:
             raise NotApplicable(res.residual_note or f"{r} was not measured")
@@ -150,8 +198,12 @@ _ORDER = (("attn_w", "attn_n"), ("attnres_w", "attnres_n"), ("attn_n", "attnres_
 
 @metric("mixing_order")
 def mixing_order(pr) -> Measurement:
-    """How many of Table 1's four orderings of the mean mixing ratios hold."""
+    """How many of Table 1's four orderings of the mean mixing ratios hold; bounds: a bootstrap over the segments."""
     res = _res(pr)
+    return _with_bounds(_mixing_order(res), res, _mixing_order)
+
+
+def _mixing_order(res) -> Measurement:
     missing = [b for _, b in _ORDER if b not in res.mixing_mean]
     if missing:
         raise NotApplicable(res.residual_note or f"{missing} not measured")

@@ -50,6 +50,22 @@ class NormsResult:
     residual_note: str = ""  # why AttnRes-N / AttnResLn-N are missing ("" when present)
     n_segments: int = 0
     n_tokens: int = 0
+    # per segment, for the claims' bootstrap over segments (issue 61; never a map): the plain sweep's ||f(x)|| sums
+    # (n_seg, C, L, H) and key counts (n_seg, C) per category, its alpha-||f(x)|| moments (n_seg, 6, L, H), each
+    # token occurrence's segment (N,); the masked sweep's ratio sums over (token, layer) and real tokens per segment
+    fx_per_segment: torch.Tensor | None = None
+    fx_n_per_segment: torch.Tensor | None = None
+    moments_per_segment: torch.Tensor | None = None
+    token_segment: torch.Tensor | None = None
+    mixing_per_segment: dict | None = None  # ratio -> (n_seg,)
+    mixing_n_per_segment: torch.Tensor | None = None  # (n_seg,)
+
+
+def pearson_from_moments(moments: torch.Tensor) -> torch.Tensor:
+    """Pearson r per (layer, head) from the summed moments (n, a, f, a², f², af) on the first axis."""
+    n, sa, sf, saa, sff, saf = moments
+    cov = saf / n - (sa / n) * (sf / n)
+    return cov / torch.sqrt((saa / n - (sa / n) ** 2).clamp_min(0) * (sff / n - (sf / n) ** 2).clamp_min(0))
 
 
 class NormsReducer(Reducer):
@@ -74,6 +90,7 @@ class NormsReducer(Reducer):
         self.moments = torch.zeros(6, n_layers, n_heads, dtype=torch.float64, device=device)  # n a f a2 f2 af
         self.tokens = {k: [] for k in TOKEN_FIELDS}
         self.ids, self.special = [], []
+        self.seg_fx, self.seg_fx_n, self.seg_mom, self.seg_of = [], [], [], []
 
     def start_batch(self, batch) -> None:
         self.batch = batch
@@ -91,6 +108,9 @@ class NormsReducer(Reducer):
         self.nq = self.qmask.sum(-1).clamp(min=1)
         self.n_seg += mask.shape[0]
         self.acc = {k: torch.zeros(mask.shape, dtype=torch.float32, device=mask.device) for k in TOKEN_FIELDS}
+        B, C, (L, H) = mask.shape[0], len(CATEGORIES), self.fx_sum.shape[1:]
+        self.b_fx = torch.zeros(B, C, L, H, dtype=torch.float64, device=mask.device)
+        self.b_mom = torch.zeros(B, 6, L, H, dtype=torch.float64, device=mask.device)
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         ln = self.reader.layer(layer, probs)
@@ -103,13 +123,17 @@ class NormsReducer(Reducer):
         to = torch.einsum("bhqk,bkc->bhqc", ln.head.float(), self.afx_keys)  # (B, H, Q, C')
         per_segment = torch.einsum("bhqc,bq->bhc", to, self.qmask) / self.nq[:, None, None]
         self.afx_sum[:, layer] += per_segment.sum(0).T.double()
-        self.fx_sum[:, layer] += torch.einsum("bhk,cbk->ch", ln.fx, self.cat_keys).double()
+        per_fx = torch.einsum("bhk,cbk->bch", ln.fx, self.cat_keys).double()  # per segment, for the bootstrap
+        self.b_fx[:, :, layer] = per_fx
+        self.fx_sum[:, layer] += per_fx.sum(0)
         self.fx_n += self.cat_n
         received = torch.einsum("bhqk,bq->bhk", p, self.qmask) / self.nq[:, None, None]  # (B, H, K)
         got_share = torch.einsum("bhqk,bq->bhk", share, self.qmask) / self.nq[:, None, None]
         w = self.qmask[:, None, :]
         a, f = received.double(), ln.fx.double()
-        self.moments[:, layer] += (torch.stack((torch.ones_like(a), a, f, a * a, f * f, a * f)) * w).sum((1, 3))
+        per_mom = (torch.stack((torch.ones_like(a), a, f, a * a, f * f, a * f)) * w).sum(3)  # (6, B, H)
+        self.b_mom[:, :, layer] = per_mom.transpose(0, 1)
+        self.moments[:, layer] += per_mom.sum(1)
         self.acc["fx"] += ln.fx.mean(1)
         self.acc["alpha"] += received.mean(1)
         self.acc["norm_share"] += got_share.mean(1)
@@ -123,18 +147,24 @@ class NormsReducer(Reducer):
         ids = real(self.batch.input_ids)
         self.ids.append(ids)
         self.special.append(torch.isin(ids, self.special_ids))
+        mask = self.batch.token_mask
+        first = self.n_seg - mask.shape[0]
+        self.seg_of.append(real(torch.arange(first, self.n_seg, device=mask.device)[:, None].expand(mask.shape)))
+        self.seg_fx.append(self.b_fx.float())
+        self.seg_fx_n.append(self.cat_keys.sum(2).T.double())  # (B, C) key tokens per category
+        self.seg_mom.append(self.b_mom)
 
     def finalize(self) -> dict:
-        n, sa, sf, saa, sff, saf = self.moments
-        cov = saf / n - (sa / n) * (sf / n)
-        r = cov / torch.sqrt((saa / n - (sa / n) ** 2).clamp_min(0) * (sff / n - (sf / n) ** 2).clamp_min(0))
+        r = pearson_from_moments(self.moments)
         return dict(
             readings={k: s.finalize() for k, s in self.shares.items()},
             fx={c: (self.fx_sum[i] / self.fx_n[i].clamp_min(1)).float().cpu() for i, c in enumerate(CATEGORIES)},
             afx={c: (self.afx_sum[i] / max(self.n_seg, 1)).float().cpu() for i, c in enumerate(AFX_CATEGORIES)},
             alpha_fx_r=r.float().cpu(),
             tokens={k: torch.cat(v).cpu() for k, v in self.tokens.items() if v and len(torch.cat(v)) == len(torch.cat(self.ids))},
-            token_ids=torch.cat(self.ids).cpu(), token_special=torch.cat(self.special).cpu(), n_segments=self.n_seg)
+            token_ids=torch.cat(self.ids).cpu(), token_special=torch.cat(self.special).cpu(), n_segments=self.n_seg,
+            fx_per_segment=torch.cat(self.seg_fx).cpu(), fx_n_per_segment=torch.cat(self.seg_fx_n).cpu(),
+            moments_per_segment=torch.cat(self.seg_mom).cpu(), token_segment=torch.cat(self.seg_of).cpu())
 
 
 class MixingReducer(Reducer):
@@ -144,28 +174,45 @@ class MixingReducer(Reducer):
 
     def __init__(self, reader, n_layers: int, device):
         self.reader = reader
-        self.sum = {r: torch.zeros(n_layers, dtype=torch.float64, device=device) for r in RATIOS}
-        self.max = {r: torch.full((), -1.0, dtype=torch.float64, device=device) for r in RATIOS}
-        self.min = {r: torch.full((), 2.0, dtype=torch.float64, device=device) for r in RATIOS}
+        R = len(RATIOS)  # every ratio in one (…, R) tensor: a handful of kernels per layer, not five of each
+        self.sum = torch.zeros(R, n_layers, dtype=torch.float64, device=device)
+        self.max = torch.full((R,), -1.0, dtype=torch.float64, device=device)  # -1: a ratio the model never gave
+        self.min = torch.full((R,), 2.0, dtype=torch.float64, device=device)
         self.n = torch.zeros((), dtype=torch.float64, device=device)
+        self.seg_sum, self.seg_n = [], []  # per segment, for the bootstrap
+        self.cols: list[int] | None = None  # the ratios the reader gives (all but the residual ones, where refused)
 
     def start_batch(self, batch) -> None:
         self.batch = batch
         self.n += batch.token_mask.sum()
+        self.b_sum = torch.zeros(batch.token_mask.shape[0], len(RATIOS), dtype=torch.float64, device=self.n.device)
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
-        for k, v in self.reader.ratios(layer, probs).items():  # the per-pair norms are not needed here
-            x = self.batch.real(v).double()  # v[token_mask], without a host wait (issue 47)
-            self.sum[k][layer] += x.sum()
-            self.max[k] = torch.maximum(self.max[k], x.max())
-            self.min[k] = torch.minimum(self.min[k], x.min())
+        ratios = self.reader.ratios(layer, probs)  # the per-pair norms are not needed here
+        if self.cols is None:
+            self.cols = [i for i, k in enumerate(RATIOS) if k in ratios]
+        cols = self.cols
+        v = torch.stack([ratios[RATIOS[i]] for i in cols], -1).double()  # (B, T, R')
+        x = self.batch.real(v)  # v[token_mask], (N, R'), without a host wait (issue 47)
+        self.sum[cols, layer] += x.sum(0)
+        self.b_sum[:, cols] += v.masked_fill(~self.batch.token_mask[..., None], 0).sum(1)
+        self.max[cols] = torch.maximum(self.max[cols], x.max(0).values)
+        self.min[cols] = torch.minimum(self.min[cols], x.min(0).values)
+
+    def end_batch(self, hidden_states=None) -> None:
+        self.seg_sum.append(self.b_sum)
+        self.seg_n.append(self.batch.token_mask.sum(-1).double())
 
     def finalize(self) -> dict:
-        n = float(self.n)
-        have = [k for k in RATIOS if float(self.max[k]) >= 0]
-        return dict(mixing_mean={k: float(self.sum[k].sum()) / max(n * len(self.sum[k]), 1) for k in have},
-                    mixing_max={k: float(self.max[k]) for k in have}, mixing_min={k: float(self.min[k]) for k in have},
-                    mixing_per_layer={k: (self.sum[k] / max(n, 1)).float().cpu() for k in have})
+        n, L = float(self.n), self.sum.shape[1]
+        have = [(i, k) for i, k in enumerate(RATIOS) if float(self.max[i]) >= 0]
+        per_segment = torch.cat(self.seg_sum).cpu() if self.seg_n else None
+        return dict(mixing_mean={k: float(self.sum[i].sum()) / max(n * L, 1) for i, k in have},
+                    mixing_max={k: float(self.max[i]) for i, k in have},
+                    mixing_min={k: float(self.min[i]) for i, k in have},
+                    mixing_per_layer={k: (self.sum[i] / max(n, 1)).float().cpu() for i, k in have},
+                    mixing_per_segment={k: per_segment[:, i] for i, k in have} if per_segment is not None else None,
+                    mixing_n_per_segment=torch.cat(self.seg_n).cpu() if self.seg_n else None)
 
 
 def mask_segments(encoded: list[Encoded], special_ids, mask_id: int, rate: float = MASK_RATE,
