@@ -33,24 +33,33 @@ def _resample(res: NormsResult, idx) -> SimpleNamespace:
     both share readings, ||f(x)|| per category, the alpha-||f(x)|| correlations and the masked sweep's mean mixing
     ratios (the same segments, masked), each from its per-segment sums."""
     ix = torch.from_numpy(np.asarray(idx))
+    out = SimpleNamespace(readings={k: r.resample(ix) for k, r in res.readings.items() if r.per_segment is not None},
+                          n_segments=len(ix))
+    if getattr(res, "fx_per_segment", None) is None:  # a result with the readings' per-segment statistics only
+        return out
     fx_n = res.fx_n_per_segment[ix].sum(0).clamp_min(1)  # (C,)
     fx_sum = res.fx_per_segment[ix].double().sum(0)  # (C, L, H)
     n_tok = float(res.mixing_n_per_segment[ix].sum()) if res.mixing_n_per_segment is not None else 0.0
     L = fx_sum.shape[1]
-    return SimpleNamespace(
-        readings={k: r.resample(ix) for k, r in res.readings.items() if r.per_segment is not None},
+    out.__dict__.update(
         fx={c: (fx_sum[i] / fx_n[i]).float() for i, c in enumerate(CATEGORIES)},
         alpha_fx_r=pearson_from_moments(res.moments_per_segment[ix].sum(0)).float(),
         mixing_mean={k: float(v[ix].sum()) / max(n_tok * L, 1) for k, v in (res.mixing_per_segment or {}).items()},
         mixing_max=res.mixing_max, mixing_min=res.mixing_min, n_masked=res.n_masked, residual_note=res.residual_note,
-        n_segments=len(ix), n_tokens=res.n_tokens)
+        n_tokens=res.n_tokens)
+    return out
 
 
-def _with_bounds(m: Measurement, res: NormsResult, again) -> Measurement:
+def _with_bounds(m: Measurement, res: NormsResult, again, needs: str = "fx_per_segment") -> Measurement:
     """``m`` with the 95% percentile bounds of ``again(resampled result).value`` over a bootstrap of the segments
     (issue 61: every judged value carries what its sample moves it by); as it is where the pass kept no per-segment
-    sums (a result from before them)."""
-    if res.fx_per_segment is None or res.moments_per_segment is None or res.n_segments < 2:
+    sums (``needs``: a result from before them) or the readings' (``needs="readings"``)."""
+    if needs == "readings":
+        if any(r.per_segment is None for r in res.readings.values()):
+            return m
+    elif getattr(res, needs, None) is None:
+        return m
+    if res.n_segments < 2:
         return m
     return with_percentile_bounds(m, lambda idx: again(_resample(res, idx)).value, res.n_segments, "segments")
 
@@ -80,7 +89,7 @@ def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
     change with the sample, gets bounds, not a standard error)."""
     res = _res(pr)
     return _with_bounds(_norm_discount(res, category, min_alpha), res,
-                        lambda again: _norm_discount(again, category, min_alpha))
+                        lambda again: _norm_discount(again, category, min_alpha), needs="readings")
 
 
 def _norm_discount(res, category: str, min_alpha: float) -> Measurement:
@@ -179,7 +188,8 @@ def mixing_mean(pr, ratio: str, minus: str | None = None) -> Measurement:
     """The mean mixing ratio over every real (token, layer) of the masked sweep (2021 Table 1), minus another's;
     bounds: a bootstrap over the segments."""
     res = _res(pr)
-    return _with_bounds(_mixing_mean(res, ratio, minus), res, lambda again: _mixing_mean(again, ratio, minus))
+    return _with_bounds(_mixing_mean(res, ratio, minus), res, lambda again: _mixing_mean(again, ratio, minus),
+                        needs="mixing_per_segment")
 
 
 def _mixing_mean(res, ratio: str, minus: str | None) -> Measurement:
@@ -200,7 +210,7 @@ _ORDER = (("attn_w", "attn_n"), ("attnres_w", "attnres_n"), ("attn_n", "attnres_
 def mixing_order(pr) -> Measurement:
     """How many of Table 1's four orderings of the mean mixing ratios hold; bounds: a bootstrap over the segments."""
     res = _res(pr)
-    return _with_bounds(_mixing_order(res), res, _mixing_order)
+    return _with_bounds(_mixing_order(res), res, _mixing_order, needs="mixing_per_segment")
 
 
 def _mixing_order(res) -> Measurement:
