@@ -34,7 +34,7 @@ L, H = 3, 4
 BUDGET = {
     "dependency": (16, 30),
     "surface": (16, 30),
-    "patterns": (175, 80),
+    "patterns": (178, 80),  # issue 61: +2 at 176 (each example's §4.4 scores, mean over heads: the bootstrap)
     "features": (60, 55),
     "coref": (28, 35),
     "framenet": (32, 10),
