@@ -37,7 +37,7 @@ BUDGET = {
     "patterns": (178, 80),  # issue 61: +2 at 176 (each example's §4.4 scores, mean over heads: the bootstrap)
     "features": (60, 55),
     "coref": (28, 35),
-    "framenet": (32, 10),
+    "framenet": (20, 10),  # issue 61: 31 -> 16 (its sums made at the end from the per-sentence values it keeps)
     "clustering": (50, 25),  # 3 x 4 heads: its JS sums, 7 operators per head, (N-1)·R·K elements each
 }
 
