@@ -6,7 +6,7 @@ One pass over UD sentences (EWT dev by default) reads every head's role:
   token ([SEP] / ``</s>``, the batch's ``is_sep`` mask) is no query (the authors' code at efaa0dd computes no
   confidence: ``notebooks/2_Look_at_attention_maps.ipynb`` only draws maps, their ticks end in ``<eos>``; the rule
   is the paper's, as printed per issue 64). Padding is never a query or a key.
-* positional: the share of those queries whose argmax key is the piece at offset +1, and at -1 (Voita §4.1: a
+* positional: the share of those queries whose argmax key is the piece at offset +1, and at -1 (Voita: a
   positional head points to ±1 at least 90% of the time; all of theirs have confidence above 0.8).
 * syntactic: per relation and direction (Voita Table 1: nsubj, dobj, amod, advmod, both directions), the best head's
   accuracy minus the offset baseline, from the dependency statistics the dependency family computes
@@ -35,7 +35,7 @@ from ..engine.passes import PreparedPass
 from .common.dependency_stats import DependencyReducer, DependencyResult, offset_baselines, sd_arcs
 
 FREQUENCY_FILE = "wikitext2_raw/wiki.test.raw"
-POSITIONAL_SHARE, POSITIONAL_CONFIDENCE = 90.0, 0.8  # Voita §4.1
+POSITIONAL_SHARE, POSITIONAL_CONFIDENCE = 90.0, 0.8  # Voita, as printed per issue 64
 
 
 @lru_cache(maxsize=4)
@@ -121,7 +121,7 @@ def positional_heads(res: RolesResult, share: float = POSITIONAL_SHARE) -> list[
 
 @metric("role_positional_count")
 def role_positional_count(pr, share: float = POSITIONAL_SHARE) -> Measurement:
-    """How many heads point to the piece at +1 or -1 for at least ``share`` % of their queries (Voita §4.1)."""
+    """How many heads point to the piece at +1 or -1 for at least ``share`` % of their queries (Voita)."""
     res: RolesResult = pr.result
     found = positional_heads(res, share)
     best, _ = res.offset_share.max(0)
