@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 import torch
-from test_dependency_reducer import CAT, batch_probs, first_piece, next_token_rows
+from test_dependency_reducer import CAT, SNORKEL, batch_probs, first_piece, next_token_rows
 
 from bertattn_bench.engine.batching import encode_words, make_batch
 from bertattn_bench.families.common.dependency_stats import offset_baselines, sd_arcs
@@ -76,6 +76,24 @@ def test_rare_word_head(tokenizer):
     assert res.rare_chance == pytest.approx(100 / 7)
     gap = role_rare_word_gap(_PR(res))
     assert gap.value == pytest.approx(100 - 100 / 7) and gap.head == "1-3"
+
+
+def test_a_word_of_many_pieces_is_not_favoured(tokenizer):
+    # "The snorkeling stopped ." with "snorkeling" (4 pieces) the rarest word; every piece attends uniformly to all 7
+    # real pieces: per piece, every word receives the same (argmax: the first word, "The"), so no hit; summed over
+    # its pieces "snorkeling" would receive 4 times as much and count as a rare-word head
+    enc = encode_words(tokenizer, 0, SNORKEL.words)
+    batch = make_batch([enc], tokenizer, CPU, with_words=True)
+    n = len(enc.input_ids)
+    uniform = {t: {k: 1.0 / n for k in range(n)} for t in range(n)}
+    probs = batch_probs(batch, [[uniform]])
+    counts = Counter({"the": 100, "stopped": 5, ".": 200})
+    red = RolesReducer([sd_arcs(SNORKEL)], [rarest_mask(SNORKEL.words, counts)], n_layers=1, n_heads=1, device=CPU)
+    red.start_batch(batch)
+    red.update(0, probs)
+    red.end_batch()
+    res = red.finalize()
+    assert res.rare_hits.tolist() == [[0.0]] and res.rare_chance == pytest.approx(25.0)
 
 
 def test_syntactic_gap_reads_the_dependency_statistics(tokenizer):

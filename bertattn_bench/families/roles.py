@@ -11,7 +11,8 @@ One pass over UD sentences (EWT dev by default) reads every head's role:
 * syntactic: per relation and direction (Voita Table 1: nsubj, dobj, amod, advmod, both directions), the best head's
   accuracy minus the offset baseline, from the dependency statistics the dependency family computes
   (:class:`.common.dependency_stats.DependencyReducer`, run inside this reducer on the same maps).
-* rare words: per sentence, the word the head attends to most (its word-level map summed over the query words) and
+* rare words: per sentence, the word the head attends to most (its word-level map summed over the query words,
+  per piece of the attended word: a plain sum favours words of many pieces, which rare words are) and
   whether it is one of the sentence's least frequent words, by lower-cased word counts of WikiText-2 (the test split
   the data folder holds: ``wikitext2_raw/wiki.test.raw``, counted at run time by :func:`word_counts`; Voita count
   tokens of their NMT training data). Ties at the minimum (often several unseen words) all count; the chance rate
@@ -89,6 +90,7 @@ class RolesReducer(Reducer):
         self.n_sentences += b_n
         self.word_weight = batch.word_from.sum(1, keepdim=True)  # (B, 1, T): 1 on a word's pieces, 0 elsewhere
         self.word_to, self.word_mask = batch.word_to, batch.word_mask
+        self.pieces = batch.word_to.sum(1).clamp(min=1).unsqueeze(1)  # (B, 1, W): pieces per word
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         self.dep.update(layer, probs)
@@ -97,7 +99,9 @@ class RolesReducer(Reducer):
         self.conf[layer] += (top * q).sum((0, 2)).double()
         at = (arg.unsqueeze(0) == self.want.view(2, 1, 1, -1)).float() * q  # (2, B, H, T)
         self.offset[:, layer] += at.sum((1, 3)).double()
-        column = (self.word_weight.unsqueeze(1) @ probs.float()).squeeze(2) @ self.word_to  # (B, H, W)
+        # the attention each word receives from the query words, per piece of it: a sum over its pieces would favour
+        # words of many pieces, and rare words are split into more pieces (the random-init twin showed it)
+        column = (self.word_weight.unsqueeze(1) @ probs.float()).squeeze(2) @ self.word_to / self.pieces  # (B, H, W)
         most = column.masked_fill(~self.word_mask.unsqueeze(1), float("-inf")).argmax(-1)  # (B, H)
         self.rare[layer] += self.rare_mask.gather(1, most).double().sum(0)
 
