@@ -181,7 +181,7 @@ def role_rare_word_gap(pr, layer: int = 0) -> Measurement:
 
 # ---- the pass ---------------------------------------------------------------------------------------------------
 
-@family("roles", corpora=("ewt_dev", "gum_dev", "pud_test"), default_corpus="ewt_dev", quick_limit=300)
+@family("roles", corpora=("ewt_dev", "gum_dev", "pud_test"), default_corpus="ewt_dev", quick_limit=200)
 def prepare_roles(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | None = None,
                   batch_size: int = 32) -> PreparedPass:
     from ..base.settings import data_file

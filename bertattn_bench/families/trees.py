@@ -221,7 +221,7 @@ def tree_best_gap(pr, decoder: str = "max") -> Measurement:
 
 # ---- the pass ---------------------------------------------------------------------------------------------------
 
-@family("trees", corpora=("pud_test", "ewt_dev", "gum_dev"), default_corpus="pud_test", quick_limit=300)
+@family("trees", corpora=("pud_test", "ewt_dev", "gum_dev"), default_corpus="pud_test", quick_limit=200)
 def prepare_trees(loaded, data_dir: Path, corpus: str = "pud_test", limit: int | None = None, batch_size: int = 32,
                   mst_sentences: int | None = None) -> PreparedPass:
     """One sentence per example (Htut: PUD); sentences longer than the model's positions are skipped, counted. MST
