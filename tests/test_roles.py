@@ -60,6 +60,8 @@ def test_confidence_and_positional_shares(tokenizer):
     # head 2 (all to "mat", piece 6): "the" (piece 5) is at +1 and "." (piece 7) at -1 of it: 1/8 each
     assert res.offset_share[0, 0].tolist() == pytest.approx([100.0, 0.0, 12.5])
     assert res.offset_share[1, 0].tolist() == pytest.approx([0.0, 87.5, 12.5])
+    # offset 0 (itself): head 1's [CLS], head 2's "mat": 1/8 each
+    assert res.offset_share[2, 0].tolist() == pytest.approx([0.0, 12.5, 12.5])
     assert res.confidence[0].tolist() == pytest.approx([1.0, 0.65, 1.0])
     count = role_positional_count(_PR(res))
     assert count.value == 1.0 and "1-1 (+1 100.0%" in count.detail  # head 1 is at 87.5%: below Voita's 90

@@ -6,7 +6,8 @@ One pass over UD sentences (EWT dev by default) reads every head's role:
   token ([SEP] / ``</s>``, the batch's ``is_sep`` mask) is no query (the authors' code at efaa0dd computes no
   confidence: ``notebooks/2_Look_at_attention_maps.ipynb`` only draws maps, their ticks end in ``<eos>``; the rule
   is the paper's, as printed per issue 64). Padding is never a query or a key.
-* positional: the share of those queries whose argmax key is the piece at offset +1, and at -1 (Voita: a
+* positional: the share of those queries whose argmax key is the piece at offset +1, and at -1 (and, reported
+  beside, at 0: the query itself, where a random-init map leans: issue 64's trap) (Voita: a
   positional head points to ±1 at least 90% of the time; all of theirs have confidence above 0.8).
 * syntactic: per relation and direction (Voita Table 1: nsubj, dobj, amod, advmod, both directions), the best head's
   accuracy minus the offset baseline, from the dependency statistics the dependency family computes
@@ -55,7 +56,7 @@ def rarest_mask(words: list[str], counts: Counter) -> np.ndarray:
 @dataclass
 class RolesResult:
     confidence: torch.Tensor  # (L, H): mean max weight over the query pieces (end token excluded)
-    offset_share: torch.Tensor  # (2, L, H): percent of those queries whose argmax is at +1, -1
+    offset_share: torch.Tensor  # (3, L, H): percent of those queries whose argmax is at +1, -1, 0 (itself)
     n_queries: int
     rare_hits: torch.Tensor  # (L, H): sentences whose most attended word is one of the rarest
     rare_chance: float  # percent: mean over sentences of (rarest words / words)
@@ -71,7 +72,7 @@ class RolesReducer(Reducer):
         self.rarest = rarest
         self.n_layers, self.n_heads, self.device = n_layers, n_heads, device
         self.conf = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
-        self.offset = torch.zeros(2, n_layers, n_heads, dtype=torch.float64, device=device)
+        self.offset = torch.zeros(3, n_layers, n_heads, dtype=torch.float64, device=device)
         self.rare = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
         self.n_queries, self.n_sentences, self.chance_sum = 0, 0, 0.0
 
@@ -81,7 +82,7 @@ class RolesReducer(Reducer):
         self.queries = (batch.token_mask & ~batch.is_sep).float()  # (B, T): no padding, no end token
         self.n_queries += int(self.queries.sum())
         pos = torch.arange(batch.input_ids.shape[1], device=self.device)
-        self.want = torch.stack([pos + 1, pos - 1])  # (2, T): the keys at offset +1 and -1
+        self.want = torch.stack([pos + 1, pos - 1, pos])  # (3, T): the keys at offset +1, -1 and 0
         rare = np.zeros((b_n, w), dtype=bool)
         for i, ex in enumerate(batch.examples):
             rare[i, :ex.n_words] = self.rarest[ex.index]
@@ -97,7 +98,7 @@ class RolesReducer(Reducer):
         top, arg = probs.float().max(-1)  # (B, H, T): padded keys are 0 and a real key always carries weight
         q = self.queries.unsqueeze(1)
         self.conf[layer] += (top * q).sum((0, 2)).double()
-        at = (arg.unsqueeze(0) == self.want.view(2, 1, 1, -1)).float() * q  # (2, B, H, T)
+        at = (arg.unsqueeze(0) == self.want.view(3, 1, 1, -1)).float() * q  # (3, B, H, T)
         self.offset[:, layer] += at.sum((1, 3)).double()
         # the attention each word receives from the query words, per piece of it: a sum over its pieces would favour
         # words of many pieces, and rare words are split into more pieces (the random-init twin showed it)
@@ -119,7 +120,7 @@ class RolesReducer(Reducer):
 
 def positional_heads(res: RolesResult, share: float = POSITIONAL_SHARE) -> list[tuple[int, int, int]]:
     """(layer, head, offset index 0 = +1 / 1 = -1) of every head pointing to ±1 at least ``share`` % of the time."""
-    best, which = res.offset_share.max(0)
+    best, which = res.offset_share[:2].max(0)
     return [(int(li), int(hi), int(which[li, hi])) for li, hi in (best >= share).nonzero().tolist()]
 
 
@@ -128,15 +129,19 @@ def role_positional_count(pr, share: float = POSITIONAL_SHARE) -> Measurement:
     """How many heads point to the piece at +1 or -1 for at least ``share`` % of their queries (Voita)."""
     res: RolesResult = pr.result
     found = positional_heads(res, share)
-    best, _ = res.offset_share.max(0)
+    best, _ = res.offset_share[:2].max(0)
     flat = int(torch.argmax(best))
     layer, head = divmod(flat, best.shape[1])
+    diagonal = res.offset_share[2]  # the random-init twin's trap (issue 64): a map leaning on the token itself
+    d_layer, d_head = divmod(int(torch.argmax(diagonal)), diagonal.shape[1])
     names = ", ".join(f"{head_name(li, hi)} ({'+1' if o == 0 else '-1'} {float(res.offset_share[o, li, hi]):.1f}%, "
                       f"conf {float(res.confidence[li, hi]):.2f})" for li, hi, o in found)
     return Measurement(float(len(found)), n=res.n_queries, n_unit="query pieces", unit="heads",
                        head=head_name(layer, head),
                        detail=f"{names or 'none'}; the most positional head {head_name(layer, head)} "
-                              f"{float(best[layer, head]):.1f}%")
+                              f"{float(best[layer, head]):.1f}% at ±1; itself (offset 0): "
+                              f"{head_name(d_layer, d_head)} {float(diagonal[d_layer, d_head]):.1f}% at most, "
+                              f"{int((diagonal >= share).sum())} heads >= {share:g}%")
 
 
 @metric("role_positional_confidence")
