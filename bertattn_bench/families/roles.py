@@ -200,7 +200,7 @@ def prepare_roles(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | 
     arcs = [sd_arcs(s) for s in sentences]
     info = loaded.info
 
-    def finish(result: RolesResult) -> RolesResult:
+    def finish(result):
         result.dependency.baselines = offset_baselines([arcs[e.index] for e in encoded])
         return result
 

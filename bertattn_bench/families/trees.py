@@ -237,7 +237,7 @@ def prepare_trees(loaded, data_dir: Path, corpus: str = "pud_test", limit: int |
     if mst_sentences is None:
         mst_sentences = MST_SENTENCES if limit is None else MST_SENTENCES_CAPPED
 
-    def finish(result: TreesResult) -> TreesResult:
+    def finish(result):
         result.baselines = offset_baselines([[Arc(RELATIONS[r], d, h) for d, h, r in arcs[e.index]] for e in encoded],
                                             relations=RELATIONS)
         return result
