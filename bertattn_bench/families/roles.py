@@ -74,13 +74,14 @@ class RolesReducer(Reducer):
         self.conf = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
         self.offset = torch.zeros(3, n_layers, n_heads, dtype=torch.float64, device=device)
         self.rare = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
-        self.n_queries, self.n_sentences, self.chance_sum = 0, 0, 0.0
+        self.queries_seen = torch.zeros((), dtype=torch.float64, device=device)  # read once, at the end (no sync)
+        self.n_sentences, self.chance_sum = 0, 0.0
 
     def start_batch(self, batch) -> None:
         self.dep.start_batch(batch)
         b_n, w = batch.word_mask.shape
         self.queries = (batch.token_mask & ~batch.is_sep).float()  # (B, T): no padding, no end token
-        self.n_queries += int(self.queries.sum())
+        self.queries_seen += self.queries.sum()
         pos = torch.arange(batch.input_ids.shape[1], device=self.device)
         self.want = torch.stack([pos + 1, pos - 1, pos])  # (3, T): the keys at offset +1, -1 and 0
         rare = np.zeros((b_n, w), dtype=bool)
@@ -110,8 +111,9 @@ class RolesReducer(Reducer):
         self.dep.end_batch(hidden_states)
 
     def finalize(self) -> RolesResult:
-        n = max(self.n_queries, 1)
-        return RolesResult((self.conf / n).float().cpu(), (100.0 * self.offset / n).float().cpu(), self.n_queries,
+        n_queries = int(self.queries_seen)
+        n = max(n_queries, 1)
+        return RolesResult((self.conf / n).float().cpu(), (100.0 * self.offset / n).float().cpu(), n_queries,
                            self.rare.cpu(), self.chance_sum / max(self.n_sentences, 1), self.n_sentences,
                            self.dep.finalize())
 

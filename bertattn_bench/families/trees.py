@@ -109,8 +109,9 @@ class TreesReducer(Reducer):
         n_gold = np.array([len(a) for a in per], dtype=np.float64)
         chain = np.array([np.abs(a[:, 0] - a[:, 1]).__eq__(1).sum() for a in per], dtype=np.float64)
         has = n_gold > 0
-        self.chain_uuas = torch.tensor(np.where(has, 100.0 * chain / n_gold.clip(min=1), 0.0), device=self.device)
-        self.chain_sum += float(self.chain_uuas.sum())
+        chain_uuas = np.where(has, 100.0 * chain / n_gold.clip(min=1), 0.0)
+        self.chain_sum += float(chain_uuas.sum())  # on the host: no device read in the batch loop
+        self.chain_uuas = torch.as_tensor(chain_uuas, device=self.device)
         self.n_trees += int(has.sum())
         self.n_sentences += b_n
         t = lambda a: torch.as_tensor(a, device=self.device)  # noqa: E731
@@ -122,12 +123,14 @@ class TreesReducer(Reducer):
         self.word_from_h = batch.word_from.unsqueeze(1).expand(b_n, self.n_heads, w, -1)
         self.word_to = batch.word_to
         self.batch = batch
+        # the MST sample's rows in this batch: their maps leave the device once, at the batch's end
+        self.sample_rows = [b for b, ex in enumerate(batch.examples) if ex.index < self.mst_sentences]
+        self.sample_maps: list[torch.Tensor] = []
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         words = (self.word_from_h @ probs.float()) @ self.word_to.unsqueeze(1)  # (B, H, W, W)
-        for b, ex in enumerate(self.batch.examples):
-            if ex.index < self.mst_sentences:
-                self.kept.setdefault(ex.index, []).append(words[b, :, :ex.n_words, :ex.n_words].cpu().numpy())
+        if self.sample_rows:
+            self.sample_maps.append(words[self.sample_rows])  # (k, H, W, W), one layer
         pred = words.masked_fill(self.invalid, float("-inf")).argmax(-1)  # (B, H, W): MAX parent of each word
         from_dep = pred[self.arc_b, :, self.arc_d] == self.arc_h.view(-1, 1)  # (A, H)
         from_head = (pred[self.arc_b, :, self.arc_h] == self.arc_d.view(-1, 1)) & self.h_not_root
@@ -142,6 +145,12 @@ class TreesReducer(Reducer):
         self.tree[2, layer] += (per_tree * valid).sum(0)
 
     def end_batch(self, hidden_states=None) -> None:
+        if self.sample_maps:
+            maps = torch.stack(self.sample_maps, 1).cpu().numpy()  # (k, L, H, W, W): one copy per batch
+            for row, b in enumerate(self.sample_rows):
+                n = self.batch.examples[b].n_words
+                self.kept[self.batch.examples[b].index] = list(maps[row, :, :, :n, :n])
+            self.sample_maps = []
         self.batch = None
 
     def finalize(self) -> TreesResult:
