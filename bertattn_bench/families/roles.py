@@ -32,7 +32,7 @@ import torch
 from ..claims.registry import Measurement, NotApplicable, family, metric
 from ..claims.stats import binomial_se_points, difference_se
 from ..engine.attention import Reducer, head_name
-from ..engine.batching import drop_too_long, encode_words
+from ..engine.batching import drop_too_long, encode_words, to_device
 from ..engine.passes import PreparedPass
 from .common.dependency_stats import DependencyReducer, DependencyResult, offset_baselines, sd_arcs
 
@@ -88,7 +88,7 @@ class RolesReducer(Reducer):
         for i, ex in enumerate(batch.examples):
             rare[i, :ex.n_words] = self.rarest[ex.index]
             self.chance_sum += 100.0 * rare[i].sum() / ex.n_words
-        self.rare_mask = torch.as_tensor(rare, device=self.device)
+        self.rare_mask = to_device(rare, self.device)
         self.n_sentences += b_n
         self.word_weight = batch.word_from.sum(1, keepdim=True)  # (B, 1, T): 1 on a word's pieces, 0 elsewhere
         self.word_to, self.word_mask = batch.word_to, batch.word_mask

@@ -9,7 +9,8 @@ common dependent→parent offset: :func:`.common.dependency_stats.offset_baselin
 attached to the next: the trivial tree baseline). Punctuation arcs are not scored (the dependency family's "All").
 
 MAX is scored for every head in the reducer, batch by batch, and no map is kept. MST needs one head's whole map per
-sentence: the word maps of the first ``mst_sentences`` sentences (data order) are kept on the host, and at the end
+sentence: the word maps of the first ``mst_sentences`` sentences (data order) are kept (on the device until the end:
+at most 100 x layers x heads x words² floats, 26 MB for MiniLM's 30-word sentences), and at the end
 the :data:`MST_HEADS` heads with the best mean MAX tree UUAS are decoded by MST in both directions (deviation: Htut
 decode every head; networkx's Edmonds costs about 4 ms of CPU per 25-word tree and direction, so the MST is bounded:
 the first 100 sentences, 30 under a sample cap such as the quick tier's).
@@ -25,7 +26,7 @@ import torch
 from ..claims.registry import Measurement, NotApplicable, family, metric
 from ..claims.stats import difference_se, mean_se
 from ..engine.attention import Reducer, head_name
-from ..engine.batching import drop_too_long, encode_words
+from ..engine.batching import drop_too_long, encode_words, to_device, to_device_parts
 from ..engine.passes import PreparedPass
 from .common.dependency_stats import Arc, offset_baselines
 from .common.tree_decoding import DIRECTIONS, chain_edges, max_edges, mst_edges, undirected_hits
@@ -97,7 +98,7 @@ class TreesReducer(Reducer):
         self.tree = torch.zeros(3, n_layers, n_heads, dtype=torch.float64, device=device)  # diff, diff², MAX
         self.n_arcs = np.zeros(r, dtype=np.int64)
         self.chain_sum, self.n_trees, self.n_sentences = 0.0, 0, 0
-        self.kept: dict[int, list] = {}  # example index -> per layer (H, n, n) float32 maps
+        self.kept: dict[int, torch.Tensor] = {}  # example index -> (L, H, n, n) float32 maps, on the device
 
     def start_batch(self, batch) -> None:
         b_n, w = batch.word_mask.shape
@@ -111,14 +112,18 @@ class TreesReducer(Reducer):
         has = n_gold > 0
         chain_uuas = np.where(has, 100.0 * chain / n_gold.clip(min=1), 0.0)
         self.chain_sum += float(chain_uuas.sum())  # on the host: no device read in the batch loop
-        self.chain_uuas = torch.as_tensor(chain_uuas, device=self.device)
         self.n_trees += int(has.sum())
         self.n_sentences += b_n
-        t = lambda a: torch.as_tensor(a, device=self.device)  # noqa: E731
-        self.arc_b, self.arc_d, self.arc_h, self.arc_r = t(rows), t(arcs[:, 0]), t(arcs[:, 1]), t(arcs[:, 2])
-        self.h_not_root = (self.arc_h != t(roots)[self.arc_b]).view(-1, 1)  # the root word predicts no parent
-        self.weight = t(100.0 / n_gold.clip(min=1))[self.arc_b].view(-1, 1)  # each arc's share of its tree's UUAS
-        self.has_tree = t(has).view(-1, 1).double()
+        # built on the host, sent in one integer copy and one float copy (no host wait: batching.to_device)
+        not_root = (arcs[:, 1] != roots[rows]).astype(np.int64)  # the root word's own argmax is no edge
+        self.arc_b, self.arc_d, self.arc_h, self.arc_r, h_not_root = to_device_parts(
+            [rows, arcs[:, 0], arcs[:, 1], arcs[:, 2], not_root], self.device)
+        self.h_not_root = h_not_root.bool().view(-1, 1)
+        floats = to_device(np.concatenate([(100.0 / n_gold.clip(min=1))[rows], chain_uuas, has.astype(np.float64)]),
+                           self.device)
+        a = len(rows)
+        self.weight = floats[:a].view(-1, 1)  # each arc's share of its tree's UUAS
+        self.chain_uuas, self.has_tree = floats[a:a + b_n], floats[a + b_n:].view(-1, 1)
         self.invalid = ~batch.word_mask[:, None, None, :] | torch.eye(w, dtype=torch.bool, device=self.device)
         self.word_from_h = batch.word_from.unsqueeze(1).expand(b_n, self.n_heads, w, -1)
         self.word_to = batch.word_to
@@ -145,18 +150,19 @@ class TreesReducer(Reducer):
         self.tree[2, layer] += (per_tree * valid).sum(0)
 
     def end_batch(self, hidden_states=None) -> None:
-        if self.sample_maps:
-            maps = torch.stack(self.sample_maps, 1).cpu().numpy()  # (k, L, H, W, W): one copy per batch
+        if self.sample_maps:  # kept on the device until finalize: no host wait in the batch loop
+            maps = torch.stack(self.sample_maps, 1)  # (k, L, H, W, W)
             for row, b in enumerate(self.sample_rows):
                 n = self.batch.examples[b].n_words
-                self.kept[self.batch.examples[b].index] = list(maps[row, :, :, :n, :n])
+                self.kept[self.batch.examples[b].index] = maps[row, :, :, :n, :n]
             self.sample_maps = []
         self.batch = None
 
     def finalize(self) -> TreesResult:
         res = TreesResult(self.relations, self.hits.cpu(), self.n_arcs.copy(), self.tree[0].cpu(), self.tree[1].cpu(),
                           self.tree[2].cpu(), self.chain_sum, self.n_trees, self.n_sentences)
-        res.mst = mst_scores(res, self.kept, self.arcs, self.roots, len(self.relations))
+        kept = {i: list(m.cpu().numpy()) for i, m in self.kept.items()}
+        res.mst = mst_scores(res, kept, self.arcs, self.roots, len(self.relations))
         return res
 
 
