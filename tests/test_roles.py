@@ -124,3 +124,14 @@ def test_the_pass_through_a_tiny_model(tiny, tmp_path):
     res = prepare_roles(tiny, tmp_path, "ewt_dev").run().result
     assert res.n_sentences == 2 and res.n_queries == 2 * 5  # [CLS] + 4 words, twice
     assert res.rare_chance == pytest.approx(25.0)  # "." (unseen: 0) is the one rarest of 4 words
+
+
+def test_figure_writes_png(tokenizer, tmp_path):
+    from types import SimpleNamespace
+
+    from bertattn_bench.families.roles import roles_figure
+
+    pr = SimpleNamespace(result=planted_result(tokenizer), model=SimpleNamespace(name="tiny", slug="tiny"),
+                         corpus="ewt_dev")
+    paths = roles_figure([pr, SimpleNamespace(result=None)], tmp_path)
+    assert [p.name for p in paths] == ["roles-tiny-ewt_dev.png"] and paths[0].stat().st_size > 0

@@ -117,3 +117,16 @@ def test_the_pass_through_a_tiny_model(tiny, tmp_path):
     assert result.chain_sum == pytest.approx(300.0)  # both arcs adjacent in every sentence
     assert len(result.mst) == 4 and all(len(m.tree_uuas) == 3 for m in result.mst)  # 2 heads x 2 directions
     assert result.baselines["det"].offset == 1
+
+
+def test_figure_writes_png(tokenizer, tmp_path):
+    from types import SimpleNamespace
+
+    from bertattn_bench.families.common.dependency_stats import Arc, offset_baselines
+    from bertattn_bench.families.trees import trees_figure
+
+    res = run_planted(tokenizer)
+    res.baselines = offset_baselines([[Arc(RELATIONS[r], d, h) for d, h, r in gold_arcs(CAT)]], relations=RELATIONS)
+    pr = SimpleNamespace(result=res, model=SimpleNamespace(name="tiny", slug="tiny"), corpus="pud_test")
+    paths = trees_figure([pr, SimpleNamespace(result=None)], tmp_path)
+    assert [p.name for p in paths] == ["trees-tiny-pud_test.png"] and paths[0].stat().st_size > 0
