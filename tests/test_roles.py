@@ -68,6 +68,11 @@ def test_confidence_and_positional_shares(tokenizer):
     assert role_positional_confidence(_PR(res)).value == pytest.approx(1.0)
     assert role_positional_count(_PR(res), share=85.0).value == 2.0
     assert role_positional_confidence(_PR(res), share=85.0).value == pytest.approx(0.65)
+    # issue 61, bounds by hand: Wilson on 8 of 8 queries is [67.5, 100] %, on 7 of 8 [52.9, 97.8] %: at 90% neither
+    # head is surely positional, both possibly: bounds [0, 2] around the count 1
+    assert count.bounds == (0.0, 2.0)
+    # the confidence's SE from its mean alone (Bhatia-Davis): sqrt(0.65 x 0.35 / 8) = 0.1686
+    assert role_positional_confidence(_PR(res), share=85.0).standard_error == pytest.approx(0.16864, abs=1e-4)
 
 
 def test_rare_word_head(tokenizer):

@@ -21,6 +21,7 @@ One pass over UD sentences (EWT dev by default) reads every head's role:
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,7 +32,7 @@ import torch
 
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import binomial_se_points, difference_se
+from ..claims.stats import binomial_se_points, difference_se, wilson_bounds
 from ..engine.attention import Reducer, head_name
 from ..engine.batching import drop_too_long, encode_words, to_device
 from ..engine.passes import PreparedPass
@@ -139,12 +140,17 @@ def role_positional_count(pr, share: float = POSITIONAL_SHARE) -> Measurement:
     d_layer, d_head = divmod(int(torch.argmax(diagonal)), diagonal.shape[1])
     names = ", ".join(f"{head_name(li, hi)} ({'+1' if o == 0 else '-1'} {float(res.offset_share[o, li, hi]):.1f}%, "
                       f"conf {float(res.confidence[li, hi]):.2f})" for li, hi, o in found)
+    # bounds (issue 61): a head is surely positional where Wilson's 95% lower bound on its share of the queries is
+    # >= share, possibly where the upper bound is (the queries of a sentence taken as independent: this errs narrow)
+    edges = [wilson_bounds(round(float(x) * res.n_queries / 100), res.n_queries) for x in best.flatten().tolist()]
+    sure, maybe = sum(lo >= share for lo, _ in edges), sum(hi >= share for _, hi in edges)
     return Measurement(float(len(found)), n=res.n_queries, n_unit="query pieces", unit="heads",
-                       head=head_name(layer, head),
+                       head=head_name(layer, head), bounds=(float(sure), float(maybe)),
                        detail=f"{names or 'none'}; the most positional head {head_name(layer, head)} "
                               f"{float(best[layer, head]):.1f}% at ±1; itself (offset 0): "
                               f"{head_name(d_layer, d_head)} {float(diagonal[d_layer, d_head]):.1f}% at most, "
-                              f"{int((diagonal >= share).sum())} heads >= {share:g}%")
+                              f"{int((diagonal >= share).sum())} heads >= {share:g}%; Wilson bounds on each head's "
+                              f"share: {sure} surely, {maybe} possibly positional")
 
 
 @metric("role_positional_confidence")
@@ -156,8 +162,13 @@ def role_positional_confidence(pr, share: float = POSITIONAL_SHARE) -> Measureme
         raise NotApplicable(f"no head points to ±1 for {share:g}% of its queries")
     conf = [(float(res.confidence[li, hi]), li, hi) for li, hi, _ in found]
     low, li, hi = min(conf)
+    # SE (issue 61): a mean of weights in [0, 1] has variance <= mu (1 - mu) (Bhatia & Davis 2000), so
+    # sqrt(mu (1 - mu) / n) bounds its standard error from the mean alone
+    se = math.sqrt(max(low * (1 - low), 0.0) / max(res.n_queries, 1))
     return Measurement(low, n=res.n_queries, n_unit="query pieces", unit="mean max weight", head=head_name(li, hi),
-                       detail=f"{len(found)} positional heads, confidence {min(conf)[0]:.3f}..{max(conf)[0]:.3f}")
+                       standard_error=se,
+                       detail=f"{len(found)} positional heads, confidence {min(conf)[0]:.3f}..{max(conf)[0]:.3f}; SE "
+                              f"<= {se:.3g} (Bhatia-Davis: a mean of weights in [0, 1])")
 
 
 @metric("role_syntactic_gap")
