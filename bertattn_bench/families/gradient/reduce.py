@@ -78,7 +78,7 @@ class MaskedLabels:
 
 def batch_labels(batch, masked: dict[int, MaskedExample]) -> MaskedLabels:
     """The batch's masked positions and their original ids (:class:`MaskedLabels`)."""
-    from ..engine.batching import to_device_parts
+    from ...engine.batching import to_device_parts
 
     b, t = batch.input_ids.shape
     labels = np.full((b, t), -100, dtype=np.int64)
