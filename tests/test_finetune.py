@@ -427,3 +427,24 @@ def test_training_attention_switches_to_fused_attention_on_a_gpu_and_back(tiny):
     with pytest.raises(KeyboardInterrupt), train_loop._training_attention(model, on_gpu=True):
         raise KeyboardInterrupt
     assert model.encoder.config._attn_implementation == ours
+
+
+def test_the_pass_draws_its_importance_subsample_and_owns_its_token_budget(tiny, glue_dir):
+    """Issue 62: a family asks the pass for its head-importance examples (GluePass.importance_split): n of the
+    fine-tune's training rows drawn without replacement by numpy's generator seeded 10,000 + seed, in file order,
+    encoded within the pass's token budget (the recipe's 128 pieces, cut to the model's positions)."""
+    from bertattn_bench.training.glue_pass import GluePass, recipe_for
+
+    p = GluePass("prune", "mrpc", "toy", tiny, glue.task("mrpc"), None, (0, 1), "quick", glue_dir, None, [])
+    assert p.max_tokens == min(128, tiny.info.max_positions) == finetune.token_budget(tiny) == 64
+    rows = glue.load_split(glue_dir, "mrpc", "train")
+    assert [r.source for r in p.importance_rows(1)] == [r.source for r in rows]  # 48 rows: all fine-tuned on
+    assert recipe_for("mrpc", "quick").max_train is None
+    for seed in (0, 1):
+        want = sorted(np.random.default_rng(10_000 + seed).choice(len(rows), 10, replace=False))
+        got = p.importance_split(seed, 10)
+        assert got.sources == [rows[i].source for i in want] and got.max_tokens == 64
+        assert got.labels.tolist() == [rows[i].label for i in want]
+    assert p.importance_split(0, 10).sources != p.importance_split(1, 10).sources
+    assert p.importance_split(0, 100).sources == [r.source for r in rows]  # n over the rows: every row
+    assert finetune.seeded_subset(rows, None, 0) == rows and finetune.seeded_subset(rows, 48, 0) == rows
