@@ -42,6 +42,14 @@ SPECS = {
         licence="CC BY-NC-SA 4.0 (treebank); per-genre text licences in LICENSE.txt",
         restricted="GUM is CC BY-NC-SA 4.0: non-commercial use only, share alike",
         citation="Zeldes 2017, The GUM Corpus: Creating Multilayer Resources in the Classroom (LRE 51(3))"),
+    "ud_english_pud": dict(
+        notice="share alike: adaptations carry the same licence (CC BY-SA 3.0); attribution required",
+        title="UD English PUD (Parallel Universal Dependencies, CoNLL 2017 shared task test set)",
+        repo="UniversalDependencies/UD_English-PUD", commit="f16eba4ae7f3d161870ed320676c5088b8fa476c",
+        rules=[("", "")],
+        licence="CC BY-SA 3.0", restricted=None,
+        citation="Zeman et al. 2017, CoNLL 2017 Shared Task: Multilingual Parsing from Raw Text to Universal "
+                 "Dependencies; Universal Dependencies"),
     "gum": dict(
         notice="attribution required; the texts keep their per-genre licences (LICENSE.txt)",
         title="GUM per-document CoNLL-U files (all splits, with coreference)",

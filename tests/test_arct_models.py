@@ -173,6 +173,8 @@ def test_metrics_on_planted_runs():
     assert m.arct_ft_test(full, stat="max").value == pytest.approx(0.70)
     assert m.arct_ft_degenerate(full).value == pytest.approx(1 / 3)
     assert "authors' bert_large: 1/2" in m.arct_ft_degenerate(full).detail
+    lo, hi = m.arct_ft_degenerate(full).bounds  # Wilson 95% on 1 of 3 runs: 0.061 .. 0.792 (by hand)
+    assert lo == pytest.approx(0.0615, abs=1e-3) and hi == pytest.approx(0.7923, abs=1e-3)
     w = _pr("w", [_run(0, 0.58), _run(1, 0.61), _run(2, 0.60)])
     assert m.arct_ft_gap(w, [full]).value == pytest.approx(0.04)
     low = _pr("full", [_run(0, 0.52), _run(1, 0.50)])

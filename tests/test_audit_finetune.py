@@ -178,13 +178,11 @@ def test_a_twin_far_below_chance_holds_and_one_that_learned_does_not():
 
 # ---- the fine-tune margins' standard errors (stop 60): a verdict only where the interval clears the threshold ----
 
-def test_pearson_se_and_seed_mean_se_by_hand():
-    from bertattn_bench.claims.stats import pearson_se, seed_mean_se
+def test_pearson_se_by_hand():
+    from bertattn_bench.claims.stats import pearson_se
 
     assert pearson_se(0.5, 28) == pytest.approx(0.75 / 5)  # (1 - r²) / √(n - 3)
     assert np.isnan(pearson_se(0.5, 3))
-    assert seed_mean_se([1.0, 3.0], [2.0]) == pytest.approx(1.0)  # var 2 / 2 seeds; one seed adds nothing
-    assert seed_mean_se([1.0, 3.0], [0.0, 6.0]) == pytest.approx(np.sqrt(1.0 + 18.0 / 2))
 
 
 def test_the_margin_over_majority_has_the_paired_se_of_the_dev_examples():

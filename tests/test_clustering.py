@@ -139,6 +139,10 @@ def test_tiny_model_batched_equals_one_by_one(tiny, tokenizer):
     np.testing.assert_allclose(out[0].distance, out[1].distance, atol=1e-6)
     d = out[0].distance
     assert d.shape == (8, 8) and np.allclose(d, d.T) and np.all(np.diag(d) == 0)
+    # issue 61: the per-batch sums the jackknife resamples add back up to the pooled distances
+    one = out[1]
+    assert one.batch_segments.tolist() == [1, 1, 1] and one.batch_tokens.sum() == one.n_tokens
+    np.testing.assert_allclose(one.batch_js.sum(0) / one.batch_tokens.sum(), one.distance, atol=1e-9)
     assert np.all(d >= 0) and np.all(d <= LN2 + 1e-6)
 
 
@@ -229,6 +233,31 @@ def test_layer_permutation_metric():
     res = _clustering_result(_stats(n_layers, n_heads), _block_distance(layers, 0.1, 0.3), n_layers, n_heads)
     m = C.js_layer_permutation_p(_pass("clustering", res, n_layers, n_heads))
     assert m.value == pytest.approx(1 / 1001) and "ratio 0.333" in m.detail
+    # its Monte Carlo bounds: Wilson on 1 of 1001 (by hand: centre 0.0029067, half 0.0027304)
+    assert m.bounds == pytest.approx((0.0001764, 0.0056371), abs=2e-7)
+
+
+def test_the_silhouette_s_jackknife_over_batches():
+    """Batches that all give the same distances: the jackknife SE is exactly 0; one batch whose distances blur the
+    behaviours: a positive SE (and the value is the pooled one's)."""
+    n_layers, n_heads = 3, 4
+    stats = _stats(n_layers, n_heads, to_cls={(l, 0): 0.9 for l in range(3)}, entropy={(l, 3): 4.0 for l in range(3)})
+    group = np.array([{"[CLS]": 0, "broad": 1}.get(g, 2) for g in C.behavior_labels(stats)])
+    d = _block_distance(group, within=0.05, between=0.6)
+    per_segment = {k: v[None].repeat(4, 1, 1) for k, v in stats.items()}  # 4 batches of one segment each
+    surface = SurfaceResult(stats=stats, n_segments=4, n_tokens=400, sep_chance=0.04, per_segment=per_segment,
+                            sep_chance_per_segment=torch.full((4,), 0.04))
+
+    def result(batches):
+        js = np.stack(batches) * 100  # 100 query tokens per batch
+        return C.ClusteringResult(js.sum(0) / 400, n_layers, n_heads, 4, 400, surface, batch_js=js,
+                                  batch_tokens=np.full(4, 100), batch_segments=np.ones(4, int))
+
+    same = C.behavior_silhouette_metric(_pass("clustering", result([d] * 4), n_layers, n_heads))
+    assert same.standard_error == pytest.approx(0.0, abs=1e-12) and "jackknife over the 4 batches" in same.detail
+    blurred = _block_distance(group, within=0.3, between=0.35)
+    mixed = C.behavior_silhouette_metric(_pass("clustering", result([d, d, d, blurred]), n_layers, n_heads))
+    assert mixed.standard_error > 0.01
 
 
 def test_mds_is_seeded():

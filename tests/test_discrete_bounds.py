@@ -122,3 +122,32 @@ def test_a_pattern_share_carries_the_bootstrap_bounds_over_the_examples():
     assert 0.25 < lo < 0.5 < hi < 0.75 and "bootstrap over the 30 examples" in m.detail
     assert claim(">=", 0.45).side(m.value, None, m.bounds) == "inconclusive"  # 0.45 inside the bounds
     assert claim(">=", 0.2).side(m.value, None, m.bounds) == "holds"
+
+
+def test_the_ignore_special_tokens_share_has_bounds_from_the_changed_arcs():
+    """Allowing [CLS]/[SEP] only turns arcs wrong: a head's changed arcs are k = correct without - correct with. On
+    100 arcs and max_change 2: k = 0 is surely within (Wilson upper 3.70 > 2? no: 3.70 > 2 makes it undecided), so
+    by hand: k = 0 -> [0, 3.70] undecided; k = 30 -> [21.9, 39.6] surely out. Two heads of four changed by 0, two by
+    30: share 0.5 (the value), bounds [0, 0.5] (the unchanged ones undecided at 100 arcs)."""
+    from bertattn_bench.claims.stats import wilson_bounds
+    from bertattn_bench.families.common.dependency_stats import DependencyResult
+    from bertattn_bench.families.dependency import ignore_special_tokens
+
+    lo0, hi0 = wilson_bounds(0, 100)
+    lo30, hi30 = wilson_bounds(30, 100)
+    assert hi0 == pytest.approx(3.70, abs=0.01) and lo30 == pytest.approx(21.9, abs=0.1)
+    correct = torch.zeros(1, 2, 1, 4)
+    correct[0, 0, 0] = torch.tensor([50.0, 50.0, 50.0, 50.0])
+    res = DependencyResult(("All",), correct, torch.tensor([100]), {}, 10, 100, 0,
+                           all_correct_with_special=torch.tensor([[50.0, 50.0, 20.0, 20.0]]))
+    m = ignore_special_tokens(SimpleNamespace(result=res), max_change=2.0)
+    assert m.value == 0.5 and m.bounds == (0.0, 0.5)
+    # on 10,000 arcs the unchanged heads are surely within (upper bound 0.04 points): bounds [0.5, 0.5]
+    res.n_arcs = torch.tensor([10000])
+    res.correct *= 100
+    res.all_correct_with_special = res.all_correct_with_special * 100
+    m = ignore_special_tokens(SimpleNamespace(result=res), max_change=2.0)
+    assert m.bounds == (0.5, 0.5)
+    # more correct with the specials than without (impossible by construction): no bounds rather than wrong ones
+    res.all_correct_with_special[0, 0] = res.correct[0, 0, 0, 0] + 1
+    assert ignore_special_tokens(SimpleNamespace(result=res), max_change=2.0).bounds is None

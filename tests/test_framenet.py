@@ -462,3 +462,31 @@ def test_tiny_model_notebook_pass(tmp_path, tiny):
 def test_unknown_corpus(tmp_path, tiny):
     with pytest.raises(DataError, match="unknown FrameNet corpus"):
         M.prepare_framenet(tiny, _toy_data(tmp_path), "nope")
+
+
+def test_per_sentence_values_add_up_and_bound_the_head_count(tokenizer):
+    """Issue 61: the reducer keeps each sentence's pair max and control (the pooled means are their means), and the
+    frame-head count carries bootstrap bounds over the sentences: identical sentences give bounds at the value."""
+    words = ["a", "b", "c", "d", "e"]
+    enc = _encode(tokenizer, [words, words])
+    red = M.FrameReducer([[(0, 2)], [(0, 2)]], [5, 5], 1, 2, CPU, draws=20)
+    batch = make_batch(enc, tokenizer, CPU, with_words=True)
+    to_c = lambda ex, q: ex.word_index.index(2)  # noqa: E731
+    red.start_batch(batch)
+    red.update(0, _plant(batch, [to_c, lambda ex, q: None]))
+    r = red.finalize()
+    assert r.score_per_sentence.shape == (2, 3, 1, 2)
+    np.testing.assert_allclose(r.score_per_sentence.mean(0), r.score, atol=1e-6)
+    np.testing.assert_allclose(r.control_per_sentence.mean(0), r.control, atol=1e-6)
+    again = r.resample(np.array([0, 1]))
+    np.testing.assert_allclose(again.score, r.score, atol=1e-6)
+    np.testing.assert_allclose(again.diff_mean, r.diff_mean, atol=1e-6)
+    # planted: 40 sentences, head 2-3 a frame head in every one: count 1, bounds [1, 1]
+    score = np.full((40, 3, 2, 4), 0.10)
+    control = np.full((40, 3, 2, 4), 0.10)
+    score[:, :, 1, 2] = 0.30 + 0.01 * np.random.default_rng(0).random((40, 3))
+    control[:, :, 1, 2] = 0.12
+    res = M.FrameResult(score.mean(0), control.mean(0), (score - control).mean(0), (score - control).std(0, ddof=1),
+                        40, 40, 0, 20, score_per_sentence=score, control_per_sentence=control)
+    m = M.framenet_heads(_PR(res))
+    assert m.value == 1 and m.bounds == (1.0, 1.0)

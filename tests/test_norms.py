@@ -6,6 +6,7 @@ import math
 import warnings
 
 import architecture_matrix as A
+import numpy as np
 import pytest
 import torch
 
@@ -326,6 +327,23 @@ def test_the_pass_on_a_toy_corpus_measures_every_claim_and_draws_both_figures(ti
         except NotApplicable:
             pass
     assert measured >= 18
+    # issue 61: the per-segment sums add back up to the pooled values (every segment once: the whole sample), so the
+    # bootstrap over segments resamples the very statistic the claim reads; and each judged value carries bounds
+    from bertattn_bench.families.norms.metrics import _resample
+    from bertattn_bench.families.norms.run import CATEGORIES
+
+    whole = _resample(res, np.arange(res.n_segments))
+    for c in CATEGORIES:
+        assert torch.allclose(whole.fx[c], res.fx[c], rtol=1e-5, atol=1e-6), c
+    finite = torch.isfinite(res.alpha_fx_r)
+    assert torch.allclose(whole.alpha_fx_r[finite], res.alpha_fx_r[finite], atol=1e-5)
+    assert whole.mixing_mean == pytest.approx(res.mixing_mean, rel=1e-9)
+    assert int(res.token_segment.max()) == res.n_segments - 1 and len(res.token_segment) == res.n_tokens
+    assert res.token_segment.tolist() == sorted(res.token_segment.tolist())  # occurrences in segment order
+    for name, params in (("mixing_mean", {"ratio": "attn_w"}), ("mixing_order", {}), ("fx_ratio", {}),
+                         ("alpha_fx_correlation", {})):
+        m = METRICS[name](pr, **params)
+        assert m.bounds is not None and m.bounds[0] <= m.value <= m.bounds[1], name
     paths = norms_figures([pr], tmp_path / "figs")
     assert [Path(p).name.split("-")[1] for p in paths] == ["readings", "mixing"] and all(Path(p).stat().st_size for p in paths)
     shutil.rmtree(tmp_path / "figs")
@@ -416,3 +434,17 @@ def test_raw_afx_is_the_authors_re_examine_quantity(tiny, tokenizer):
     for c, w in want.items():
         assert torch.allclose(res["afx"][c], w, rtol=1e-4, atol=1e-7), (c, (res["afx"][c] - w).abs().max())
     assert float(want["other"].min()) > 0
+
+
+def test_the_jackknife_over_groups_by_hand():
+    """Delete-a-group jackknife (claims.stats.jackknife_se): with one unit per group, the SE of a mean is exactly
+    sd / sqrt(n) (ddof 1); with 2 groups of the units 1, 2 | 3, 6: the means without each group 4.5 and 1.5, SE
+    sqrt(1/2 x (1.5² + 1.5²)) = 1.5."""
+    from bertattn_bench.claims.stats import jackknife_se
+
+    x = np.array([1.0, 2.0, 3.0, 6.0])
+    se, g = jackknife_se(lambda kept: float(x[kept].mean()), 4, groups=10)
+    assert g == 4 and se == pytest.approx(np.std(x, ddof=1) / 2)
+    se2, g2 = jackknife_se(lambda kept: float(x[kept].mean()), 4, groups=2)
+    assert g2 == 2 and se2 == pytest.approx(1.5)
+    assert np.isnan(jackknife_se(lambda kept: 0.0, 1)[0])

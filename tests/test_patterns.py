@@ -215,6 +215,11 @@ def test_batched_equals_one_by_one_on_a_model(tiny, tokenizer):
     has = np.array([a.n_special for a in alone])  # (3 examples, 3 features)
     expect = sum(a.special * h for a, h in zip(alone, has)) / np.maximum(has.sum(0), 1)
     np.testing.assert_allclose(together.special, expect, atol=1e-5)
+    # issue 61: each example's §4.4 scores (mean over heads), nan where it lacks the token: their mean over the
+    # examples with the token is the pooled score's mean over heads
+    per = together.special_examples
+    assert per.shape == (3, info.n_layers, 3)
+    np.testing.assert_allclose(np.nanmean(per[..., :2], 0), together.special[..., :2].mean(1), atol=1e-5)
 
 
 def test_feature_reducer_paper_score_and_subject_attention(tokenizer):
@@ -254,6 +259,15 @@ def test_feature_reducer_paper_score_and_subject_attention(tokenizer):
     # per sentence (by example index): noun score 1 in sentence 0, none (nan) in sentence 1
     assert res.per_sentence.shape == (2, 1, 1, len(P.RISE))
     assert res.per_sentence[0, 0, 0, 0] == pytest.approx(1.0) and np.isnan(res.per_sentence[1, 0, 0, 0])
+    # issue 61: the per-sentence values the bootstrap resamples add back up to the pooled ones (both sentences once)
+    both = res.resample(np.array([0, 1]))
+    np.testing.assert_allclose(both.scores, res.scores, atol=1e-6)
+    np.testing.assert_allclose(both.nsubj, res.nsubj, atol=1e-6)
+    np.testing.assert_allclose(both.diag, res.diag, atol=1e-6)
+    assert both.n_arcs == 1 and res.arcs_per_sentence.tolist() == [1, 0]
+    # sentence 1 alone: no noun (its score reads 0, as the pooled 0 / 0), the uniform verb 1/n, no arc
+    one = res.resample(np.array([1, 1]))
+    assert dict(zip(P.UD_FEATURES, one.scores[0, 0]))["verb"] == pytest.approx(1 / n2) and one.n_arcs == 0
 
 
 def test_feature_score_of_a_many_piece_word_is_its_best_piece(tokenizer):

@@ -132,3 +132,67 @@ def test_two_seeds_of_the_recorded_spreads_never_report_a_claim_lost():
         if lost(ref, here) or {verdict_of(ref), verdict_of(here)} == {HOLDS, DOES_NOT_HOLD}:
             bad.append((key, a, b, verdict_of(ref), verdict_of(here), here["interval"]))
     assert not bad, bad
+
+
+# ---- a tier that trains k seeds: each seed's view of the result, the interval from this run's seeds ------------
+
+from dataclasses import dataclass, field  # noqa: E402
+from typing import ClassVar  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bertattn_bench.claims.checks import one_seed, per_seed_values  # noqa: E402
+from bertattn_bench.engine.batching import Skipped  # noqa: E402
+from bertattn_bench.engine.passes import PassResult  # noqa: E402
+
+
+@dataclass
+class ThreeSeeds:
+    seeds: tuple
+    base: np.ndarray  # (S,)
+    scores: dict  # seed -> score
+    extra: np.ndarray | None = None  # (E,) the first E seeds only
+    shared: float = 7.0  # not per seed
+    meta: dict = field(default_factory=dict)
+    PER_SEED: ClassVar[tuple[str, ...]] = ("base", "scores", "extra")
+
+
+MEAN_NAME = "test_seed_interval_mean_base"
+if MEAN_NAME not in registry.METRICS:  # the mean over the seeds the result holds, as the families' metrics are
+    registry.metric(MEAN_NAME)(lambda pr, **kw: registry.Measurement(
+        value=float(np.mean(pr.result.base)) + 0 * sum(pr.result.scores.values()), n=10, n_unit="things"))
+
+
+def _pass(result):
+    from test_claims_registry import FakePass as FP
+
+    info = FP(0.0).model
+    return PassResult("fake", "fake_corpus", "fake data", info, result, 10, Skipped(0, 0))
+
+
+def test_each_seed_s_view_holds_that_seed_only():
+    r = ThreeSeeds((4, 5, 6), np.array([1.0, 2.0, 6.0]), {4: "a", 5: "b", 6: "c"}, extra=np.array([9.0]))
+    v = one_seed(r, 1)
+    assert v.seeds == (5,) and v.base.tolist() == [2.0] and v.scores == {5: "b"} and v.shared == 7.0
+    assert v.extra is None  # the second seed has no entry in a field only the first seed fills
+    assert one_seed(r, 0).extra.tolist() == [9.0] and r.base.tolist() == [1.0, 2.0, 6.0]  # the result untouched
+
+
+def test_a_three_seed_run_is_judged_on_its_own_seeds_spread():
+    r = ThreeSeeds((0, 1, 2), np.array([1.0, 2.0, 6.0]), {0: 0, 1: 0, 2: 0})
+    c = claim(">", 1.0, metric=MEAN_NAME)
+    assert per_seed_values(c, _pass(r)) == [1.0, 2.0, 6.0]
+    out = evaluate(c, _pass(r), seed_spread=spread(100.0))  # the run's own seeds win over a recorded spread
+    sd = float(np.std([1.0, 2.0, 6.0], ddof=1))  # 2.6458
+    half = T3 * sd / math.sqrt(3)  # the mean of three: 4.3027 x 2.6458 / 1.7321 = 6.572
+    assert half == pytest.approx(6.572, abs=1e-3)
+    assert out.interval == pytest.approx([3.0 - half, 3.0 + half], abs=1e-6) and out.inconclusive
+    assert out.values["per_seed"] == [1.0, 2.0, 6.0] and "over this run's 3 seeds" in out.detail
+    tight = ThreeSeeds((0, 1, 2), np.array([2.9, 3.0, 3.1]), {0: 0, 1: 0, 2: 0})
+    clear = evaluate(c, _pass(tight))  # 3 ± 0.25: holds
+    assert verdict_of(clear) == HOLDS and clear.interval == pytest.approx([3 - T3 * 0.1 / math.sqrt(3),
+                                                                           3 + T3 * 0.1 / math.sqrt(3)], abs=1e-6)
+    one = ThreeSeeds((0,), np.array([3.0]), {0: 0})  # one seed: no run spread; the recorded one applies
+    assert per_seed_values(c, _pass(one)) is None
+    assert evaluate(c, _pass(one), seed_spread=spread(0.5)).interval == pytest.approx([3 - T3 * 0.5, 3 + T3 * 0.5],
+                                                                                       abs=1e-5)

@@ -89,12 +89,13 @@ def test_every_per_tier_table_names_every_tier():
 
 
 def test_a_one_seed_fine_tune_takes_the_training_seed(monkeypatch):
-    """$BERTATTN_SEED picks the checkpoint of a task the tier trains once (scripts/spread.py's seed spread); a task
-    with listed seeds (the full tier's MRPC and RTE) keeps them."""
+    """$BERTATTN_SEED picks the checkpoint of a task the tier trains once (scripts/spread.py's seed spread) and the
+    first of the regression tier's three; a task with listed seeds (the full tier's MRPC and RTE) keeps them."""
     from bertattn_bench.base.settings import from_environment  # the faces' one reader (issue 44)
 
     assert finetuned.tier_seeds("quick", "mrpc") == (0,)
     monkeypatch.setenv("BERTATTN_SEED", "2")
     seed = from_environment()["seed"]
-    assert finetuned.tier_seeds("quick", "mrpc", seed) == (2,) and finetuned.tier_seeds("regression", "mrpc", seed) == (2,)
+    assert finetuned.tier_seeds("quick", "mrpc", seed) == (2,) and finetuned.tier_seeds("regression", "mrpc", seed) == (2, 3, 4)
+    assert finetuned.tier_seeds("regression", "mrpc") == (0, 1, 2)  # the recorded tier trains three (issue 61)
     assert finetuned.tier_seeds("full", "mrpc", seed) == (0, 1, 2) and finetuned.tier_seeds("full", "sts-b", seed) == (2,)

@@ -140,7 +140,11 @@ def record_baselines(outcomes: list, passes: list[dict], directory: Path, comman
                                                         **({"inconclusive": True} if getattr(o, "inconclusive", False)
                                                            else {}),
                                                         **({"not_judged": o.not_judged} if getattr(o, "not_judged", None)
-                                                           else {})}
+                                                           else {}),
+                                                        # issue 61's audit reads these: every judged row carries
+                                                        # an interval, bounds or an exact reason
+                                                        "interval": getattr(o, "interval", None),
+                                                        **({"exact": True} if getattr(o, "exact", None) else {})}
                    for o in outcomes}
         path = directory / f"{slug}.json"
         info = next(p for p in passes if p["slug"] == slug)

@@ -36,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import learned
 from .claim import Claim
 from .outcome import ClaimOutcome, baseline_key, corpus_label
@@ -87,10 +89,53 @@ def measure(claim: Claim, pass_result, others=None, assume_shape: str | None = N
     if claim.inputs:
         base["data"] = pass_result.data + "".join(f" + {p.model.name} / {p.family}:{p.corpus} ({p.data})"
                                                   for p in resolved)
+    if not claim.inputs and "per_seed" not in m.values:
+        per_seed = per_seed_values(claim, pass_result)
+        if per_seed is not None:
+            m.values["per_seed"] = per_seed
     out = ClaimOutcome(**base, measured=m.value, unit=m.unit, n=m.n, n_unit=m.n_unit, holds=None, head=m.head,
                        detail=m.detail + (f" [{skipped}]" if skipped else ""), values=dict(m.values),
                        exact=claim.exact)
     return Measured(out, m, resolved)
+
+
+def one_seed(result, i: int):
+    """The view of a several-seed ``result`` that holds its ``i``-th seed only: the fields its class names in
+    ``PER_SEED`` restricted (a dict keyed by seed to that seed's entry; an array or list whose first axis runs over
+    the seeds to row ``i``, None where that axis is shorter: a field only the first seeds fill), ``seeds`` the one."""
+    import dataclasses
+
+    seed = result.seeds[i]
+    changes: dict = {"seeds": (seed,)}
+    for name in type(result).PER_SEED:
+        v = getattr(result, name)
+        if isinstance(v, dict):
+            changes[name] = {k: x for k, x in v.items() if k == seed}
+        elif v is not None:
+            changes[name] = v[i:i + 1] if i < len(v) else None
+    return dataclasses.replace(result, **changes)
+
+
+def per_seed_values(claim: Claim, pass_result) -> list[float] | None:
+    """The claim's metric on each seed of a pass that trained several (its result's class names its per-seed fields
+    in ``PER_SEED``), in the order of ``result.seeds``; None for a one-seed pass, a result without per-seed fields, or
+    a seed whose view the metric cannot read (:func:`seed_interval` then has no run spread to use)."""
+    import dataclasses
+
+    r = getattr(pass_result, "result", None)
+    seeds = getattr(r, "seeds", ())
+    if not getattr(type(r), "PER_SEED", None) or len(seeds) < 2:
+        return None
+    fn, out = load_all_metrics()[claim.metric], []
+    for i in range(len(seeds)):
+        try:
+            v = float(fn(dataclasses.replace(pass_result, result=one_seed(r, i)), **claim.params).value)
+        except (NotApplicable, ValueError, IndexError, KeyError, TypeError):
+            return None
+        if not math.isfinite(v):
+            return None
+        out.append(v)
+    return out
 
 
 # ---- 2. judge --------------------------------------------------------------------------------------------------
@@ -105,6 +150,14 @@ def seed_interval(claim: Claim, key: str, m: Measurement, seed_spread: dict | No
     says so."""
     if int(m.values.get("seeds", 1) or 1) >= 2:
         return None, ""
+    per_seed = m.values.get("per_seed")
+    if per_seed is not None and len(per_seed) >= 2:  # a tier that trained k seeds: the spread of this run's seeds
+        k, sd = len(per_seed), float(np.std(per_seed, ddof=1))
+        half = seed_half_width(sd, k, claim.interval_z) / math.sqrt(k)
+        where = f"seeds: sd {sd:.3g} over this run's {k} seeds (the value their mean)"
+        if half == 0 and m.standard_error is None and m.bounds is None:
+            return None, f" [{where}: the seed does not move it]"
+        return half, f" [{where}, ± {half:.3g} in the interval]"
     spread = (seed_spread or {}).get(key)
     if not spread or spread.get("k", 0) < 2:
         return None, ""

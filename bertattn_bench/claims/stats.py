@@ -110,12 +110,6 @@ def pearson_se(r: float, n: int) -> float:
     return float((1.0 - r * r) / math.sqrt(n - 3)) if n > 3 else float("nan")
 
 
-def seed_mean_se(*spreads: Sequence[float]) -> float:
-    """The seeds' share of the standard error of a difference of means over seeds: √(Σ var_k / k) over the given
-    per-seed scores, sample variances (ddof 1); a set of one seed adds nothing (its spread is unknown)."""
-    return float(math.sqrt(sum(np.var(np.asarray(x, float), ddof=1) / len(x) for x in spreads if len(x) > 1)))
-
-
 def paired_difference_se(b: float, c: float, n: int) -> float:
     """Standard error (points) of acc_A − acc_B on the same ``n`` items, from the discordant counts ``b`` (A right,
     B wrong) and ``c`` (the reverse): sqrt(((b + c) − (b − c)² / n) / n²) × 100."""
@@ -317,6 +311,23 @@ def bootstrap_bounds(statistic: Callable[[np.ndarray], float], n: int, samples: 
     tail = 100 * (1 - level) / 2
     lo, hi = np.percentile(values, [tail, 100 - tail])
     return float(lo), float(hi), len(values)
+
+
+def jackknife_se(statistic: Callable[[np.ndarray], float], n: int, groups: int = 20) -> tuple[float, int]:
+    """Delete-a-group jackknife standard error of ``statistic(kept unit indices)`` over ``n`` units (segments) split
+    into ``groups`` consecutive groups: sqrt((G - 1) / G x sum of (theta_-g - mean)^2) (Efron & Tibshirani 1993,
+    §11.5). For a statistic too costly to bootstrap (a rank correlation over every token occurrence), the units its
+    observations cluster in. Returns (SE, G); NaN for fewer than 2 groups or a statistic that is NaN on some group's
+    complement."""
+    g = min(int(groups), int(n))
+    if g < 2:
+        return float("nan"), g
+    edges = np.linspace(0, n, g + 1).round().astype(int)
+    units = np.arange(n)
+    theta = np.array([statistic(np.concatenate([units[:edges[i]], units[edges[i + 1]:]])) for i in range(g)], float)
+    if not np.all(np.isfinite(theta)):
+        return float("nan"), g
+    return float(np.sqrt((g - 1) / g * np.sum((theta - theta.mean()) ** 2))), g
 
 
 def permutation_p(observed: float, null: np.ndarray, smaller_is_extreme: bool = True) -> float:

@@ -317,8 +317,10 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
 
     if manifest_paths is None:
         manifest_paths = {f.path for f in load_manifest().files}
-    if family == "dependency":
+    if family in ("dependency", "trees"):
         paths = [ud.CORPORA[corpus]]
+    elif family == "roles":  # + the WikiText-2 word counts of its rare-word heads
+        paths = [ud.CORPORA[corpus], segments.CORPORA["wikitext2"]]
     elif family == "probes":
         base = corpus[:-3] if corpus.endswith("_ud") else corpus
         paths = [ud.CORPORA[base], gum.GUM_DOCUMENTS, *gum.SPLIT_FILES.values()]

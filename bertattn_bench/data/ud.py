@@ -1,4 +1,4 @@
-"""CoNLL-U treebanks (UD EWT, UD GUM) through the ``conllu`` package, with file:line errors.
+"""CoNLL-U treebanks (UD EWT, UD GUM, UD PUD) through the ``conllu`` package, with file:line errors.
 
 Only syntactic words are kept: multiword-token ranges (``1-2``) and empty nodes (``1.1``) are skipped, as the
 trees are defined over syntactic words.
@@ -18,6 +18,7 @@ CORPORA = {
     "ewt_test": "ud_english_ewt/en_ewt-ud-test.conllu",
     "gum_dev": "ud_english_gum/en_gum-ud-dev.conllu",
     "gum_test": "ud_english_gum/en_gum-ud-test.conllu",
+    "pud_test": "ud_english_pud/en_pud-ud-test.conllu",  # PUD (CoNLL 2017): Htut et al. 2019's English set
 }
 FEATURES_CORPUS = "ewt_dev"  # the sentences of Kovaleva's linguistic features (the patterns family; the data manifest)
 

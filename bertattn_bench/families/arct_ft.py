@@ -297,14 +297,20 @@ def arct_ft_adv_max(pr, paper_max: float = 0.533) -> Measurement:
 
 @metric("arct_ft_degenerate")
 def arct_ft_degenerate(pr) -> Measurement:
-    """Share of runs whose train accuracy (best-dev weights) is below 0.8 (P §3's degenerate runs)."""
+    """Share of runs whose train accuracy (best-dev weights) is below 0.8 (P §3's degenerate runs), with Wilson's
+    95% bounds over the seed runs (issue 61: the share a seed draws; one run of one reads [0.21, 1])."""
+    from ..claims.stats import wilson_bounds
+
     r = result_of(pr)
     bad = r.degenerate()
     authors = "; ".join(f"authors' {e[:-6]}: {int((v < arct_ft.DEGENERATE_TRAIN).sum())}/{len(v)}"
                         for e, v in r.authors.items() if e.endswith(":train"))
+    lo, hi = wilson_bounds(len(bad), len(r.runs))
     detail = (f"{r.setting}: {_degenerate_text(r)}; train accuracy per seed "
-              + ", ".join(f"{x.seed}: {x.train_acc:.3f}" for x in r.runs) + f"; {authors}")
-    return Measurement(len(bad) / len(r.runs), n=len(r.runs), n_unit="seed runs", detail=detail, unit="share")
+              + ", ".join(f"{x.seed}: {x.train_acc:.3f}" for x in r.runs) + f"; {authors}; Wilson 95% bounds over the "
+              f"{len(r.runs)} run(s) [{lo / 100:.2f}, {hi / 100:.2f}]")
+    return Measurement(len(bad) / len(r.runs), n=len(r.runs), n_unit="seed runs", detail=detail, unit="share",
+                       bounds=(lo / 100, hi / 100))
 
 
 # ---- figure -------------------------------------------------------------------------------------------------

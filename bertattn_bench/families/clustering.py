@@ -26,7 +26,7 @@ import torch
 
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import permutation_p
+from ..claims.stats import jackknife_se, permutation_p, wilson_bounds
 from ..data.segments import CORPORA as SEGMENT_CORPORA
 from ..engine.attention import Reducer, head_name
 from .common.surface_stats import SurfaceReducer, SurfaceResult, segments_pass
@@ -59,6 +59,11 @@ class ClusteringResult:
     surface: SurfaceResult  # per-head §3 statistics over every token of the segments (behaviour labels)
     query_fraction: float | None = QUERY_FRACTION
     seed: int = QUERY_SEED
+    # per batch of consecutive segments (issue 61: the jackknife over them): the JS sums (G, N, N), the query tokens
+    # and the segments of each batch
+    batch_js: np.ndarray | None = None
+    batch_tokens: np.ndarray | None = None
+    batch_segments: np.ndarray | None = None
 
     def layers(self) -> np.ndarray:
         """0-based layer of each row of ``distance``."""
@@ -147,6 +152,9 @@ class ClusteringReducer(Reducer):
         self.js = torch.zeros(n_layers * n_heads, n_layers * n_heads, dtype=torch.float64, device=device)
         self.n_tokens = 0
         self.rows: list = [None] * n_layers
+        self.batch_js: list = []
+        self.batch_tokens: list[int] = []
+        self.batch_segments: list[int] = []
 
     def start_batch(self, batch) -> None:
         from ..engine.batching import to_device
@@ -160,6 +168,8 @@ class ClusteringReducer(Reducer):
         at = to_device(np.array(picks, dtype=np.int64).reshape(-1, 2).T.copy(), batch.input_ids.device)
         self.query_b, self.query_t = at[0], at[1]
         self.n_tokens += len(picks)
+        self.batch_tokens.append(len(picks))
+        self.batch_segments.append(len(batch.examples))
         self.rows = [None] * self.n_layers
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
@@ -168,14 +178,18 @@ class ClusteringReducer(Reducer):
         if layer == self.n_layers - 1:
             if any(r is None for r in self.rows):
                 raise RuntimeError("ClusteringReducer: a layer's attention was not observed in this batch")
-            self.js += js_pair_sums(torch.cat(self.rows), self.chunk)
+            part = js_pair_sums(torch.cat(self.rows), self.chunk)
+            self.js += part
+            self.batch_js.append(part)
             self.rows = [None] * self.n_layers
 
     def finalize(self) -> ClusteringResult:
         surface = self.surface.finalize()
         d = (self.js / max(self.n_tokens, 1)).cpu().numpy()
+        per_batch = torch.stack(self.batch_js).cpu().numpy() if self.batch_js else None
         return ClusteringResult(d, self.n_layers, self.n_heads, surface.n_segments, self.n_tokens, surface,
-                                self.fraction, self.seed)
+                                self.fraction, self.seed, per_batch, np.array(self.batch_tokens),
+                                np.array(self.batch_segments))
 
 
 @family("clustering", corpora=tuple(SEGMENT_CORPORA), default_corpus="wikitext2", quick_limit=300)
@@ -293,7 +307,10 @@ def js_layer_permutation_p(pr, n_permutations: int = N_PERMUTATIONS, seed: int =
     detail = (f"within-layer {within:.4f} vs between-layer {between:.4f} nats (ratio {ratio:.3f}; permuted ratios "
               f"{np.quantile(null, 0.01):.3f}..{np.quantile(null, 0.99):.3f} for 1-99%, {n_permutations} permutations, "
               f"seed {seed}); within by layer: {' '.join(per_layer)}; {res.n_segments} segments")
-    return Measurement(p, unit="p-value", detail=detail, **_n(res))
+    # the p-value's own randomness is its Monte Carlo count: Wilson's 95% bounds on (1 + hits) of (1 + permutations)
+    lo, hi = wilson_bounds(int(round(p * (n_permutations + 1))), n_permutations + 1)
+    return Measurement(p, unit="p-value", detail=detail + f"; Wilson 95% bounds on the permutation count "
+                       f"[{lo / 100:.4g}, {hi / 100:.4g}]", bounds=(lo / 100, hi / 100), **_n(res))
 
 
 @metric("behavior_silhouette")
@@ -303,17 +320,34 @@ def behavior_silhouette_metric(pr, share: float = BEHAVIOR_SHARE, broad_quantile
     with a behaviour label; fewer than ``min_behaviors`` behaviours with >= 2 heads means no clusters to find
     and measures 0 (a silhouette of no structure)."""
     res = _result(pr)
-    labels = res.behaviors(share, broad_quantile)
+    value, detail = _silhouette(res.distance, res.behaviors(share, broad_quantile), min_behaviors)
+    se = None
+    G = 0 if res.batch_js is None else len(res.batch_js)
+    if G >= 3 and res.surface.per_segment is not None:  # issue 61: the sample's share, a jackknife over the batches
+        starts = np.concatenate([[0], np.cumsum(res.batch_segments)])
+
+        def without(kept):
+            seg = torch.from_numpy(np.concatenate([np.arange(starts[g], starts[g + 1]) for g in kept]))
+            labels = behavior_labels(res.surface.resample(seg).stats, share, broad_quantile)
+            return _silhouette(res.batch_js[kept].sum(0) / max(res.batch_tokens[kept].sum(), 1), labels,
+                               min_behaviors)[0]
+
+        se, _ = jackknife_se(without, G, G)
+        se = se if np.isfinite(se) else None
+        detail += f"; SE {se:.3g} by a jackknife over the {G} batches of consecutive segments" if se is not None else ""
+    return Measurement(value, unit="silhouette", detail=detail, standard_error=se, **_n(res))
+
+
+def _silhouette(distance: np.ndarray, labels: list[str], min_behaviors: int) -> tuple[float, str]:
+    """(the mean silhouette of the labelled heads, its detail); 0 with fewer than ``min_behaviors`` behaviours."""
     counts = {g: labels.count(g) for g in dict.fromkeys(labels)}
     groups = ", ".join(f"{g} {c}" for g, c in sorted(counts.items(), key=lambda kv: -kv[1]))
     real = [g for g, c in counts.items() if g != OTHER and c >= 2]
     if len(real) < min_behaviors:
-        return Measurement(0.0, unit="silhouette", detail=f"fewer than {min_behaviors} behaviours with >= 2 heads "
-                           f"(no clusters to find): {groups}", **_n(res))
-    value, per, n_heads = behavior_silhouette(res.distance, labels)
+        return 0.0, f"fewer than {min_behaviors} behaviours with >= 2 heads (no clusters to find): {groups}"
+    value, per, n_heads = behavior_silhouette(distance, labels)
     text = ", ".join(f"{g} {per[g]:+.2f}" for g in sorted(per, key=lambda g: -counts[g]))
-    return Measurement(value, unit="silhouette", detail=f"mean over {n_heads} labelled heads; heads: {groups}; "
-                       f"silhouette by behaviour: {text}", **_n(res))
+    return value, f"mean over {n_heads} labelled heads; heads: {groups}; silhouette by behaviour: {text}"
 
 
 # ---- figure (Clark Fig. 6) -----------------------------------------------------------------------------------

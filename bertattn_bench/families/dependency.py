@@ -187,9 +187,22 @@ def ignore_special_tokens(pr, max_change: float) -> Measurement:
     small = int((change <= max_change).sum())
     worst = int(torch.argmax(change))
     layer, head = divmod(worst, change.shape[1])
-    return Measurement(small / change.numel(), n=n, n_unit="arcs", detail=(
-        f"{small} of {change.numel()} heads within {max_change} points; largest change {head_name(layer, head)}: "
-        f"{without[layer, head]:.1f}% → {with_special[layer, head]:.1f}%"))
+    detail = (f"{small} of {change.numel()} heads within {max_change} points; largest change {head_name(layer, head)}: "
+              f"{without[layer, head]:.1f}% → {with_special[layer, head]:.1f}%")
+    # bounds (issue 61): allowing [CLS]/[SEP] only adds candidates, so an arc's prediction can only turn from a word
+    # to a special token (never gold): the changed arcs k = correct without - correct with, and the change is k/n.
+    # A head is surely within max_change where Wilson's 95% upper bound on k of n is, surely not where the lower
+    # bound exceeds it; the share's bounds count the undecided heads out, then in.
+    lost = (res.correct[:, 0, r, :] - res.all_correct_with_special).flatten().tolist()
+    bounds = None
+    if n and min(lost) >= 0:
+        edges = [wilson_bounds(int(k), n) for k in lost]
+        sure = sum(hi <= max_change for _, hi in edges)
+        maybe = sum(lo <= max_change < hi for lo, hi in edges)
+        bounds = (sure / len(lost), (sure + maybe) / len(lost))
+        detail += (f"; {sure} surely within, {maybe} undecided by Wilson's 95% bounds on the changed arcs: share "
+                   f"bounds [{bounds[0]:.3f}, {bounds[1]:.3f}]")
+    return Measurement(small / change.numel(), n=n, n_unit="arcs", detail=detail, bounds=bounds)
 
 
 @metric("noop_sink_by_nominality")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -78,6 +79,10 @@ class DisableResult:
     plain_seconds: list[float] = field(default_factory=list)
     n_configs: int = 0
     train_meta: dict = field(default_factory=dict)
+    # the fields that hold one entry per seed (claims.checks.one_seed: each seed's view, the judge's seed spread)
+    PER_SEED: ClassVar[tuple[str, ...]] = (
+        "base", "head_delta", "layer_delta", "head_p", "layer_p", "head_flips", "layer_flips", "head_with_base",
+        "layer_with_base", "sweep_seconds", "plain_seconds", "train_meta")
 
     @property
     def seed_sd(self) -> float:
@@ -216,7 +221,8 @@ def disable_best_head_margin(pr, tasks: list | None = None, what: str = "head", 
                f"{margin:g} or more" if hi < 0 else "cannot tell: no significant gain, none ruled out")
     return Measurement(value, r.n_dev, "dev examples", unit="points (centre of [lo, hi])", standard_error=se,
                        values={"lower": lo, "upper_minus_margin": hi, "best_gain": float(np.mean(best)),
-                               "best_gain_per_seed": best, "margin": margin, "configurations": K},
+                               "best_gain_per_seed": best, "margin": margin, "configurations": K,
+                               "seeds": len(r.seeds)},  # the union over seeds: its own interval holds them
                        detail=f"{r.task} base {np.mean(r.base):.2f}; {what}s, {K} configurations, {_bounds_kind(r)}; "
                               f"{'; '.join(parts)}; [lo, hi] = [{lo:+.2f}, {hi:+.2f}] (lo: best "
                               f"{what}'s one-sided {1 - alpha:.3g} lower bound, Bonferroni x{K}; hi: best one-sided "
@@ -265,7 +271,8 @@ def disable_best_gain(pr, tasks: list | None = None, what: str = "head", alpha: 
     value, se = _as_interval(lo, hi, undecided=False)
     return Measurement(value, r.n_dev, "dev examples", unit="points (centre of [lo, hi])", standard_error=se,
                        values={"lower": lo, "upper": hi, "best_gain": float(np.mean(best)),
-                               "best_gain_per_seed": best, "configurations": K},
+                               "best_gain_per_seed": best, "configurations": K,
+                               "seeds": len(r.seeds)},  # the union over seeds: its own interval holds them
                        detail=f"{r.task}: best single-{what} gain per seed: {'; '.join(parts)} ({_bounds_kind(r)}, "
                               f"one-sided {1 - alpha:.3g}, the lower ones Bonferroni x{K}); [lo, hi] = "
                               f"[{lo:+.2f}, {hi:+.2f}]")

@@ -14,6 +14,7 @@ import functools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -57,6 +58,8 @@ class FinetuneResult:
     train_meta: dict[int, dict] = field(default_factory=dict)
     twin_meta: dict[int, dict] = field(default_factory=dict)
     labels: np.ndarray | None = None  # the dev labels, in the order of every TaskScores.predictions
+    # the fields that hold one entry per seed (claims.checks.one_seed: each seed's view, the judge's seed spread)
+    PER_SEED: ClassVar[tuple[str, ...]] = ("finetuned", "untuned", "train_meta")
 
     def mean(self, scores: dict[int, TaskScores] | None) -> float:
         return float(np.mean([s.primary for s in scores.values()])) if scores else float("nan")
@@ -212,15 +215,15 @@ def _difference_se(r: FinetuneResult, scores: dict, other: dict | None, other_co
     """(standard error, how) of mean(``scores``) minus another score on the same dev examples (``other``: seed ->
     TaskScores, e.g. the un-tuned model's; None: a constant, the majority class, whose per-example correctness is
     ``other_correct``): a classifier's accuracy paired per example (stats.paired_se, each example's correctness
-    averaged over seeds); a regressor's Pearson r from each side's mean r (stats.pearson_se), independent; plus the
-    seeds' spread of each side's mean (stats.seed_mean_se: nothing for one seed, whose spread the claim's tolerance
-    covers). (None, why) where the predictions are not kept."""
-    from ..claims.stats import paired_se, pearson_se, seed_mean_se
+    averaged over seeds); a regressor's Pearson r from each side's mean r (stats.pearson_se), independent. The seeds'
+    spread is not here: the judge adds it once (claims.checks.seed_interval: this run's seeds where it trained
+    several, else the spread recorded beside the baseline). (None, why) where the predictions are not kept."""
+    from ..claims.stats import paired_se, pearson_se
 
     t = glue.task(r.task)
     if t.is_regression:
         sides = [scores] + ([other] if other else [])
-        examples = float(np.sqrt(sum((100 * pearson_se(r.mean(x) / 100, r.n_dev)) ** 2 for x in sides)))
+        se = float(np.sqrt(sum((100 * pearson_se(r.mean(x) / 100, r.n_dev)) ** 2 for x in sides)))
         what = f"Pearson's r over {r.n_dev} dev pairs, (1 - r²)/√(n - 3), each side"
     else:
         correct = _correct(r, scores)
@@ -228,13 +231,9 @@ def _difference_se(r: FinetuneResult, scores: dict, other: dict | None, other_co
             other_correct = _correct(r, other)
         if correct is None or other_correct is None or t.metric != "acc":
             return None, "no per-example predictions kept: no standard error"
-        examples = paired_se(correct, other_correct)
+        se = paired_se(correct, other_correct)
         what = f"paired with {other_name} over the {len(correct)} dev examples"
-    seeds = seed_mean_se(*[[v.primary for v in x.values()] for x in [scores] + ([other] if other else [])])
-    se = float(np.sqrt(examples ** 2 + seeds ** 2))
-    one = len(scores) == 1 and (not other or len(other) == 1)
-    return se, (f"SE {se:.2f} = sqrt(examples {examples:.2f} ({what})² + seeds {seeds:.2f}²"
-                + (": one seed, its spread in the tolerance)" if one else ")"))
+    return se, f"SE {se:.2f} (examples: {what})"
 
 
 def _correct(r: FinetuneResult, scores: dict[int, TaskScores]) -> np.ndarray | None:

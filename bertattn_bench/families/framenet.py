@@ -48,6 +48,7 @@ from ..claims.stats import one_sided_t_p
 from ..engine.attention import Reducer, head_name
 from ..engine.batching import to_device_parts
 from ..engine.passes import NothingToMeasure
+from .common.surface_stats import with_percentile_bounds
 
 DIRECTIONS = ("t2f", "f2t", "both")
 NOTEBOOK_MAX_LEN = 20  # analyze_sem_links: convert_to_bert_tokens(sentence, "", max_len=20)
@@ -92,6 +93,18 @@ class FrameResult:
     example: dict = field(default_factory=dict)  # the paper's sentence: labels, the plotted row, rows (L, H, T)
     description: str = ""
     level: str = "word"  # "piece" (the notebook's scoring) or "word" (the project's variants)
+    # per sentence (issue 61: the bootstrap over sentences): the linked pairs' max and the control's, (N, 3, L, H)
+    score_per_sentence: np.ndarray | None = None
+    control_per_sentence: np.ndarray | None = None
+
+    def resample(self, idx: np.ndarray) -> "FrameResult":
+        """The per-head means over the sentences ``idx`` (with repeats: one bootstrap sample), as the pooled ones."""
+        real, ctrl = self.score_per_sentence[idx].astype(np.float64), self.control_per_sentence[idx].astype(np.float64)
+        diff = real - ctrl
+        return FrameResult(score=real.mean(0), control=ctrl.mean(0), diff_mean=diff.mean(0),
+                           diff_sd=diff.std(0, ddof=1) if len(idx) > 1 else np.zeros_like(diff[0]),
+                           n_sentences=len(idx), n_pairs=self.n_pairs, n_fallback=self.n_fallback, draws=self.draws,
+                           level=self.level)
 
     def d(self, direction: str | None) -> int:
         return DIRECTIONS.index(self.direction(direction))
@@ -148,6 +161,7 @@ class FrameReducer(Reducer):
         self.score_sum, self.control_sum, self.diff_sum, self.diff_sq = z(), z(), z(), z()
         self.n_sentences, self.n_pairs = 0, 0
         self.example_rows = None
+        self.per_real, self.per_ctrl = [], []  # per sentence, (B, 3, L, H) per batch
 
     def start_batch(self, batch) -> None:
         self.example_row = None
@@ -169,6 +183,11 @@ class FrameReducer(Reducer):
                 if self.pooling == "mean" else batch.word_to
         self.n_sentences += len(batch.examples)
         self.b = len(batch.examples)
+        _, L, H = self.score_sum.shape
+        self.b_real = torch.zeros(self.b, 3, L, H, dtype=torch.float64, device=self.score_sum.device)
+        self.b_ctrl = torch.zeros_like(self.b_real)
+        self.per_real.append(self.b_real)  # filled in place by the batch's layers
+        self.per_ctrl.append(self.b_ctrl)
 
     def _group_max(self, words: torch.Tensor, idx, n_groups: int) -> torch.Tensor:
         """(n_groups, H): max of the word-level attention over each group's pairs."""
@@ -188,11 +207,8 @@ class FrameReducer(Reducer):
         real = torch.cat([real, real.amax(1, keepdim=True)], dim=1)  # (B, 3, H): t2f, f2t, both
         ctrl = self._group_max(words, self.ctrl_idx, 2 * self.b * self.draws).view(self.b, 2, self.draws, h)
         ctrl = torch.cat([ctrl, ctrl.amax(1, keepdim=True)], dim=1).mean(2)  # both per draw, then mean over draws
-        diff = (real - ctrl).double()
-        self.score_sum[:, layer] += real.double().sum(0)
-        self.control_sum[:, layer] += ctrl.double().sum(0)
-        self.diff_sum[:, layer] += diff.sum(0)
-        self.diff_sq[:, layer] += diff.square().sum(0)
+        # per sentence (float64): the sums, the paired differences and their squares are made from them at the end
+        self.b_real[:, :, layer], self.b_ctrl[:, :, layer] = real, ctrl
         if self.example_row is not None:
             if self.example_rows is None:
                 self.example_rows = torch.zeros(len(self.score_sum[0]), h, words.shape[2], words.shape[3],
@@ -201,13 +217,20 @@ class FrameReducer(Reducer):
 
     def finalize(self) -> FrameResult:
         n = max(self.n_sentences, 1)
+        if self.per_real:
+            real, ctrl = torch.cat(self.per_real), torch.cat(self.per_ctrl)  # (N, 3, L, H)
+            diff = real - ctrl
+            self.score_sum, self.control_sum = real.sum(0), ctrl.sum(0)
+            self.diff_sum, self.diff_sq = diff.sum(0), diff.square().sum(0)
         mean = self.diff_sum / n
         var = (self.diff_sq / n - mean.square()).clamp_min(0) * n / max(n - 1, 1)
         cpu = lambda x: x.cpu().numpy()  # noqa: E731
         return FrameResult(score=cpu(self.score_sum / n), control=cpu(self.control_sum / n), diff_mean=cpu(mean),
                            diff_sd=cpu(var.sqrt()), n_sentences=self.n_sentences, n_pairs=self.n_pairs,
                            n_fallback=self.n_fallback, draws=self.draws, level=self.level,
-                           example={"maps": None if self.example_rows is None else cpu(self.example_rows)})
+                           example={"maps": None if self.example_rows is None else cpu(self.example_rows)},
+                           score_per_sentence=cpu(torch.cat(self.per_real).float()) if self.per_real else None,
+                           control_per_sentence=cpu(torch.cat(self.per_ctrl).float()) if self.per_ctrl else None)
 
 
 # every tier: the notebook's population (439 sentences, seconds); full tier: also the project's variants
@@ -344,6 +367,15 @@ def framenet_heads(pr, direction: str | None = None, percentile: float = PERCENT
     beating their own matched-distance control), listed ``layer-head`` with score / control."""
     r = _result(pr)
     heads, threshold, p = frame_heads(r, direction, percentile, alpha)
+    m = _framenet_heads(r, heads, threshold, p, direction, percentile, alpha)
+    if r.score_per_sentence is None or r.n_sentences < 2:
+        return m
+    return with_percentile_bounds(
+        m, lambda idx: float(len(frame_heads(r.resample(idx), direction, percentile, alpha)[0])), r.n_sentences,
+        "sentences")
+
+
+def _framenet_heads(r: FrameResult, heads, threshold, p, direction, percentile: float, alpha: float) -> Measurement:
     d = r.d(direction)
     score = r.score[d]
     paper_threshold = float(np.percentile(score, percentile))

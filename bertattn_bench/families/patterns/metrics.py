@@ -86,15 +86,29 @@ def special_top_share(pr, min_score: float = 0.2, model: str = "pretrained") -> 
     """Among the heads with a vertical stripe (some feature's score >= ``min_score``: one token receives that
     share of the input's attention), the share whose strongest feature is [CLS] or [SEP] (UD EWT)."""
     r, ms = _stats(pr, model)
-    sc = ms.ud.scores  # (L, H, F)
+    m = _special_top_share(ms.ud, ms.label, min_score)
+    return _over_sentences(m, ms.ud, lambda ud: _special_top_share(ud, ms.label, min_score))
+
+
+def _over_sentences(m: Measurement, ud, again) -> Measurement:
+    """``m`` with the 95% percentile bounds of ``again(ud.resample(idx)).value`` over a bootstrap of the UD sentences
+    (issue 61: shares and ratios of heads move with the sample); as it is for a pass without per-sentence values."""
+    if ud.scores_per_sentence is None or len(ud.scores_per_sentence) < 2:
+        return m
+    return with_percentile_bounds(m, lambda idx: again(ud.resample(idx)).value, len(ud.scores_per_sentence),
+                                  "UD sentences")
+
+
+def _special_top_share(ud, label: str, min_score: float) -> Measurement:
+    sc = ud.scores  # (L, H, F)
     top, best = sc.argmax(-1), sc.max(-1)
     striped = best >= min_score
     n = int(striped.sum())
     special = int((striped & (top < 2)).sum())
     ling = {f: float(sc[..., i].max()) for i, f in enumerate(UD_FEATURES)}
     others = [(head_name(l, h), UD_FEATURES[top[l, h]]) for l, h in zip(*np.nonzero(striped & (top >= 2)))]
-    return Measurement(special / n if n else 0.0, ms.ud.n_sentences, "UD sentences", unit="share of striped heads",
-                       detail=f"{ms.label}: {special} of {n} striped heads (score >= {min_score}) top on [CLS]/[SEP]"
+    return Measurement(special / n if n else 0.0, ud.n_sentences, "UD sentences", unit="share of striped heads",
+                       detail=f"{label}: {special} of {n} striped heads (score >= {min_score}) top on [CLS]/[SEP]"
                               f"{'; others: ' + ', '.join(f'{a} {b}' for a, b in others[:6]) if others else ''}; max "
                               f"score per feature: " + ", ".join(f"{k} {v:.3f}" for k, v in ling.items()))
 
@@ -195,9 +209,21 @@ def cls_minus_sep_depth(pr, model: str = "pretrained") -> Measurement:
     cls, sep = ms.glue.special[..., 0].mean(1), ms.glue.special[..., 1].mean(1)
     dc, ds = _weighted_depth(cls), _weighted_depth(sep)
     fmt = lambda a: " ".join(f"L{i + 1} {x:.3f}" for i, x in enumerate(a))  # noqa: E731
-    return Measurement(dc - ds, ms.glue.n_examples, "dev examples", unit="rel. depth",
-                       detail=f"{r.task}, {ms.label}: [CLS] at depth {dc:.2f} ({fmt(cls)}); [SEP] at {ds:.2f} "
-                              f"({fmt(sep)})")
+    m = Measurement(dc - ds, ms.glue.n_examples, "dev examples", unit="rel. depth",
+                    detail=f"{r.task}, {ms.label}: [CLS] at depth {dc:.2f} ({fmt(cls)}); [SEP] at {ds:.2f} "
+                           f"({fmt(sep)})")
+    per = ms.glue.special_examples  # (N, L, 3), nan where an example has no such token
+    if per is None or len(per) < 2:
+        return m
+
+    def again(idx):  # the per-layer scores over the resampled examples, each a mean over those with the token
+        x = per[idx]
+        ok = ~np.isnan(x[:, 0, :2]).any(0)
+        if not ok.all():
+            raise NotApplicable("a resample without [CLS] or [SEP]")
+        return _weighted_depth(np.nanmean(x[..., 0], 0)) - _weighted_depth(np.nanmean(x[..., 1], 0))
+
+    return with_percentile_bounds(m, again, len(per), "dev examples")
 
 
 @metric("sep_score_task_margin")
@@ -252,9 +278,13 @@ def tok2tok_top_heads_diagonal(pr, k: int = 3, model: str = "pretrained") -> Mea
     r, ms = _stats(pr, model)
     if ms.ud.n_arcs == 0:
         raise NotApplicable("no verb -> nominal subject arcs in the UD sentences")
-    value, text = top_heads_neighbour_ratio(ms.ud.nsubj, ms.ud.diag, k, "att")
-    return Measurement(value, ms.ud.n_arcs, "verb -> subject arcs", unit="x median head",
-                       detail=f"{ms.label}: top verb->subject heads {text}; {ms.ud.n_sentences} sentences")
+    return _over_sentences(_tok2tok(ms.ud, ms.label, k), ms.ud, lambda ud: _tok2tok(ud, ms.label, k))
+
+
+def _tok2tok(ud, label: str, k: int) -> Measurement:
+    value, text = top_heads_neighbour_ratio(ud.nsubj, ud.diag, k, "att")
+    return Measurement(value, ud.n_arcs, "verb -> subject arcs", unit="x median head",
+                       detail=f"{label}: top verb->subject heads {text}; {ud.n_sentences} sentences")
 
 
 @metric("pattern_share_task_margin")

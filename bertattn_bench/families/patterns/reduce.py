@@ -41,6 +41,9 @@ class PatternReducer(Reducer):
         # the §4.4 score made length-free: attention received x input length (1 under uniform attention)
         self.special_free = z(n_layers, n_heads, len(SPECIAL))
         self.sep_free_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]  # per example, mean over heads
+        # per layer and example, the §4.4 score of [CLS], [SEP], punctuation, mean over heads (nan: the example has
+        # no such token): the bootstrap over examples of the depth claims (issue 61)
+        self.special_rows: list[list[torch.Tensor]] = [[] for _ in range(n_layers)]
         # §5 word match: attention from a token to the identical tokens of the other sentence, and what uniform
         # attention would give them (matches / input length), over the queries that have a match
         self.match_mass, self.match_expected = z(n_layers, n_heads), z(1)
@@ -64,6 +67,7 @@ class PatternReducer(Reducer):
         self.tok = {"[CLS]": batch.is_cls & real, "[SEP]": batch.is_sep & real, "punct": batch.is_punct & real}
         self.tok_masks = torch.stack([self.tok[k] for k in SPECIAL], 1)  # (B, 3, T)
         self.tok_has = self.tok_masks.any(-1)  # (B, 3)
+        self.tok_absent = ~self.tok_has  # once per batch: the per-example scores' nan
         self.has += self.tok_has.sum(0).double()
         self.cls_pos = batch.is_cls.float().argmax(-1)  # the first [CLS] of each row
         other = real & ~batch.is_cls & ~batch.is_sep & ~batch.is_punct
@@ -93,6 +97,7 @@ class PatternReducer(Reducer):
         col = received(probs, m)
         scores = masked_max_each(col, self.tok_masks)  # (B, H, 3)
         self.special[layer] += (scores * self.tok_has[:, None, :]).sum(0).double()
+        self.special_rows[layer].append(scores.mean(1).masked_fill(self.tok_absent, float("nan")))
         free = scores * m.n_real[:, None, None].float()
         self.special_free[layer] += (free * self.tok_has[:, None, :]).sum(0).double()
         self.sep_free_rows[layer].append(free[..., 1].mean(1).double())
@@ -167,6 +172,8 @@ class PatternReducer(Reducer):
             example_lengths=torch.cat(self.length_rows).cpu().numpy() if self.length_rows else None,
             example_counts=(torch.stack([torch.cat(r) for r in self.type_rows]).sum(0).cpu().numpy()
                             if self.type_rows and self.type_rows[0] else None),
+            special_examples=(torch.stack([torch.cat(r) for r in self.special_rows], 1).cpu().numpy()
+                              if self.special_rows and self.special_rows[0] else None),
             sep_free_examples=(torch.stack([torch.cat(r) for r in self.sep_free_rows]).cpu().mean(0).numpy()
                                if self.sep_free_rows and self.sep_free_rows[0] else np.zeros(0)),
             word_match=(self.match_mass / self.match_expected.clamp(min=1e-12)).cpu().numpy()
@@ -186,7 +193,10 @@ class FeatureReducer(Reducer):
         self.nsubj, self.diag = z(n_layers, n_heads), z(n_layers, n_heads)
         self.n, self.n_arcs = 0, 0
         self.device = device
-        self.pending: list = []  # per batch and layer: (example indices, per-sentence scores, control's)
+        self.pending: list = []  # per batch and layer: (example indices, per-sentence scores, control's, ±1 mass,
+        # verb -> subject attention summed over the sentence's arcs)
+        self.arcs_per_sentence = np.zeros(max(flags, default=-1) + 1, dtype=np.int64)
+        self.seen = np.zeros(max(flags, default=-1) + 1, dtype=bool)
         # per sentence (by example index), the noun and object scores of every head, nan where the sentence has
         # none: the paired test of "fine-tuning raises attention to nouns / objects" (ling_vs_special)
         self.per_sentence = np.full((max(flags, default=-1) + 1, n_layers, n_heads, len(RISE)), np.nan,
@@ -229,20 +239,23 @@ class FeatureReducer(Reducer):
         self.arc_idx = to_device(np.array(arcs, dtype=np.int64).reshape(-1, 3), dev)
         self.n_arcs += len(arcs)
         self.rows_of = [e.index for e in batch.examples]  # where this batch's per-sentence rows go (finalize)
+        self.seen[self.rows_of] = True
+        for i, _, _ in arcs:
+            self.arcs_per_sentence[self.rows_of[i]] += 1
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
         m, batch = self.m, self.batch
         col = received(probs, m)  # (B, H, T)
         s = masked_max_each(col, self.feat_masks)  # (B, H, F)
         self.sums[layer] += (s * self.feat_has[:, None, :]).sum(0).double()
-        rise = [UD_FEATURES.index(f) for f in RISE]
-        vals = s[..., rise].masked_fill(~self.feat_has[:, None, rise], float("nan")).float()
+        vals = s.masked_fill(~self.feat_has[:, None, :], float("nan")).float()  # every feature, per sentence
         ctl = None
         if self.control is not None:
             ctl = masked_max_each(col, self.control_pieces[:, None])[..., 0]
             ctl = ctl.masked_fill(~self.control_pieces.any(-1)[:, None], float("nan")).float()
-        self.pending.append((self.rows_of, layer, vals, ctl))  # on the device until finalize
-        self.diag[layer] += neighbour_mass(probs, m).sum(0).double()
+        diag = neighbour_mass(probs, m)  # (B, H)
+        self.diag[layer] += diag.sum(0).double()
+        att_sum = torch.zeros_like(diag)
         if self.arc_idx.shape[0]:
             a = self.arc_idx
             p = probs.float()
@@ -250,17 +263,29 @@ class FeatureReducer(Reducer):
             rows = torch.einsum("nt,nhtk->nhk", batch.word_from[a[:, 0], a[:, 1]], p[a[:, 0]])  # (N, H, T)
             att = torch.einsum("nhk,nk->nh", rows, batch.word_to[a[:, 0], :, a[:, 2]])
             self.nsubj[layer] += att.sum(0).double()
+            att_sum = att_sum.index_add(0, a[:, 0], att.to(att_sum.dtype))
+        self.pending.append((self.rows_of, layer, vals, ctl, diag.float(), att_sum.float()))  # on the device
 
     def finalize(self) -> "FeatureStats":
-        for rows_of, layer, vals, ctl in self.pending:
-            self.per_sentence[rows_of, layer] = vals.cpu().numpy()
+        N, L, H, _ = self.per_sentence.shape
+        scores = np.full((N, L, H, len(UD_FEATURES)), np.nan, dtype=np.float32)
+        diag, nsubj = np.zeros((N, L, H), dtype=np.float32), np.zeros((N, L, H), dtype=np.float32)
+        rise = [UD_FEATURES.index(f) for f in RISE]
+        for rows_of, layer, vals, ctl, d, att in self.pending:
+            v = vals.cpu().numpy()
+            scores[rows_of, layer] = v
+            self.per_sentence[rows_of, layer] = v[..., rise]
+            diag[rows_of, layer], nsubj[rows_of, layer] = d.cpu().numpy(), att.cpu().numpy()
             if ctl is not None:
                 self.per_sentence_control[rows_of, layer] = ctl.cpu().numpy()
         self.pending = []
+        seen = self.seen
         return FeatureStats(scores=(self.sums / self.has.clamp(min=1)).cpu().numpy(),
                             n_has=self.has.long().cpu().numpy(), nsubj=(self.nsubj / max(self.n_arcs, 1)).cpu().numpy(),
                             n_arcs=self.n_arcs, diag=(self.diag / max(self.n, 1)).cpu().numpy(), n_sentences=self.n,
-                            per_sentence=self.per_sentence, per_sentence_control=self.per_sentence_control)
+                            per_sentence=self.per_sentence, per_sentence_control=self.per_sentence_control,
+                            scores_per_sentence=scores[seen], diag_per_sentence=diag[seen],
+                            nsubj_sum_per_sentence=nsubj[seen], arcs_per_sentence=self.arcs_per_sentence[seen])
 
 
 @dataclass
@@ -283,6 +308,7 @@ class PatternStats:
     cls_max_examples: np.ndarray | None = None  # (N, L, 4) the same per example, mean over heads; nan: no such token
     example_lengths: np.ndarray | None = None  # (N,) real tokens of each example (order of sep_free_examples)
     example_counts: np.ndarray | None = None  # (N, 5) each example's maps of each type, over layers and heads
+    special_examples: np.ndarray | None = None  # (N, L, 3) each example's §4.4 scores, mean over heads; nan: none
 
     def resample(self, idx: np.ndarray) -> "PatternStats":
         """The type counts over the examples ``idx`` (with repeats: one bootstrap sample); the other fields as they
@@ -310,6 +336,27 @@ class FeatureStats:
     n_sentences: int
     per_sentence: np.ndarray | None = None  # (N, L, H, len(RISE)) per sentence, nan without the feature
     per_sentence_control: np.ndarray | None = None  # (N, L, H) the RISE_CONTROL class's score, nan without it
+    # the sentences read, in example order (issue 61: the bootstrap over sentences): every feature's score (nan: the
+    # sentence has none), the ±1 mass, the verb -> subject attention summed over the sentence's arcs, its arcs
+    scores_per_sentence: np.ndarray | None = None  # (n, L, H, F)
+    diag_per_sentence: np.ndarray | None = None  # (n, L, H)
+    nsubj_sum_per_sentence: np.ndarray | None = None  # (n, L, H)
+    arcs_per_sentence: np.ndarray | None = None  # (n,)
+
+    def resample(self, idx: np.ndarray) -> "FeatureStats":
+        """The scores, ±1 mass and verb -> subject attention over the sentences ``idx`` (with repeats: one bootstrap
+        sample), each as the pooled one is made from the sentences: a mean over those with the feature, over all,
+        over the arcs."""
+        import warnings
+
+        sc = self.scores_per_sentence[idx]
+        with warnings.catch_warnings():  # a feature no resampled sentence has: nan, as the pooled score's 0 / 0
+            warnings.simplefilter("ignore", RuntimeWarning)
+            scores = np.nanmean(sc, 0)
+        arcs = int(self.arcs_per_sentence[idx].sum())
+        return FeatureStats(scores=np.nan_to_num(scores), n_has=(~np.isnan(sc[:, 0, 0])).sum(0),
+                            nsubj=self.nsubj_sum_per_sentence[idx].sum(0) / max(arcs, 1), n_arcs=arcs,
+                            diag=self.diag_per_sentence[idx].mean(0), n_sentences=len(idx))
 
 
 @dataclass

@@ -171,8 +171,8 @@ def michel_single_head_model(pr) -> Measurement:
     I_h kept), mean over seeds; the best-per-layer heads from the all-but-one sweep in the detail (full tier). A
     classifier's Δ has a standard error: each seed's paired over the dev examples it lost and gained
     (stats.paired_counts_se), the seeds sharing those examples counted as one (their mean SE², not divided by the
-    seeds), plus the seeds' spread of the mean (stats.seed_mean_se); a regressor's (STS-B) none."""
-    from ...claims.stats import paired_counts_se, seed_mean_se
+    seeds); a regressor's (STS-B) none. The seeds' spread: the judge adds it (claims.checks.seed_interval)."""
+    from ...claims.stats import paired_counts_se
 
     r = _res(pr)
     d = r.one_head - r.base
@@ -184,7 +184,7 @@ def michel_single_head_model(pr) -> Measurement:
     se = None
     if r.one_head_flips is not None and not np.isnan(r.step):  # classification: one example is r.step points
         per_seed = [paired_counts_se(int(lost), int(gained), r.n_dev) for lost, gained in r.one_head_flips]
-        se = float(np.sqrt(np.mean(np.square(per_seed)) + seed_mean_se(d) ** 2))
+        se = float(np.sqrt(np.mean(np.square(per_seed))))
         extra += (f"; SE {se:.2f} (examples lost/gained per seed "
                   + ", ".join(f"{int(a)}/{int(b)}" for a, b in r.one_head_flips) + ")")
     return Measurement(float(d.mean()), r.n_dev, "dev examples", unit="points", standard_error=se,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -69,6 +70,11 @@ class PruneResult:
     seconds: dict = field(default_factory=dict)
     n_configs: dict = field(default_factory=dict)
     train_meta: dict = field(default_factory=dict)
+    # the fields that hold one entry per seed (claims.checks.one_seed; the second sweep's only for its first seeds)
+    PER_SEED: ClassVar[tuple[str, ...]] = (
+        "importance_raw", "importance", "base", "head_delta", "head_p", "head_flips", "curve", "curve_p", "one_head",
+        "one_head_kept", "curve_exact", "curve_delta_order", "curve_random", "abo_delta", "abo_p", "one_head_best",
+        "one_head_flips", "train_meta")
 
     @property
     def fractions(self) -> np.ndarray:
