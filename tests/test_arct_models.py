@@ -107,7 +107,7 @@ def test_padding_does_not_change_a_score(tiny):
     data = arct_ft.encode_items(tok, ITEMS, "full")
     together = finetune.predict(model, data, tok, batch_size=3)  # item a padded to item c's length
     for i in range(3):
-        alone = finetune.Encoded_([data.examples[i]], data.labels[i:i + 1], 0, 80)
+        alone = finetune.EncodedSplit([data.examples[i]], data.labels[i:i + 1], 0, 80)
         np.testing.assert_allclose(finetune.predict(model, alone, tok, batch_size=1)[0], together[i], atol=1e-5)
 
 

@@ -343,21 +343,22 @@ def test_two_processes_record_different_claims_both_kept(tmp_path):
 
 def test_code_version_ignores_metrics_figures_docstrings_and_comments(tmp_path, monkeypatch):
     """A pass's cached result and a checkpoint stay valid when a claim's @metric, a @figure writer, a docstring or a
-    comment is edited (they read a finished result or change no computation); editing a reducer's code invalidates."""
+    comment is edited (they read a finished result or change no computation); editing a reducer's code invalidates. (A family in one module holding its reducer, metrics and figure:
+    clustering; coref became a package, issue 62.)"""
     import ast
 
     real = H._module_file
-    src = real("bertattn_bench.families.coref").read_text()
+    src = real("bertattn_bench.families.clustering").read_text()
     tree = ast.parse(src)
-    before = H.module_version("bertattn_bench.families.coref")
+    before = H.module_version("bertattn_bench.families.clustering")
 
     def version_with(text):
-        edited = tmp_path / f"coref{len(list(tmp_path.iterdir()))}.py"
+        edited = tmp_path / f"clustering{len(list(tmp_path.iterdir()))}.py"
         edited.write_text(text)
-        monkeypatch.setattr(H, "_module_file", lambda name: edited if name == "bertattn_bench.families.coref" else real(name))
+        monkeypatch.setattr(H, "_module_file", lambda name: edited if name == "bertattn_bench.families.clustering" else real(name))
         H.module_closure.cache_clear()
         try:
-            return H.module_version("bertattn_bench.families.coref")
+            return H.module_version("bertattn_bench.families.clustering")
         finally:
             monkeypatch.setattr(H, "_module_file", real)
             H.module_closure.cache_clear()
@@ -397,24 +398,24 @@ def test_checkpoint_code_version_leaves_out_metrics(tmp_path, monkeypatch):
                       "families.finetune", "training.glue_pass", "report.claims_report"):
             assert f"bertattn_bench.{other}" not in closure
     real = H._module_file
-    before = finetune._sources_version(), arct_ft._sources_version()
+    before = finetune.code_version(), arct_ft.code_version()
     metric = tmp_path / "surface.py"
     metric.write_text(real("bertattn_bench.families.surface").read_text() + "\n_EDITED = 1\n")
     monkeypatch.setattr(H, "_module_file", lambda name: metric if name == "bertattn_bench.families.surface" else real(name))
     H.module_closure.cache_clear()
     try:
-        assert (finetune._sources_version(), arct_ft._sources_version()) == before
+        assert (finetune.code_version(), arct_ft.code_version()) == before
         # the statistics layer is read by the GLUE reader's scoring, not by training: a GLUE checkpoint stays valid
         scoring = tmp_path / "stats.py"
         scoring.write_text(real("bertattn_bench.claims.stats").read_text() + "\n_EDITED = 1\n")
         monkeypatch.setattr(H, "_module_file", lambda name: scoring if name == "bertattn_bench.claims.stats" else real(name))
         H.module_closure.cache_clear()
-        assert finetune._sources_version() == before[0]
+        assert finetune.code_version() == before[0]
         core = tmp_path / "attention.py"
         core.write_text(real("bertattn_bench.engine.attention").read_text() + "\n_EDITED = 1\n")
         monkeypatch.setattr(H, "_module_file", lambda name: core if name == "bertattn_bench.engine.attention" else real(name))
         H.module_closure.cache_clear()
-        after = finetune._sources_version(), arct_ft._sources_version()
+        after = finetune.code_version(), arct_ft.code_version()
         assert after[0] != before[0] and after[1] != before[1]
     finally:
         H.module_closure.cache_clear()

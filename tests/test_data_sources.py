@@ -19,7 +19,7 @@ from test_data_fetch import Mirror, leftovers
 from bertattn_bench.base.errors import DataError
 from bertattn_bench.data import fetch as fetch_mod
 from bertattn_bench.data import manifest as manifest_mod
-from bertattn_bench.data.framenet_corpus import ExemplarBuilder, exemplar_records
+from bertattn_bench.data.framenet_exemplars import ExemplarBuilder, exemplar_records
 from bertattn_bench.data.manifest import Hosts, load_manifest, members_digest, parse_manifest
 
 ROOT = Path(__file__).resolve().parent.parent

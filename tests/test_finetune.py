@@ -11,7 +11,7 @@ from bertattn_bench.base.settings import from_environment
 from bertattn_bench.data import glue
 from bertattn_bench.engine import attention
 from bertattn_bench.training import glue_finetune as finetune
-from bertattn_bench.training import precision, sweeps
+from bertattn_bench.training import precision, sweeps, train_loop
 
 
 @pytest.fixture()
@@ -127,7 +127,7 @@ def test_the_cpu_optimiser_trains_bit_for_bit_as_the_per_parameter_loop(tiny, gl
     """On the CPU the fine-tune's AdamW runs the foreach implementation (faster); its weights equal, bit for bit,
     those of torch's per-parameter loop, the CPU default the recorded baselines were trained with (the fused CPU
     kernel would not: it rounds differently)."""
-    opt, _ = finetune._optimizer(finetune.task_model(tiny, glue.task("mrpc"), 0), RECIPE, 10)
+    opt, _ = train_loop._optimizer(finetune.task_model(tiny, glue.task("mrpc"), 0), RECIPE, 10)
     assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
     ours = _weights(finetune.finetuned(tiny, "mrpc", 0, glue_dir, None, RECIPE).model)
     real = torch.optim.AdamW
@@ -356,15 +356,15 @@ def test_no_step_of_the_training_loop_waits_for_the_device(tiny, glue_dir, monke
         steps.append((out.detach(), len(y)))
         return out
 
-    monkeypatch.setattr(finetune, "loss_per_example", recorded)
+    monkeypatch.setattr(train_loop, "loss_per_example", recorded)
     with OpCount() as counted:
         log = finetune.train(model, t, data, tiny.tokenizer, recipe, 0)
-    source = Path(finetune.__file__).read_text().splitlines()
+    source = Path(train_loop.__file__).read_text().splitlines()
     sites: dict[str, int] = {}  # the source line of each synchronising operation our code asked for -> how many
     for (_, where), n in counted.where.items():
         if f"{os.sep}bertattn_bench{os.sep}" in where:
             file, line = where.rsplit(":", 1)
-            assert file == finetune.__file__, where
+            assert file == train_loop.__file__, where
             text = source[int(line) - 1].strip()
             sites[text] = sites.get(text, 0) + n
     # allowed: the host generator's order (a CPU tensor by construction), torch's own clipping and optimiser on
@@ -396,14 +396,14 @@ def test_a_training_epoch_copies_to_the_device_twice_and_no_step_pads_or_asks(ti
     copies, asked = [], []
     real_copy, real_asked = batching.to_device, batching._forward_takes_types
     monkeypatch.setattr(batching, "to_device", lambda a, d: copies.append(a.shape) or real_copy(a, d))
-    monkeypatch.setattr(finetune, "to_device", lambda a, d: copies.append(a.shape) or real_copy(a, d))
+    monkeypatch.setattr(train_loop, "to_device", lambda a, d: copies.append(a.shape) or real_copy(a, d))
     batching.takes_token_types(model.encoder)  # the class's answer kept before training
     monkeypatch.setattr(batching, "_forward_takes_types", lambda f: asked.append(f) or real_asked(f))
     log = finetune.train(model, t, data, tiny.tokenizer, recipe, 0)
     assert log["steps"] >= 2 * 3
     assert len(copies) == 2 * recipe.epochs, copies
     assert asked == []  # no signature computed at any step
-    batches = finetune.epoch_batches(data.examples, recipe.batch_size, finetune._epoch_seed(0, 1))
+    batches = finetune.epoch_batches(data.examples, recipe.batch_size, train_loop._epoch_seed(0, 1))
     sent = finetune.epoch_on_device(data, batches, tiny.tokenizer.pad_token_id, "cpu")
     assert len(sent) == len(batches)
     for (inputs, y), idx in zip(sent, batches):
@@ -419,11 +419,32 @@ def test_training_attention_switches_to_fused_attention_on_a_gpu_and_back(tiny):
     attention afterwards, also when training fails; on the CPU nothing changes."""
     model = finetune.task_model(tiny, glue.task("mrpc"), 0)
     ours = model.encoder.config._attn_implementation
-    with finetune._training_attention(model):
+    with train_loop._training_attention(model):
         assert model.encoder.config._attn_implementation == ours  # CPU: unchanged
-    with finetune._training_attention(model, on_gpu=True):
+    with train_loop._training_attention(model, on_gpu=True):
         assert model.encoder.config._attn_implementation == attention.TRAINING_ATTN_IMPLEMENTATION
     assert model.encoder.config._attn_implementation == ours
-    with pytest.raises(KeyboardInterrupt), finetune._training_attention(model, on_gpu=True):
+    with pytest.raises(KeyboardInterrupt), train_loop._training_attention(model, on_gpu=True):
         raise KeyboardInterrupt
     assert model.encoder.config._attn_implementation == ours
+
+
+def test_the_pass_draws_its_importance_subsample_and_owns_its_token_budget(tiny, glue_dir):
+    """Issue 62: a family asks the pass for its head-importance examples (GluePass.importance_split): n of the
+    fine-tune's training rows drawn without replacement by numpy's generator seeded 10,000 + seed, in file order,
+    encoded within the pass's token budget (the recipe's 128 pieces, cut to the model's positions)."""
+    from bertattn_bench.training.glue_pass import GluePass, recipe_for
+
+    p = GluePass("prune", "mrpc", "toy", tiny, glue.task("mrpc"), None, (0, 1), "quick", glue_dir, None, [])
+    assert p.max_tokens == min(128, tiny.info.max_positions) == finetune.token_budget(tiny) == 64
+    rows = glue.load_split(glue_dir, "mrpc", "train")
+    assert [r.source for r in p.importance_rows(1)] == [r.source for r in rows]  # 48 rows: all fine-tuned on
+    assert recipe_for("mrpc", "quick").max_train is None
+    for seed in (0, 1):
+        want = sorted(np.random.default_rng(10_000 + seed).choice(len(rows), 10, replace=False))
+        got = p.importance_split(seed, 10)
+        assert got.sources == [rows[i].source for i in want] and got.max_tokens == 64
+        assert got.labels.tolist() == [rows[i].label for i in want]
+    assert p.importance_split(0, 10).sources != p.importance_split(1, 10).sources
+    assert p.importance_split(0, 100).sources == [r.source for r in rows]  # n over the rows: every row
+    assert finetune.seeded_subset(rows, None, 0) == rows and finetune.seeded_subset(rows, 48, 0) == rows

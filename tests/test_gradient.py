@@ -153,7 +153,7 @@ def test_ratio_metric_relative_depth():
     pr = _result([2, 2, 0.2, 0.4, 0.1, 0.3], [1] * 6, [0.1] * 6)
     m = g.gradient_ratio_from_depth(pr, from_layer=5, of_layers=12)
     assert m.value == pytest.approx(0.4) and m.n == 10
-    assert g._from_layer0(12, 5, 12) == 4 and g._from_layer0(6, 5, 12) == 2
+    assert g.metrics._from_layer0(12, 5, 12) == 4 and g.metrics._from_layer0(6, 5, 12) == 2
 
 
 def test_comparison_set_is_fig3_all_unmasked_tokens():

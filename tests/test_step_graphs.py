@@ -12,7 +12,7 @@ from toy_glue import write_mrpc
 from bertattn_bench.data import glue
 from bertattn_bench.engine.batching import padded
 from bertattn_bench.training import glue_finetune as finetune
-from bertattn_bench.training import step_graphs
+from bertattn_bench.training import step_graphs, train_loop
 
 
 @pytest.fixture()
@@ -60,7 +60,7 @@ def test_replayed_steps_train_exactly_as_plain_steps(tiny, glue_dir, monkeypatch
     shapes = {tuple(inputs["input_ids"].shape)
               for epoch in range(recipe.epochs)
               for inputs, _ in finetune.epoch_on_device(
-                  data, finetune.epoch_batches(data.examples, recipe.batch_size, finetune._epoch_seed(0, epoch)),
+                  data, finetune.epoch_batches(data.examples, recipe.batch_size, train_loop._epoch_seed(0, epoch)),
                   tiny.tokenizer.pad_token_id, "cpu")}
     g = log["step_graphs"]
     assert g["eager_steps"] == 1 and g["replays"] == log["steps"] - 1 and g["fallback"] is None
@@ -116,8 +116,8 @@ def test_a_capturable_optimiser_keeps_one_learning_rate_tensor_per_group_that_th
     has its own, and after every scheduler step it holds the float schedule's value."""
     model = finetune.task_model(tiny, glue.task("mrpc"), 0)
     recipe = finetune.Recipe(lr=1e-3)
-    opt_t, sched_t = finetune._optimizer(model, recipe, 20, capturable=True)
-    opt_f, sched_f = finetune._optimizer(model, recipe, 20)
+    opt_t, sched_t = train_loop._optimizer(model, recipe, 20, capturable=True)
+    opt_f, sched_f = train_loop._optimizer(model, recipe, 20)
     lrs = [g["lr"] for g in opt_t.param_groups]
     assert all(isinstance(x, torch.Tensor) for x in lrs) and lrs[0] is not lrs[1]
     assert opt_t.defaults["capturable"] and not opt_f.defaults["capturable"]

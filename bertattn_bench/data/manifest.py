@@ -252,9 +252,9 @@ def rebuild(rule: str, data_dir: Path, inputs: list[str]) -> bytes:
 def archive_rule(rule: str):
     """A new builder for a derived file made from an archive's members: ``.add(member, data)`` for each member (any
     order), then ``.result()`` -> the file's bytes."""
-    from . import framenet_corpus as framenet
+    from .framenet_exemplars import ExemplarBuilder
 
-    rules = {"framenet_lu_exemplars": framenet.ExemplarBuilder}
+    rules = {"framenet_lu_exemplars": ExemplarBuilder}
     if rule not in rules:
         raise DataError(f"manifest: unknown archive rule {rule!r} (known: {', '.join(rules)})")
     return rules[rule]()

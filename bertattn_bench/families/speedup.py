@@ -73,7 +73,7 @@ class SpeedResult:
         return self.n_examples / float(min(self.seconds[batch][which]))
 
 
-def timing_batches(model, data: finetune.Encoded_, tokenizer, batch_size: int) -> list[dict]:
+def timing_batches(model, data: finetune.EncodedSplit, tokenizer, batch_size: int) -> list[dict]:
     """Length-sorted padded batches' model inputs, built once (only the forward passes are timed)."""
     device = next(model.parameters()).device
     return [b.model_inputs() for b in iter_batches(data.examples, tokenizer, device, batch_size)]
@@ -149,7 +149,7 @@ def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
     cfg = TIERS[tier]
     n = cfg["examples"]
     if n is not None and len(dev.examples) > n:  # only these are timed: the pass reads no others
-        dev = finetune.Encoded_(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens, origin=dev.origin,
+        dev = finetune.EncodedSplit(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens, origin=dev.origin,
                                 origin_text=dev.origin_text)
     model = (f"the {loaded.task.task} classifier as given (weights sha256 {loaded.task.digest[:16]})"
              if getattr(loaded, "task", None) is not None else f"fine-tuned seed {seeds[0]}")

@@ -87,7 +87,7 @@ def _sequence(tokenizer, a: str | None, b: str, max_tokens: int) -> tuple[list[i
 
 
 def encode_items(tokenizer, items: Sequence[arct.ArctItem], mode: str, max_tokens: int | None = None
-                 ) -> finetune.Encoded_:
+                 ) -> finetune.EncodedSplit:
     """Every argument as one packed example (see the module doc); labels = index of the correct warrant."""
     if not items:
         raise DataError("no ARCT arguments to encode")
@@ -102,7 +102,7 @@ def encode_items(tokenizer, items: Sequence[arct.ArctItem], mode: str, max_token
         n_trunc += cut0 or cut1
         ids = ids0 + ids1
         examples.append(Encoded(i, ids, t0 + [t + PACK_OFFSET for t in t1], [-1] * len(ids), 0))
-    return finetune.Encoded_(examples, np.array([it.label for it in items], dtype=np.float32), n_trunc, max_tokens,
+    return finetune.EncodedSplit(examples, np.array([it.label for it in items], dtype=np.float32), n_trunc, max_tokens,
                              [it.source for it in items])
 
 
@@ -155,7 +155,7 @@ def pair_model(loaded, seed: int) -> PairScorer:
     return model
 
 
-def accuracy(model: PairScorer, data: finetune.Encoded_, tokenizer) -> tuple[float, np.ndarray]:
+def accuracy(model: PairScorer, data: finetune.EncodedSplit, tokenizer) -> tuple[float, np.ndarray]:
     """Accuracy and per-argument predictions (0/1: which warrant wins; a tie goes to warrant 0, argmax)."""
     pred = finetune.predict(model, data, tokenizer).argmax(-1)
     return float((pred == data.labels).mean()), pred
@@ -215,9 +215,10 @@ class Run:
 
 
 DEGENERATE_TRAIN = 0.8  # P §3: runs with train accuracy below 80% are "degenerate"
+EPOCHS, BEST = "epochs.json", "best.safetensors"  # a run's dev accuracy per epoch, the best epoch's weights
 
 
-def _digest(data: finetune.Encoded_) -> str:
+def _digest(data: finetune.EncodedSplit) -> str:
     h = hashlib.sha256()
     for e in data.examples:
         h.update(np.asarray(e.input_ids, dtype=np.int64).tobytes())
@@ -227,18 +228,17 @@ def _digest(data: finetune.Encoded_) -> str:
     return h.hexdigest()[:16]
 
 
-def _sources_version() -> str:
-    from ..base.hashing import KEY_ONLY_MODULES, module_version
-
-    return f"{ARCT_VERSION}-{module_version(__name__, exclude=KEY_ONLY_MODULES)}"
+def code_version() -> str:
+    """The code part of an ARCT run's key (:func:`.checkpoints.sources_version`)."""
+    return checkpoints.sources_version(__name__, ARCT_VERSION)
 
 
 def run_dir(cache_dir: Path, loaded, setting: Setting, seed: int, recipe: finetune.Recipe,
-            data: dict[str, finetune.Encoded_]) -> Path:
+            data: dict[str, finetune.EncodedSplit]) -> Path:
     from ..base.hashing import model_fingerprint
 
     doc = {"model": model_fingerprint(loaded.info), "setting": setting.__dict__, "recipe": recipe.key(), "seed": seed,
-           "data": {k: _digest(v) for k, v in data.items()}, "code": _sources_version()}
+           "data": {k: _digest(v) for k, v in data.items()}, "code": code_version()}
     return checkpoints.checkpoint_dir(cache_dir, "arct_ft", loaded.info.slug, f"{setting.name}-seed{seed}", doc)
 
 
@@ -248,14 +248,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def fine_tune(loaded, setting: Setting, seed: int, data: dict[str, finetune.Encoded_], directory: Path,
+def fine_tune(loaded, setting: Setting, seed: int, data: dict[str, finetune.EncodedSplit], directory: Path,
               recipe: finetune.Recipe = RECIPE, progress: bool = False) -> tuple[PairScorer, dict]:
     """Train epoch by epoch (``finetune.train``, resumable from ``directory/partial-state.pt``), score dev after
     each epoch and keep the best epoch's weights (ties: the earlier epoch)."""
     from safetensors.torch import load_file, save_file
 
     model = pair_model(loaded, seed)
-    state, best_path, log_path = directory / "partial-state.pt", directory / "best.safetensors", directory / "epochs.json"
+    state, best_path, log_path = directory / checkpoints.STATE, directory / BEST, directory / EPOCHS
     epochs = json.loads(log_path.read_text()) if log_path.is_file() and state.is_file() else {"dev_acc": []}
     t0 = time.perf_counter()
     log = {}
@@ -285,7 +285,7 @@ def fine_tune(loaded, setting: Setting, seed: int, data: dict[str, finetune.Enco
     return model, meta
 
 
-def finetuned_run(loaded, setting: Setting, seed: int, data: dict[str, finetune.Encoded_], cache_dir: Path | None,
+def finetuned_run(loaded, setting: Setting, seed: int, data: dict[str, finetune.EncodedSplit], cache_dir: Path | None,
                   recipe: finetune.Recipe = RECIPE, progress: bool = False, force: bool = False) -> Run:
     """One run from the cache (``<cache>/arct_ft/<model>/<setting>-seed<k>-<key>/``: best-dev weights + meta with
     the scores), else trained (resuming an interrupted run; a file lock makes two workers share it) and cached."""
@@ -305,20 +305,18 @@ def finetuned_run(loaded, setting: Setting, seed: int, data: dict[str, finetune.
         s = meta["scores"]
         return Run(seed, s["train"], s["dev"], s["test"], s["test_pred"], meta, cached)
 
-    seed_everything(seed)  # before anything is built (the authors' bug was the reverse)
-    if cache_dir is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            model, meta = fine_tune(loaded, setting, seed, data, Path(tmp), recipe, progress)
-            return as_run(evaluate(model, meta), False)
-    directory = run_dir(cache_dir, loaded, setting, seed, recipe, data)
-    with checkpoints.locked(directory):
-        # a run is judged by its scores (in the meta): the weights are kept for whoever reads them later
-        meta = None if force else checkpoints.complete_meta(directory, need_weights=False)
-        if meta is not None:
-            return as_run(meta, True)
-        checkpoints.start(directory, force, ("partial-state.pt", "epochs.json", "best.safetensors"))
+    def train(directory: Path | None) -> tuple[PairScorer, dict]:
+        if directory is None:  # no cache: the epochs' state and the best weights in a folder of their own
+            with tempfile.TemporaryDirectory() as tmp:
+                model, meta = fine_tune(loaded, setting, seed, data, Path(tmp), recipe, progress)
+                return model, evaluate(model, meta)
         model, meta = fine_tune(loaded, setting, seed, data, directory, recipe, progress)
         meta = evaluate(model, meta)
         meta["path"] = str(directory)
-        checkpoints.save(directory, model, meta, ("partial-state.pt", "best.safetensors"))
-        return as_run(meta, False)
+        return model, meta
+
+    seed_everything(seed)  # before anything is built (the authors' bug was the reverse)
+    directory = None if cache_dir is None else run_dir(cache_dir, loaded, setting, seed, recipe, data)
+    # a run is judged by its scores (in the meta): the weights are kept for whoever reads them later, not read
+    done = checkpoints.trained(directory, train, None, force, (checkpoints.STATE, EPOCHS, BEST), kept=(EPOCHS,))
+    return as_run(done.meta, done.cached)

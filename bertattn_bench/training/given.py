@@ -82,7 +82,7 @@ def check_shape(given, t: glue.Task) -> None:
 _CHECKED: dict[tuple, dict] = {}  # (classifier digest, task, dev labels) -> the label-order check's numbers
 
 
-def label_check(loaded, t: glue.Task, dev: finetune.Encoded_, batch_size: int = 64) -> dict:
+def label_check(loaded, t: glue.Task, dev: finetune.EncodedSplit, batch_size: int = 64) -> dict:
     """The label-order check on ``dev`` (the task's whole dev split), once per classifier, task and dev set: the
     primary score as given and with the labels permuted; a classifier better with them permuted is refused."""
     given = loaded.task
@@ -109,7 +109,7 @@ def label_check(loaded, t: glue.Task, dev: finetune.Encoded_, batch_size: int = 
     return check
 
 
-def as_given(loaded, t: glue.Task, dev: finetune.Encoded_) -> finetune.FineTuned:
+def as_given(loaded, t: glue.Task, dev: finetune.EncodedSplit) -> finetune.FineTuned:
     """The user's classifier (a fresh copy) where the suite would read its own fine-tune of ``t``."""
     given = loaded.task
     check_shape(given, t)

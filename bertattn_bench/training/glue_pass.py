@@ -50,6 +50,9 @@ COSINE_MAX_EXAMPLES = 1000  # Kovaleva §4.3: at most 1000 dev examples per task
 SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sample of 8,000 fits the CPU budget
 
 
+IMPORTANCE_SEED = 10_000  # the importance subsample of seed k's fine-tune is drawn with seed 10_000 + k
+
+
 def tier_seeds(tier: str, task: str, seed: int | None = None) -> tuple[int, ...]:
     """The fine-tuning seeds of ``task`` at ``tier``: a task the tier lists keeps its seeds; else ``n_seeds``
     consecutive seeds (one by default) from ``seed`` (the run's option, ``$BERTATTN_SEED`` as the face read it;
@@ -125,19 +128,7 @@ def eval_source(options: dict | None, task_name: str):
     return ((options or {}).get("eval_data") or {}).get(task_name)
 
 
-def importance_rows(p, seed: int, recipe) -> list:
-    """The rows head importance is computed on for pass ``p`` (never dev): the training rows of the suite's own
-    fine-tune; for a classifier judged as given, the train split of its evaluation source where it has one, else
-    the shipped train TSV."""
-    origin = getattr(p.dev, "origin", None)
-    if getattr(p.loaded, "task", None) is not None and origin is not None:
-        rows = eval_sets.train_rows(origin)  # the source's train split, read once; None: it has none
-        if rows is not None:
-            return rows
-    return finetune.training_rows(p.data_dir, p.task.name, recipe, seed)
-
-
-def guard_dev(loaded, data_dir: Path, task_name: str, source=None) -> finetune.Encoded_:
+def guard_dev(loaded, data_dir: Path, task_name: str, source=None) -> finetune.EncodedSplit:
     """The examples the learned-model guard tests a fine-tune on: the task's whole dev split, at every tier (MRPC:
     408 pairs). The quick tier's sweeps read the first 64 of them, too few for the test to tell a model that learned
     (~75%) from the majority class (68%): at n = 64 a one-sided binomial needs 53 right (82.8%) for p < 0.01, at
@@ -145,13 +136,12 @@ def guard_dev(loaded, data_dir: Path, task_name: str, source=None) -> finetune.E
     key = (id(loaded.tokenizer), str(data_dir), task_name, id(source))
     if key not in _GUARD_DEV:
         rows = task_rows(data_dir, task_name, "dev", None, source)
-        _GUARD_DEV[key] = finetune.encode_split(loaded.tokenizer, rows,
-                                                min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+        _GUARD_DEV[key] = finetune.encode_split(loaded.tokenizer, rows, finetune.token_budget(loaded))
         _GUARD_DEV[key].origin = source
     return _GUARD_DEV[key]
 
 
-def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.Encoded_, seed: int,
+def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.EncodedSplit, seed: int,
                    batch_size: int = 64) -> learned.Check:
     """The learned-model guard's test of one GLUE fine-tune on the dev examples its claims read (see
     :mod:`bertattn_bench.claims.learned`): the same for every family's pass reading the checkpoint, computed once."""
@@ -175,7 +165,7 @@ class GluePass:
     data: str
     loaded: object
     task: glue.Task
-    dev: finetune.Encoded_ | None
+    dev: finetune.EncodedSplit | None
     seeds: tuple[int, ...]
     tier: str
     data_dir: Path
@@ -195,6 +185,28 @@ class GluePass:
     def origin(self):
         """Where the dev examples came from (an eval_sets.EvalSource; None: the shipped TSV)."""
         return getattr(self.dev, "origin", None)
+
+    @property
+    def max_tokens(self) -> int:
+        """The pieces per input of the pass's examples (dev and importance): the recipe's, within the model's."""
+        return finetune.token_budget(self.loaded)
+
+    def importance_rows(self, seed: int) -> list:
+        """The rows head importance is computed on for the fine-tune with ``seed`` (never dev): the training rows of
+        the suite's own fine-tune; for a classifier judged as given, the train split of its evaluation source where
+        it has one, else the shipped train TSV."""
+        if getattr(self.loaded, "task", None) is not None and self.origin is not None:
+            rows = eval_sets.train_rows(self.origin)  # the source's train split, read once; None: it has none
+            if rows is not None:
+                return rows
+        return finetune.training_rows(self.data_dir, self.task.name, recipe_for(self.task.name, self.tier), seed)
+
+    def importance_split(self, seed: int, n: int) -> finetune.EncodedSplit:
+        """The head-importance examples of the fine-tune with ``seed``: a seeded subset of ``n`` of
+        :meth:`importance_rows` (the same draw as the fine-tune's own subsample, with its own seed), encoded within
+        :attr:`max_tokens`."""
+        rows = finetune.seeded_subset(self.importance_rows(seed), n, IMPORTANCE_SEED + seed)
+        return finetune.encode_split(self.loaded.tokenizer, rows, self.max_tokens)
 
     def finetuned(self, loaded, seed: int, progress: bool) -> finetune.FineTuned:
         if loaded is self.loaded and getattr(loaded, "task", None) is not None:  # the user's classifier, judged as given
@@ -250,7 +262,7 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     limit = dev_limit(tier, limit)
     source = eval_source(options, corpus)
     dev_rows = task_rows(data_dir, corpus, "dev", limit, source)
-    dev = finetune.encode_split(loaded.tokenizer, dev_rows, min(finetune.Recipe().max_tokens, loaded.info.max_positions))
+    dev = finetune.encode_split(loaded.tokenizer, dev_rows, finetune.token_budget(loaded))
     dev.origin, dev.origin_text = source, origin_text(source, dev_rows)
     paths = [glue.split_path(data_dir, t, "dev")] if source is None else source.on_disk()
     reason = None

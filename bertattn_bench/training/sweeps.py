@@ -21,7 +21,7 @@ import torch
 
 from ..engine import attention
 from ..engine.batching import iter_batches
-from .glue_finetune import Encoded_, TaskModel
+from .task_model import EncodedSplit, TaskModel
 
 
 def encoder_layers(model: torch.nn.Module) -> list[torch.nn.Module] | None:
@@ -147,7 +147,7 @@ def pass_shape(device: torch.device, rows_per_pass: int | None, examples_per_bat
     return rows_per_pass or rows, examples_per_batch or examples
 
 
-def sweep(model: TaskModel, data: Encoded_, tokenizer, configs: Sequence[Sequence[tuple[int, int]]],
+def sweep(model: TaskModel, data: EncodedSplit, tokenizer, configs: Sequence[Sequence[tuple[int, int]]],
           kind: str = "uniform", rows_per_pass: int | None = None, examples_per_batch: int | None = None,
           progress: bool = False, desc: str = "sweep", share_prefix: bool = True) -> np.ndarray:
     """Logits ``(C, N, ...)`` of every configuration (a list of 0-based heads to disable) on every example.

@@ -10,23 +10,20 @@ from ...data import glue
 from ...engine import attention
 from ...engine.batching import iter_batches
 from ...training import glue_finetune as finetune
-from ...training.glue_pass import GluePass, importance_rows, recipe_for
+from ...training.glue_pass import GluePass
 
 IMPORTANCE_BATCH = 32  # the authors' --train_batch_size; per-example gates make the score independent of it
 
 
-def importance_data(p: GluePass, seed: int) -> finetune.Encoded_:
+def importance_data(p: GluePass, seed: int) -> finetune.EncodedSplit:
     """The head-importance examples of pass ``p``'s fine-tune with ``seed``: a seeded subset of ``p.n_importance``
     of the training rows the model was fine-tuned on (never dev; a classifier judged as given: its evaluation
-    source's train split where it has one, :func:`~bertattn_bench.training.glue_pass.importance_rows`)."""
-    rows = importance_rows(p, seed, recipe_for(p.task.name, p.tier))
-    if len(rows) > p.n_importance:
-        keep = np.random.default_rng(10_000 + seed).choice(len(rows), p.n_importance, replace=False)
-        rows = [rows[i] for i in sorted(keep)]
-    return finetune.encode_split(p.loaded.tokenizer, rows, min(finetune.Recipe().max_tokens, p.loaded.info.max_positions))
+    source's train split where it has one), as the pass draws them
+    (:meth:`~bertattn_bench.training.glue_pass.GluePass.importance_split`)."""
+    return p.importance_split(seed, p.n_importance)
 
 
-def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.Encoded_, tokenizer,
+def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.EncodedSplit, tokenizer,
                     masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH) -> tuple[np.ndarray, int]:
     """Raw I_h = mean over ``data`` of |∂L(x)/∂ξ_h| (L, H), the loss per example, ξ = 1 except the ``masked``
     heads (0: their importance is 0). Length-sorted batches with per-example gates: batching never changes a
