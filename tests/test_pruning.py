@@ -474,8 +474,9 @@ def test_single_head_ablation_needs_an_equivalence_test_to_hold():
 def test_the_single_head_model_delta_has_a_paired_se_by_hand():
     """michel.no_single_head_model (Δ <= -5): seed 0 lost 90 and gained 10 of 400 dev examples (Δ -20), seed 1 lost
     30 and gained 6 (Δ -6). Each seed's SE: 100 √((b + c) - (b - c)²/n) / n; the seeds share the examples, so their
-    mean SE² is kept whole, plus the seeds' spread of the mean (var(Δ) / 2). A single seed at Δ -6 with 30/6 flips is
-    inconclusive (-6 + 1.96 x 1.46 > -5), one at -20 holds; a regressor (step nan) has none."""
+    mean SE² is kept whole; the seeds' spread is the judge's (issue 61: claims.checks.seed_interval, t(k-1) x sd /
+    √k from each seed's value), not the metric's. A single seed at Δ -6 with 30/6 flips is inconclusive (-6 + 1.96 x
+    1.46 > -5), one at -20 holds; a regressor (step nan) has none."""
     from bertattn_bench.claims.catalog import load_claims
     from bertattn_bench.claims.registry import load_all_metrics
 
@@ -489,7 +490,7 @@ def test_the_single_head_model_delta_has_a_paired_se_by_hand():
                   one_head_kept=[["1-1", "2-1"]] * 2, one_head_flips=np.array([[90, 10], [30, 6]]))
     m = fn(_PR(two))
     assert m.value == pytest.approx(-13.0)
-    assert m.standard_error == pytest.approx(np.sqrt((se(90, 10) ** 2 + se(30, 6) ** 2) / 2 + np.var([-20, -6], ddof=1) / 2))
+    assert m.standard_error == pytest.approx(np.sqrt((se(90, 10) ** 2 + se(30, 6) ** 2) / 2))
     assert "examples lost/gained per seed 90/10, 30/6" in m.detail
     near = fn(_PR(_result(one_head=np.array([74.0]), one_head_flips=np.array([[30, 6]]))))
     assert near.standard_error == pytest.approx(se(30, 6)) and claim.side(near.value, near.standard_error) == "inconclusive"

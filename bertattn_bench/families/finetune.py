@@ -87,7 +87,7 @@ class CosineReducer:
         self.sums[layer] += (dot / norm).sum(0).double()
 
 
-def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.Encoded_, max_examples: int, seed: int = 0,
+def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.EncodedSplit, max_examples: int, seed: int = 0,
                      batch_size: int = 32) -> tuple[np.ndarray, int]:
     """Kovaleva Fig. 5: mean cosine per (layer, head) between the pre-trained and fine-tuned maps."""
     info = loaded.info

@@ -30,9 +30,10 @@ NOT_IN_KEY = (__name__,)  # this module: it stores weights, it computes none
 # same weights). An entry applies to that exact code only: any later edit of the trainers' closure gives a version
 # not in this table, and so a new key. Issue 62 (glue_finetune.py split into task_model, train_loop and the cached
 # fine-tune; the sequence around the checkpoint moved here), measured at the commit that split it:
+# then the name ``Encoded_`` dropped (EncodedSplit only) at the merge: the versions after that edit, same targets.
 SAME_CODE_AS = {
-    "1-21dd8bca81291582": "1-2701557f78d13f9c",  # glue_finetune (its closure without this module), main at 4f86657..fc94089
-    "1-499bfb2fa06348bb": "1-3eee73093792c8c3",  # arct_finetune, main at fc94089 (its claims.stats changed since 4f86657)
+    "1-74cf448c4952a9c6": "1-2701557f78d13f9c",  # glue_finetune (its closure without this module), main at 4f86657..fc94089
+    "1-ab31188fee255709": "1-3eee73093792c8c3",  # arct_finetune, main at fc94089 (its claims.stats changed since 4f86657)
 }
 
 

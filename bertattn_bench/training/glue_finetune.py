@@ -25,7 +25,6 @@ from ..engine.batching import Encoded, make_batch
 from . import checkpoints
 from .precision import device_class, with_precision, with_step_graphs
 from .task_model import (
-    Encoded_,
     EncodedSplit,
     TaskModel,
     encode_split,
@@ -37,7 +36,7 @@ from .task_model import (
 )
 from .train_loop import Recipe, epoch_batches, epoch_on_device, train
 
-__all__ = ["Encoded", "EncodedSplit", "Encoded_", "FineTuned", "Recipe", "TaskModel", "bf16_failure",
+__all__ = ["Encoded", "EncodedSplit", "FineTuned", "Recipe", "TaskModel", "bf16_failure",
            "checkpoint_dir", "encode_split", "epoch_batches", "epoch_on_device", "finetuned", "loss_per_example",
            "make_batch", "predict", "seeded_subset", "task_model", "to_predictions", "token_budget", "train",
            "training_rows"]

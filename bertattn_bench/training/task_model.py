@@ -77,7 +77,6 @@ class EncodedSplit:
     origin_text: str = ""  # " from SOURCE (rows sha256:...)": the origin as a pass's description (its key) says it
 
 
-Encoded_ = EncodedSplit  # the name before issue 62; kept while families still say it
 
 
 def encode_split(tokenizer, rows: Sequence[glue.Example], max_tokens: int) -> EncodedSplit:

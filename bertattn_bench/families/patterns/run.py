@@ -137,7 +137,7 @@ def prepare_patterns(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | 
     cap = TIER_DEV_MAX[tier]
     if len(rows) > cap:  # a seeded sample, as the paper's "up to 1000 examples" (the notebook's had no seed)
         rows = [rows[i] for i in sorted(random.Random(0).sample(range(len(rows)), cap))]
-    max_tokens = min(finetune.Recipe().max_tokens, loaded.info.max_positions)
+    max_tokens = finetune.token_budget(loaded)
     dev = finetune.encode_split(loaded.tokenizer, rows, max_tokens)
     ud_limit = TIER_UD_MAX[tier] if limit is None else min(limit, TIER_UD_MAX[tier] or limit)
     ud, ud_skipped, flags, arcs, ud_path, control = ud_inputs(loaded, Path(data_dir), ud_limit)

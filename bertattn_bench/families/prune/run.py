@@ -90,7 +90,7 @@ class PrunePass(GluePass):
     """The ``prune`` family's pass."""
 
     exact: bool = False
-    cross_dev: finetune.Encoded_ | None = None
+    cross_dev: finetune.EncodedSplit | None = None
     n_importance: int = IMPORTANCE_EXAMPLES
     rows_per_pass: int | None = None  # the sweep's device default (sweeps.PASS_SHAPE)
 
@@ -237,8 +237,7 @@ def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
         st = glue.task("sts-b")
         if glue.has_split(data_dir, st, "dev"):
             rows = binarised_stsb(glue.load_split(data_dir, "sts-b", "dev", limit))
-            cross = finetune.encode_split(loaded.tokenizer, rows, min(finetune.Recipe().max_tokens,
-                                                                      loaded.info.max_positions))
+            cross = finetune.encode_split(loaded.tokenizer, rows, finetune.token_budget(loaded))
             paths = paths + [glue.split_path(data_dir, st, "dev")]
             desc += f"; cross-set: STS-B dev binarised ({len(rows)} pairs)"
     return PrunePass("prune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
