@@ -282,6 +282,11 @@ def test_tiny_model_pass_batched_equals_one_by_one(tmp_path, tiny):
     assert a.count() == 6 and a.n_documents == 1
     assert torch.equal(a.correct, b.correct)
     assert a.correct.shape == (tiny.info.n_layers, 3, tiny.info.n_heads)
+    # issue 61: the per-window counts and ±1 mass add back up to the pooled ones (every window once)
+    whole = a.resample(torch.arange(a.n_windows))
+    assert torch.equal(whole.correct.double(), a.correct.double()) and torch.equal(whole.n, a.n)
+    assert torch.allclose(whole.neighbour.double(), a.neighbour.double(), atol=1e-6)
+    assert torch.equal(b.correct_per_window.sum(0).permute(1, 0, 2).double(), b.correct.double())
     assert a.baseline("rules") == pytest.approx(100 * 4 / 6)
     # Clark's default (first 128 pieces, PTB types, last-word name heads): the toy fits, every name is NNP
     c = prepare_coref(tiny, data, "gum_dev", batch_size=8).run().result

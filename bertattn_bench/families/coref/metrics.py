@@ -8,6 +8,7 @@ from ...claims.stats import binomial_se_points, difference_se
 from ...data.coref_documents import KINDS
 from ...engine.attention import head_name, parse_head_name
 from ..common.head_maps import top_heads_neighbour_ratio
+from ..common.surface_stats import with_percentile_bounds
 from .constants import BASELINE_NAMES, BASELINES, TYPES
 from .run import CorefResult
 
@@ -158,6 +159,16 @@ def coref_pronoun_heads_diagonal(pr, k: int = 3, kind: str = "pronoun") -> Measu
     n = res.count(kind)
     if n == 0:
         raise NotApplicable(f"no {kind} anaphors in the windows")
+    m = _pronoun_diagonal(res, k, kind)
+    if res.correct_per_window is None or res.n_windows < 2:
+        return m
+    return with_percentile_bounds(m, lambda idx: _pronoun_diagonal(res.resample(idx), k, kind).value, res.n_windows,
+                                  "windows")
+
+
+def _pronoun_diagonal(res, k: int, kind: str) -> Measurement:
+    if res.count(kind) == 0:
+        raise NotApplicable(f"no {kind} anaphors in the windows")
     value, text = top_heads_neighbour_ratio(res.accuracy(kind).numpy(), res.neighbour.numpy(), k, "acc%")
-    return Measurement(value, n, f"{kind} anaphors", unit="x median head",
+    return Measurement(value, res.count(kind), f"{kind} anaphors", unit="x median head",
                        detail=f"top {kind} -> antecedent heads {text}; {res.n_windows} windows")

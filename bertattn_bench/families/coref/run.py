@@ -31,6 +31,18 @@ class CorefResult:
     # (n_layers, n_kinds, n_baselines, n_heads): anaphors both the head and the baseline (BASELINES order) resolve
     both: torch.Tensor | None = None
     neighbour: torch.Tensor | None = None  # (n_layers, n_heads) mean ±1-neighbour mass per window (Kovaleva §4.5)
+    # per window (issue 61: the bootstrap over windows): the ±1 mass (N, L, H), the anaphors each head resolves of
+    # each kind (N, K, L, H) and the anaphors of each kind (N, K)
+    neighbour_per_window: torch.Tensor | None = None
+    correct_per_window: torch.Tensor | None = None
+    n_per_window: torch.Tensor | None = None
+
+    def resample(self, idx) -> "CorefResult":
+        """The per-head counts and the ±1 mass over the windows ``idx`` (with repeats: one bootstrap sample)."""
+        ix = torch.as_tensor(idx)
+        correct = self.correct_per_window[ix].sum(0).permute(1, 0, 2)  # (L, K, H)
+        return CorefResult(self.kinds, correct, self.n_per_window[ix].sum(0), n_windows=len(ix),
+                           neighbour=self.neighbour_per_window[ix].mean(0))
 
     def count(self, kind: str = "all") -> int:
         return int(self.n.sum()) if kind == "all" else int(self.n[self.kinds.index(kind)])
@@ -90,6 +102,7 @@ class CorefReducer(Reducer):
         self.neighbour = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
         self.device = device
         self.n_windows = 0
+        self.per_neighbour, self.per_correct, self.per_n = [], [], []  # per window, by batch (filled in place)
 
     def start_batch(self, batch) -> None:
         ex = batch.examples
@@ -98,6 +111,15 @@ class CorefReducer(Reducer):
         self.batch, self.n_anaphors = batch, a
         self.n_windows += b
         self.masks = map_masks(batch)
+        L, K, _, H = self.hits.shape
+        self.b_neighbour = torch.zeros(b, L, H, dtype=torch.float32, device=self.device)
+        self.b_correct = torch.zeros(b, K, L, H, dtype=torch.float32, device=self.device)
+        self.per_neighbour.append(self.b_neighbour)
+        self.per_correct.append(self.b_correct)
+        counts = np.zeros((b, K), dtype=np.int64)
+        for i, e in enumerate(ex):
+            counts[i] = np.bincount(self.kind_ids[e.index], minlength=K)
+        self.per_n.append(counts)
         if a == 0:
             return
         idx = np.zeros((b, a), dtype=np.int64)
@@ -121,19 +143,26 @@ class CorefReducer(Reducer):
         self.invalid = (~batch.word_mask[:, None, :] | self_word).unsqueeze(1)  # (B, 1, A, W)
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
-        self.neighbour[layer] += neighbour_mass(probs, self.masks).sum(0).double()
+        nm = neighbour_mass(probs, self.masks)  # (B, H)
+        self.b_neighbour[:, layer] = nm
+        self.neighbour[layer] += nm.sum(0).double()
         if self.n_anaphors == 0:
             return
         words = (self.from_rows.unsqueeze(1) @ probs.float()) @ self.batch.word_to.unsqueeze(1)  # (B, H, A, W)
         pred = words.masked_fill(self.invalid, float("-inf")).argmax(-1)  # (B, H, A)
         hit = self.gold.unsqueeze(1).expand(-1, pred.shape[1], -1, -1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
         # counts of 0/1 in float64: exact in any order, so every anaphor and each baseline's share in one product
-        self.hits[layer] += torch.einsum("bha,bak,bar->krh", hit.double(), self.kind_onehot, self.base)
+        per = torch.einsum("bha,bak,bar->bkrh", hit.double(), self.kind_onehot, self.base)
+        self.hits[layer] += per.sum(0)
+        self.b_correct[:, :, layer] = per[:, :, 0]  # every anaphor's column, per window
 
     def finalize(self) -> CorefResult:
         hits = self.hits.cpu()
         return CorefResult(self.kinds, hits[:, :, 0].contiguous(), torch.from_numpy(self.n.copy()), n_windows=self.n_windows,
-                           both=hits[:, :, 1:].contiguous(), neighbour=(self.neighbour / max(self.n_windows, 1)).cpu())
+                           both=hits[:, :, 1:].contiguous(), neighbour=(self.neighbour / max(self.n_windows, 1)).cpu(),
+                           neighbour_per_window=torch.cat(self.per_neighbour).cpu() if self.per_neighbour else None,
+                           correct_per_window=torch.cat(self.per_correct).cpu() if self.per_correct else None,
+                           n_per_window=torch.from_numpy(np.concatenate(self.per_n)) if self.per_n else None)
 
 
 def baseline_counts(windows: list[CorefWindow], kinds=KINDS) -> dict[str, torch.Tensor]:
