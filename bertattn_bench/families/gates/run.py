@@ -16,15 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..claims import learned
-from ..claims.registry import family
-from ..engine import attention
-from ..engine.passes import timed
-from ..training import glue_finetune as finetune
-from ..training import head_gates as hg
-from ..training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, task_scores
-from ..training.glue_pass import TIERS as GLUE_TIERS
-from .common.head_importance import importance_data
+from ...claims import learned
+from ...claims.registry import family
+from ...engine import attention
+from ...engine.passes import timed
+from ...training import glue_finetune as finetune
+from ...training import head_gates as hg
+from ...training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, task_scores
+from ...training.glue_pass import TIERS as GLUE_TIERS
+from ..common.head_importance import importance_data
 
 # per tier: λ sweep, gate-training steps, training rows sampled (seeded), batch and Adam's rate on log_alpha
 TIERS = {
@@ -115,7 +115,7 @@ class GatesPass(GluePass):
             else:
                 right0, right1 = base.predictions == dev.labels, sc.predictions == dev.labels
                 flips.append((int((right0 & ~right1).sum()), int((~right0 & right1).sum())))
-        from ..data import glue
+        from ...data import glue
 
         result = GatesResult(
             task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=(seed,),

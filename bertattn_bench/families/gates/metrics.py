@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..claims.registry import Measurement, NotApplicable, metric
-from ..claims.stats import tost_paired
-from ..engine.attention import head_name
-from ..training.glue_pass import result_of
-from .gates import GatesResult
+from ...claims.registry import Measurement, NotApplicable, metric
+from ...claims.stats import tost_paired
+from ...engine.attention import head_name
+from ...training.glue_pass import result_of
+from .run import GatesResult
 
 
 def _res(pr) -> GatesResult:
@@ -102,27 +102,27 @@ def gates_importance_jaccard(pr, passes: list) -> Measurement:
                               + _curve(r))
 
 
-def _positional(passes) -> tuple[np.ndarray, str]:
-    from .roles import POSITIONAL_SHARE, RolesResult
-
+def _positional(passes, share: float) -> tuple[np.ndarray, str]:
+    """The positional heads of the roles pass beside (its result's ``offset_share`` (3, L, H): % of queries whose
+    argmax is at +1, -1, 0), read by field: no family imports another's module (issue 44)."""
     for p in passes:
         res = getattr(p, "result", None)
-        if isinstance(res, RolesResult):
-            share = res.offset_share[:2].max(0).cpu().numpy()  # the +1 / -1 offsets
-            return share >= POSITIONAL_SHARE, f"roles pass ({p.corpus}, {res.n_queries} queries)"
+        offsets = getattr(res, "offset_share", None)
+        if offsets is not None:
+            return np.asarray(offsets[:2].max(0).cpu()) >= share, f"roles pass ({p.corpus}, {res.n_queries} queries)"
     raise NotApplicable("no roles pass (positional heads) beside the gates")
 
 
 @metric("gates_keep_positional")
-def gates_keep_positional(pr, passes: list) -> Measurement:
+def gates_keep_positional(pr, passes: list, positional_share: float = 90.0) -> Measurement:
     """Voita §6.2: the specialised heads are the last to go. Share of the positional heads (the roles family:
-    argmax at offset ±1 in >= 90% of queries, on the pre-trained encoder's maps) that the gates keep, at the λ run
+    argmax at offset ±1 in >= ``positional_share``% of queries (Voita: 90), on the pre-trained encoder's maps) that the gates keep, at the λ run
     compared in gates_importance_jaccard; beside it the share of all heads kept (what a choice blind to roles
     would keep of them on average) and the hypergeometric p of keeping that many."""
     from scipy.stats import hypergeom
 
     r = _res(pr)
-    pos, where = _positional(passes)
+    pos, where = _positional(passes, positional_share)
     i = _chosen(r)
     if pos.shape != r.kept[i].shape:
         raise NotApplicable("the roles pass's heads do not match the gates'")
