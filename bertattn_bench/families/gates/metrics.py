@@ -109,7 +109,7 @@ def _positional(passes, share: float) -> tuple[np.ndarray, str]:
         res = getattr(p, "result", None)
         offsets = getattr(res, "offset_share", None)
         if offsets is not None:
-            return np.asarray(offsets[:2].max(0).cpu()) >= share, f"roles pass ({p.corpus}, {res.n_queries} queries)"
+            return np.asarray(offsets[:2].amax(0).cpu()) >= share, f"roles pass ({p.corpus}, {res.n_queries} queries)"
     raise NotApplicable("no roles pass (positional heads) beside the gates")
 
 
