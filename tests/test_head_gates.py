@@ -68,7 +68,7 @@ def test_gates_close_under_a_large_penalty_and_stay_without_one(tiny, tmp_path):
     closed, kept = hg.gate_sweep(model, t, data, tiny.tokenizer, [5.0, 0.0], seed=0, recipe=recipe,
                                  cache_dir=tmp_path, slug="tiny", checkpoint="tiny-ckpt")
     n = tiny.info.n_layers * tiny.info.n_heads
-    assert closed.n_kept == 0 and closed.penalty[-1] < 0.05 * closed.penalty[0]
+    assert closed.n_kept == 0 and closed.penalty[-1] < 0.15 * closed.penalty[0]  # 4 x sigmoid(-3.75 + 1.6) = 0.42 of 3.96
     assert kept.n_kept == n
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # only the gates trained
     assert all(p.requires_grad for p in model.parameters())
