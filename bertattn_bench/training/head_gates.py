@@ -137,7 +137,7 @@ def train_gates(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, lam: 
         p.requires_grad_(False)
     was_training = model.training
     model.eval()
-    penalty, task_loss, run_loss, run_n = [float(gates.l0_penalty())], [], 0.0, 0
+    penalty, task_loss, run_loss, run_n = [float(gates.l0_penalty().detach())], [], 0.0, 0
     step, epoch = 0, 0
     try:
         with torch.inference_mode(False), torch.enable_grad():
@@ -154,7 +154,7 @@ def train_gates(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, lam: 
                     opt.zero_grad(set_to_none=True)
                     run_loss, run_n, step = run_loss + float(loss), run_n + 1, step + 1
                     if step % recipe.log_every == 0 or step == recipe.steps:
-                        penalty.append(float(gates.l0_penalty()))
+                        penalty.append(float(gates.l0_penalty().detach()))
                         task_loss.append(run_loss / run_n)
                         run_loss, run_n = 0.0, 0
                 epoch += 1
