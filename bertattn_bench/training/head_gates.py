@@ -152,7 +152,7 @@ def train_gates(model: TaskModel, t: glue.Task, data: Encoded_, tokenizer, lam: 
                     (loss + lam * gates.l0_penalty()).backward()
                     opt.step()
                     opt.zero_grad(set_to_none=True)
-                    run_loss, run_n, step = run_loss + float(loss), run_n + 1, step + 1
+                    run_loss, run_n, step = run_loss + float(loss.detach()), run_n + 1, step + 1
                     if step % recipe.log_every == 0 or step == recipe.steps:
                         penalty.append(float(gates.l0_penalty().detach()))
                         task_loss.append(run_loss / run_n)
