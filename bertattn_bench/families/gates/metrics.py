@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...claims.registry import Measurement, NotApplicable, metric
-from ...claims.stats import tost_paired
+from ...claims.stats import tost_paired, wilson_bounds
 from ...engine.attention import head_name
 from ...training.glue_pass import result_of
 from .run import GatesResult
@@ -92,7 +92,10 @@ def gates_importance_jaccard(pr, passes: list) -> Measurement:
     p = float(hypergeom.sf(inter - 1, n, k, k))
     michel_at = float(np.interp(n - k, m.counts, m.curve.mean(0)))
     h = r.n_heads
-    return Measurement(jac, n, "heads", unit="Jaccard",
+    # bounds (issue 61): Wilson's 95% bounds on the shared share inter / k, through Jaccard = s / (2 - s) (one gate
+    # run: the heads each keeps read as k draws; a seed spread of the gates is not measured)
+    lo, hi = (x / 100 for x in wilson_bounds(inter, k)) if k else (0.0, 1.0)
+    return Measurement(jac, n, "heads", unit="Jaccard", bounds=(min(lo / (2 - lo), jac), max(hi / (2 - hi), jac)),
                        values={"overlap": inter, "k": k, "chance": k / (2 * n - k), "hypergeom_p": p},
                        detail=f"λ {r.lambdas[i]:g}: {k} of {n} heads kept; {inter} shared with the {k} most important "
                               f"by I_h (chance Jaccard {k / (2 * n - k):.3f}, hypergeometric p {p:.2g}); dev at {k} kept: "
@@ -132,7 +135,8 @@ def gates_keep_positional(pr, passes: list, positional_share: float = 90.0) -> M
     kept_pos = int((pos & r.kept[i]).sum())
     k, n = r.n_kept[i], r.n_total
     p = float(hypergeom.sf(kept_pos - 1, n, n_pos, k))
-    return Measurement(kept_pos / n_pos, n_pos, "positional heads", unit="share kept",
+    lo, hi = (x / 100 for x in wilson_bounds(kept_pos, n_pos))  # issue 61: Wilson's 95% bounds on the share
+    return Measurement(kept_pos / n_pos, n_pos, "positional heads", unit="share kept", bounds=(lo, hi),
                        values={"all_heads_kept_share": k / n, "hypergeom_p": p},
                        detail=f"λ {r.lambdas[i]:g}: {kept_pos} of {n_pos} positional heads kept ("
                               + ", ".join(head_name(a, b) for a, b in zip(*np.nonzero(pos)))
