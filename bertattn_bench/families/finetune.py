@@ -252,7 +252,8 @@ def _class_index(t: glue.Task, name: str) -> int:
 def untuned_constant_share(pr, tasks: list | None = None, paper: dict | None = None) -> Measurement:
     """Kovaleva Table 1's "pre-trained" column, read from the model: the share (points) of dev examples on which the
     pre-trained encoder with an untrained head (the pass's ``untuned`` predictions) predicts its most frequent
-    class, the smallest over seeds; standard error binomial over the dev examples (0 for a constant predictor).
+    class, the mean over seeds (each seed's own head: the judge adds their spread, issue 61; the smallest over
+    seeds, as before, moved with every seed added); standard error binomial over the dev examples.
     The detail gives, per seed, that class, the un-tuned score and the constant predictor's, and the paper's entry
     beside our constant predictor's score (``paper = {task = [class, value, n dev examples]}``: the dev TSV
     reproduces Table 1's constant entries). A classification task only."""
@@ -277,7 +278,7 @@ def untuned_constant_share(pr, tasks: list | None = None, paper: dict | None = N
         parts.append(f"seed {seed}: {shares[seed]:.1f}% {t.labels[mode]!r} ({counts.tolist()} per class), un-tuned "
                      f"{r.metric} {sc.primary:.2f} vs always {t.labels[mode]!r} {const:.2f} (paired SE {gap_se:.2f})")
     seed = min(shares, key=shares.get)
-    value = shares[seed]
+    value = float(np.mean(list(shares.values())))
     paper_note = ""
     if paper and r.task in paper:
         cls, entry, n_paper = paper[r.task]
