@@ -156,9 +156,7 @@ class FrameReducer(Reducer):
                                              np.stack([cf[:, 1], cf[:, 0], draws + k], 1)]))
             self.n_pairs_of.append(n)
         self.draws, self.device, self.example_index = draws, device, example_index
-        shape = (3, n_layers, n_heads)
-        z = lambda: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
-        self.score_sum, self.control_sum, self.diff_sum, self.diff_sq = z(), z(), z(), z()
+        self.n_layers, self.n_heads = n_layers, n_heads
         self.n_sentences, self.n_pairs = 0, 0
         self.example_rows = None
         self.per_real, self.per_ctrl = [], []  # per sentence, (B, 3, L, H) per batch
@@ -183,8 +181,7 @@ class FrameReducer(Reducer):
                 if self.pooling == "mean" else batch.word_to
         self.n_sentences += len(batch.examples)
         self.b = len(batch.examples)
-        _, L, H = self.score_sum.shape
-        self.b_real = torch.zeros(self.b, 3, L, H, dtype=torch.float64, device=self.score_sum.device)
+        self.b_real = torch.zeros(self.b, 3, self.n_layers, self.n_heads, dtype=torch.float64, device=self.device)
         self.b_ctrl = torch.zeros_like(self.b_real)
         self.per_real.append(self.b_real)  # filled in place by the batch's layers
         self.per_ctrl.append(self.b_ctrl)
@@ -211,21 +208,21 @@ class FrameReducer(Reducer):
         self.b_real[:, :, layer], self.b_ctrl[:, :, layer] = real, ctrl
         if self.example_row is not None:
             if self.example_rows is None:
-                self.example_rows = torch.zeros(len(self.score_sum[0]), h, words.shape[2], words.shape[3],
+                self.example_rows = torch.zeros(self.n_layers, h, words.shape[2], words.shape[3],
                                                 device=words.device)
             self.example_rows[layer] = words[self.example_row]
 
     def finalize(self) -> FrameResult:
         n = max(self.n_sentences, 1)
-        if self.per_real:
-            real, ctrl = torch.cat(self.per_real), torch.cat(self.per_ctrl)  # (N, 3, L, H)
-            diff = real - ctrl
-            self.score_sum, self.control_sum = real.sum(0), ctrl.sum(0)
-            self.diff_sum, self.diff_sq = diff.sum(0), diff.square().sum(0)
-        mean = self.diff_sum / n
-        var = (self.diff_sq / n - mean.square()).clamp_min(0) * n / max(n - 1, 1)
+        # the sums over sentences, made from the per-sentence values (none read: zeros)
+        real = torch.cat(self.per_real) if self.per_real else \
+            torch.zeros(0, 3, self.n_layers, self.n_heads, dtype=torch.float64, device=self.device)
+        ctrl = torch.cat(self.per_ctrl) if self.per_ctrl else torch.zeros_like(real)  # (N, 3, L, H)
+        diff = real - ctrl
+        mean = diff.sum(0) / n
+        var = (diff.square().sum(0) / n - mean.square()).clamp_min(0) * n / max(n - 1, 1)
         cpu = lambda x: x.cpu().numpy()  # noqa: E731
-        return FrameResult(score=cpu(self.score_sum / n), control=cpu(self.control_sum / n), diff_mean=cpu(mean),
+        return FrameResult(score=cpu(real.sum(0) / n), control=cpu(ctrl.sum(0) / n), diff_mean=cpu(mean),
                            diff_sd=cpu(var.sqrt()), n_sentences=self.n_sentences, n_pairs=self.n_pairs,
                            n_fallback=self.n_fallback, draws=self.draws, level=self.level,
                            example={"maps": None if self.example_rows is None else cpu(self.example_rows)},
