@@ -106,7 +106,8 @@ def one_seed(result, i: int):
     import dataclasses
 
     seed = result.seeds[i]
-    changes: dict = {"seeds": (seed,)}
+    # ``seeds`` a field (a result that derives it from its per-seed field, as ARCT's runs, follows the restriction)
+    changes: dict = {"seeds": (seed,)} if "seeds" in {f.name for f in dataclasses.fields(result)} else {}
     for name in type(result).PER_SEED:
         v = getattr(result, name)
         if isinstance(v, dict):
