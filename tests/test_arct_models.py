@@ -236,7 +236,6 @@ def test_the_judge_reads_each_arct_seed_and_adds_their_spread():
     from bertattn_bench.claims.catalog import evaluate, load_claims
     from bertattn_bench.claims.checks import one_seed, per_seed_values
     from bertattn_bench.claims.stats import seed_half_width
-
     from bertattn_bench.engine.batching import Skipped
     from bertattn_bench.engine.passes import PassResult
 

@@ -214,6 +214,19 @@ class GluePass:
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
                                   recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
 
+    def sweep(self, ft: finetune.FineTuned, configs, kind: str, rows_per_pass: int | None = None,
+              progress: bool = False, desc: str = "sweep", data: finetune.EncodedSplit | None = None):
+        """(logits, seconds) of one fine-tune's sweep over ``data`` (the pass's dev set by default), kept with its
+        checkpoint where the fine-tune is in the cache (:func:`.sweeps.cached_sweep`: a seed's sweep is computed
+        once, whichever run or set of seeds asks for it); a classifier judged as given, or a run without a cache,
+        computes it."""
+        from . import sweeps
+
+        logits, seconds, _ = sweeps.cached_sweep((ft.meta or {}).get("path"), ft.model,
+                                                 self.dev if data is None else data, self.loaded.tokenizer, configs,
+                                                 kind, rows_per_pass, progress=progress, desc=desc)
+        return logits, seconds
+
     def checkpoints(self) -> list[tuple[object, int]]:
         """The (model, seed) fine-tunes :meth:`measure` reads."""
         return [(self.loaded, seed) for seed in self.seeds]
