@@ -484,3 +484,6 @@ def test_several_seeds_share_the_features_and_the_first_is_the_one_seed_run(tmp_
     assert values == pytest.approx([x.probes["attn_words"].uas - x.structural.uuas for x in r3.per_seed])
     assert P.probe_vs_structural(pr3).value == pytest.approx(np.mean(values))
     assert "training seeds 0, 1, 2" in P.probe_vs_structural(pr3).detail
+    # the run's $BERTATTN_SEEDS / seeds= reaches the probes (from the run's seed on)
+    two = P.prepare_probes(pretrained, root, "ewt_dev", options={"tier": "quick", "n_seeds": 2, "seed": 3}).settings
+    assert two.training_seeds == (3, 4)

@@ -59,15 +59,18 @@ AUTHORS = {"full": ("bert_large", "bert_base"), "w": ("bert_large_w",), "rw": ("
            "cw": ("bert_large_cw",), "adv": ("bert_large_adv",)}
 
 
-def tier_seeds(tier: str, twin: bool = False, seed: int | None = None) -> tuple[int, ...]:
-    """The ARCT seeds of ``tier``: the twin's fixed ones; a tier that lists its seeds (full: 0-4) keeps them; else
-    ``n_seeds`` consecutive seeds from the run's ``seed`` (its option, ``$BERTATTN_SEED`` as the face read it; 0)."""
+def tier_seeds(tier: str, twin: bool = False, seed: int | None = None, n_seeds: int | None = None) -> tuple[int, ...]:
+    """The ARCT seeds of ``tier``: the twin's fixed ones; ``n_seeds`` given (the run's ``$BERTATTN_SEEDS``), that
+    many consecutive seeds from the run's ``seed``; else a tier that lists its seeds (full: 0-4) keeps them, and any
+    other trains its ``n_seeds`` from ``seed`` (its option, ``$BERTATTN_SEED`` as the face read it; 0)."""
     t = TIERS[tier]
     if twin:
         return tuple(t["twin_seeds"])
+    first = 0 if seed is None else int(seed)
+    if n_seeds is not None:
+        return tuple(range(first, first + n_seeds))
     if t["seeds"] is not None:
         return tuple(t["seeds"])
-    first = 0 if seed is None else int(seed)
     return tuple(range(first, first + t["n_seeds"]))
 
 
@@ -206,7 +209,7 @@ def prepare_arct_ft(loaded, data_dir: Path, corpus: str = "full", limit: int | N
         raise DataError(f"arct_ft corpus {corpus!r}: expected one of {', '.join(SETTING_NAMES)}")
     setting = arct_ft.SETTINGS[corpus]
     twin = loaded.info.random_init_seed is not None
-    seeds = tier_seeds(tier, twin, (options or {}).get("seed"))
+    seeds = tier_seeds(tier, twin, (options or {}).get("seed"), (options or {}).get("n_seeds"))
     reason = TWIN_SHORT_REASON if not seeds else None
     paths = [Path(data_dir) / rel for rel in
              ((arct.ADVERSARIAL_FILES["train_swapped"], arct.ADVERSARIAL_FILES["dev_adv"], arct.ADVERSARIAL_FILES["test_adv"])

@@ -53,12 +53,16 @@ SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sam
 IMPORTANCE_SEED = 10_000  # the importance subsample of seed k's fine-tune is drawn with seed 10_000 + k
 
 
-def tier_seeds(tier: str, task: str, seed: int | None = None) -> tuple[int, ...]:
-    """The fine-tuning seeds of ``task`` at ``tier``: a task the tier lists keeps its seeds; else ``n_seeds``
-    consecutive seeds (one by default) from ``seed`` (the run's option, ``$BERTATTN_SEED`` as the face read it;
-    default: the tier's), which is how scripts/spread.py measures the seed spread behind the tolerances and how a
-    check runs the regression tier's three seeds on seeds it was not recorded with."""
+def tier_seeds(tier: str, task: str, seed: int | None = None, n_seeds: int | None = None) -> tuple[int, ...]:
+    """The fine-tuning seeds of ``task`` at ``tier``: ``n_seeds`` given (the run's ``$BERTATTN_SEEDS``/``seeds=``),
+    that many consecutive seeds from ``seed`` (0 by default) at any tier; else a task the tier lists keeps its seeds,
+    and any other trains the tier's ``n_seeds`` (one by default) from ``seed`` (the run's option, ``$BERTATTN_SEED``
+    as the face read it; default: the tier's), which is how scripts/spread.py measures the seed spread behind the
+    tolerances and how a check runs the regression tier's three seeds on seeds it was not recorded with."""
     t = TIERS[tier]
+    if n_seeds is not None:
+        first = t["default_seeds"][0] if seed is None else seed
+        return tuple(range(first, first + n_seeds))
     if task in t["seeds"]:
         return tuple(t["seeds"][task])
     seeds = tuple(t["default_seeds"])
@@ -267,8 +271,8 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     t = glue.task(corpus)
     # the random-init twin (negative control) trains TWIN_SEEDS only: its learned claims must fail, and its seed 0 is
     # the checkpoint the model's own pass already trained for Table 1's random column (no second set of seeds)
-    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus,
-                                                                                   (options or {}).get("seed"))
+    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(
+        tier, corpus, (options or {}).get("seed"), (options or {}).get("n_seeds"))
     as_given = getattr(loaded, "task", None)
     if as_given is not None:  # a classifier judged as given: its one model, on its own task only
         seeds = (0,)

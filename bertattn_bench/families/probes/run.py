@@ -238,6 +238,8 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
 
     tier = tiers.of_options(options, TIERS)
     s = settings or dataclasses.replace(ProbeSettings.with_seed((options or {}).get("seed")), **TIERS[tier])
+    if settings is None and (options or {}).get("n_seeds") is not None:  # the run's $BERTATTN_SEEDS / seeds=
+        s = dataclasses.replace(s, n_seeds=int(options["n_seeds"]))
     base = corpus[:-3] if corpus.endswith("_ud") else corpus
     if base != corpus:
         s = dataclasses.replace(s, trees="ud")
