@@ -24,7 +24,7 @@ from ...claims.registry import family
 from ...training import glue_pass
 from ...training.glue_pass import GluePass, prepare_glue
 from . import measure
-from .constants import TASKS, TIERS
+from .constants import FLOW_MAX_PIECES, TASKS, TIERS
 
 
 @dataclass
@@ -57,13 +57,16 @@ class ExplainPass(GluePass):
         examples = self.dev.examples  # the tier's first k dev examples (prepare_explain)
         f = TIERS[self.tier]["flow_examples"]
         n_flow = len(examples) if f is None else min(len(examples), f)
+        fm = TIERS[self.tier]["flow_max_examples"]
+        n_flow_max = len(examples) if fm is None else min(len(examples), fm)
         blank_id = tok.mask_token_id if tok.mask_token_id is not None else tok.unk_token_id
         classifier_norms = measure.norm_reason(model.encoder) is None
         rho: dict = {}
         for i, ex in enumerate(examples):
             inputs = measure.inputs_of(model, ex.input_ids, ex.token_type_ids, info.device)
             maps, norm, _ = measure.layer_maps(model, model.encoder, inputs, classifier_norms)
-            rel = measure.relevance(maps.cpu(), None if norm is None else norm.cpu(), flow=i < n_flow)
+            rel = measure.relevance(maps.cpu(), None if norm is None else norm.cpu(), flow=i < n_flow,
+                                    flow_max=i < n_flow_max and len(ex.input_ids) <= FLOW_MAX_PIECES)
             imp = measure.importance(model, inputs, int(self.dev.labels[ex.index]), blank_id)
             for key, values in measure.correlations(rel, imp).items():
                 rho.setdefault(key, np.full((len(examples), info.n_layers), np.nan))[i] = values
