@@ -9,11 +9,16 @@ from __future__ import annotations
 # "flow_max_examples": how many also get the flow from every output node (the authors' maximum over query rows:
 # n times the max-flows of the [CLS] row, ~12 s for an MRPC pair of ~50 pieces), at most FLOW_MAX_PIECES pieces each.
 TIERS = {
-    "quick": {"corpora": ("mrpc",), "examples": 8, "flow_examples": 8, "flow_max_examples": 0},
-    "regression": {"corpora": ("mrpc",), "examples": 100, "flow_examples": None, "flow_max_examples": 20},
+    "quick": {"corpora": ("mrpc", "blimp"), "examples": 8, "flow_examples": 8, "flow_max_examples": 0},
+    "regression": {"corpora": ("mrpc", "blimp", "blimp-hard"), "examples": 100, "flow_examples": None, "flow_max_examples": 20},
     # Table 3's protocol (the authors' ~100 SST-2 sentences) on the suite's SST-2 fine-tune, beside MRPC
-    "full": {"corpora": ("mrpc", "sst-2"), "examples": None, "flow_examples": 200, "flow_max_examples": 100},
+    "full": {"corpora": ("mrpc", "sst-2", "blimp", "blimp-hard"), "examples": None, "flow_examples": 200, "flow_max_examples": 100},
 }
+# Abnar & Zuidema's own task (Tables 1-2): BLiMP's agreement prefixes as verb number (families/explain/run.py
+# BlimpExplainPass): the corpus -> the split of data.blimp.Agreement it reads; per tier the first k prefixes (flow
+# from every output node on all: ~8 pieces each, L n^2 ~ 400 small max-flows)
+BLIMP_CORPORA = {"blimp": "test", "blimp-hard": "hard"}
+BLIMP_TIERS = {"quick": {"examples": 32}, "regression": {"examples": 300}, "full": {"examples": None}}
 FLOW_MAX_PIECES = 64  # a longer example gets no flow_max reading (n^2 L max-flows)
 
 TASKS = ("mrpc", "rte", "sst-2", "qnli")  # classification tasks: blank-out reads the gold class's probability

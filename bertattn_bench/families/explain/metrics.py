@@ -11,10 +11,14 @@ from ...claims.stats import mean_se
 from ...engine.passes import NothingToMeasure
 
 
-def result_of(pr):
+def result_of(pr, tasks: list | None = None):
+    """The pass's result; NotApplicable where nothing was measured or ``tasks`` (a claim about some tasks: the
+    verb-number task ``blimp-number`` of Tables 1-2, the GLUE fine-tunes of Table 3) does not name its task."""
     r = pr.result
     if isinstance(r, NothingToMeasure):
         raise NotApplicable(r.reason)
+    if tasks and r.task not in tasks:
+        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
     return r
 
 
@@ -37,7 +41,9 @@ def layers_of(spec, n_layers: int) -> list[int]:
 def rho_of(r, reading: str, importance: str) -> np.ndarray:
     key = f"{reading}|{importance}"
     if key not in r.rho:
-        raise NotApplicable(f"no {reading} reading on this model (the norm reading is refused)")
+        why = ("flow from every output node is not computed on this pass at this tier (constants.TIERS)"
+               if reading == "flow_max" else "the norm reading is refused on this model")
+        raise NotApplicable(f"no {reading} reading: {why}")
     return r.rho[key]
 
 
@@ -61,11 +67,11 @@ def per_layer_means(rho: np.ndarray) -> list[float]:
 
 @metric("explain_layer_contrast")
 def explain_layer_contrast(pr, reading: str = "raw_cls", importance: str = "blankout", first: str | list = "first",
-                           then: str | list = "after_first") -> Measurement:
+                           then: str | list = "after_first", tasks: list | None = None) -> Measurement:
     """Per example: mean rho of ``reading`` over the layers ``first`` minus its mean over the layers ``then``
     (Abnar & Zuidema: raw attention's correlation falls after layer 1, ``first`` = layer 1, ``then`` = 2..L; rollout
     rises with depth, ``first`` = the last layer, ``then`` = layer 1); the mean over examples."""
-    r = result_of(pr)
+    r = result_of(pr, tasks)
     rho = rho_of(r, reading, importance)
     a, b = layers_of(first, r.n_layers), layers_of(then, r.n_layers)
     diff = rho[:, a].mean(1) - rho[:, b].mean(1)
@@ -75,11 +81,11 @@ def explain_layer_contrast(pr, reading: str = "raw_cls", importance: str = "blan
 
 @metric("explain_reading_gap")
 def explain_reading_gap(pr, reading: str = "rollout_cls", other: str = "raw_cls", importance: str = "blankout",
-                        layers: str | list = "after_first") -> Measurement:
+                        layers: str | list = "after_first", tasks: list | None = None) -> Measurement:
     """Per example: the mean over ``layers`` of rho(``reading``) - rho(``other``), on the examples that have both
     (flow: the first ``n_flow``); the mean over examples (rollout > raw from layer 2; flow >= rollout in the middle
     layers)."""
-    r = result_of(pr)
+    r = result_of(pr, tasks)
     a, b = rho_of(r, reading, importance), rho_of(r, other, importance)
     ls = layers_of(layers, r.n_layers)
     if not ls:
@@ -90,11 +96,12 @@ def explain_reading_gap(pr, reading: str = "rollout_cls", other: str = "raw_cls"
 
 
 @metric("explain_strongest_layer")
-def explain_strongest_layer(pr, reading: str = "raw_max", importance: str = "gradient") -> Measurement:
+def explain_strongest_layer(pr, reading: str = "raw_max", importance: str = "gradient", tasks: list | None = None
+                            ) -> Measurement:
     """The largest |mean rho| of ``reading`` over the layers (Table 3: every reading's correlation with the gradient
     importance is weak on a fine-tuned pre-trained model), with the SE at that layer (the layer is chosen on the
     same data: the interval is optimistic by that choice)."""
-    r = result_of(pr)
+    r = result_of(pr, tasks)
     rho = rho_of(r, reading, importance)
     means = per_layer_means(rho)
     k = int(np.nanargmax(np.abs(means)))
@@ -103,6 +110,20 @@ def explain_strongest_layer(pr, reading: str = "raw_max", importance: str = "gra
     m.value = abs(m.value)
     m.detail = f"largest |mean rho| over layers at layer {k + 1}: " + m.detail
     return m
+
+
+@metric("explain_layer_rho")
+def explain_layer_rho(pr, reading: str = "rollout_cls", importance: str = "blankout", layers: str | list = "last",
+                      tasks: list | None = None) -> Measurement:
+    """Per example: the mean over ``layers`` of rho(``reading``, ``importance``); the mean over examples (how
+    strongly a reading tracks the importance, Tables 1-2's cells)."""
+    r = result_of(pr, tasks)
+    rho = rho_of(r, reading, importance)
+    ls = layers_of(layers, r.n_layers)
+    if not ls:
+        raise NotApplicable(f"no layer of {r.n_layers} is in {layers!r}")
+    return per_example(rho[:, ls].mean(1), f"rho({reading}, {importance})", r, f"layers {[i + 1 for i in ls]}",
+                       per_layer=per_layer_means(rho))
 
 
 def effective_of(r) -> dict:
