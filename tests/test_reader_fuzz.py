@@ -176,10 +176,9 @@ BLIMP = (b'{"sentence_good": "The niece of most senators hasn\'t left.", "one_pr
 
 def _readers():
     from bertattn_bench.data import arct_corpus as arct
-    from bertattn_bench.data import blimp
+    from bertattn_bench.data import blimp, glue, litbank, segments, ud
     from bertattn_bench.data import coref_corpus as coref
     from bertattn_bench.data import framenet_corpus as framenet
-    from bertattn_bench.data import glue, litbank, segments, ud
 
     return {
         "CoNLL-U (UD)": (lambda p: ud.read_conllu(p), conllu_sample(), "x.conllu", DataError, True),

@@ -311,9 +311,9 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     modules' own constants; [] for a family that reads no data file. ``manifest_paths``: the manifest's file paths
     (GLUE's train split is needed where the manifest has one: QNLI has only dev)."""
     from . import arct_corpus as arct
+    from . import blimp, glue, gum, litbank, segments, ud
     from . import coref_corpus as coref
     from . import framenet_corpus as framenet
-    from . import blimp, glue, gum, litbank, segments, ud
 
     if manifest_paths is None:
         manifest_paths = {f.path for f in load_manifest().files}
