@@ -80,3 +80,18 @@ def test_layer_rho_and_the_task_filter():
         metrics.explain_reading_gap(planted("mrpc"), tasks=["blimp-number"])
     with pytest.raises(NotApplicable, match="flow from every output node is not computed"):
         metrics.explain_layer_rho(pr, reading="flow_max")
+
+
+def test_the_curves_figure_and_the_papers_points(tmp_path):
+    from bertattn_bench.families.explain import figures
+
+    assert figures.paper_points("blimp-number", "blankout", "flow")[3] == pytest.approx(0.70)
+    assert figures.paper_points("mrpc", "gradient", "rollout") == {1: .11, 3: .12, 5: .13, 6: .13}
+    assert figures.paper_points("mrpc", "blankout", "raw") == {}  # Table 3 is against gradients only
+    mean, half = figures.layer_curve(np.array([[0.1, np.nan], [0.3, 0.2], [0.5, np.nan]]))
+    assert np.allclose(mean, [0.3, 0.2]) and half[0] == pytest.approx(1.96 * 0.2 / np.sqrt(3))
+    assert np.isnan(half[1])  # one example: no interval
+    pr = planted("blimp-number")
+    pr.model, pr.corpus = SimpleNamespace(name="toy", slug="toy"), "blimp"
+    (path,) = figures.explain_figures([pr, SimpleNamespace(result=None)], tmp_path)
+    assert path.name == "explain-curves-toy-blimp.png" and path.stat().st_size > 1000
