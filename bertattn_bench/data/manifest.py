@@ -335,7 +335,7 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
         paths = [*arct.ORIGINAL_FILES.values(), *arct.ADVERSARIAL_FILES.values(), arct.CLAIM_MAP, arct.RESULTS_DIR]
     elif family == "framenet":
         paths = [framenet.JSONL, f"{framenet.XML_DIR}/{framenet.EXAMPLE['file']}", framenet.FRAME_DIR]
-    elif family == "explain" and corpus == "blimp":
+    elif family == "explain" and corpus in ("blimp", "blimp-hard"):
         paths = list(blimp.FILES.values())
     elif corpus in glue.TASKS:  # the GLUE families (finetune, patterns, disable, prune, speedup): dev, and train
         folder = f"{glue.GLUE_DIR}/{glue.TASKS[corpus].folder}"  # where the manifest has one (QNLI: dev only)
