@@ -95,3 +95,31 @@ def test_the_curves_figure_and_the_papers_points(tmp_path):
     pr.model, pr.corpus = SimpleNamespace(name="toy", slug="toy"), "blimp"
     (path,) = figures.explain_figures([pr, SimpleNamespace(result=None)], tmp_path)
     assert path.name == "explain-curves-toy-blimp.png" and path.stat().st_size > 1000
+
+
+def test_identifiability_by_hand():
+    """Three positions with one-hot input embeddings: layer 1 keeps them (3 identified); layer 2 maps every
+    position to position 0's direction (only position 0 identified); layer 3 swaps positions 1 and 2 (1)."""
+    import torch
+
+    from bertattn_bench.families.explain import measure
+
+    e = torch.eye(3)[None]
+    swapped = e[:, [0, 2, 1]]
+    states = (e, 2 * e, torch.tensor([[[1.0, 0, 0]] * 3]), swapped)
+    encoder = lambda **kw: SimpleNamespace(hidden_states=states)  # noqa: E731
+    assert list(measure.identified(encoder, {})) == [3, 1, 1]
+
+
+def test_identifiability_metrics_on_planted_counts():
+    pr = planted("mrpc")
+    pr.result.identified = np.array([[4, 3, 2], [5, 5, 4], [10, 8, 6]])  # lengths 4, 5, 6 ... of 4, 5, 10 tokens
+    pr.result.lengths = np.array([4, 5, 10])
+    share = metrics.brunner_identifiability_share(pr)  # last layer: 12 of 19
+    assert share.value == pytest.approx(12 / 19) and share.n == 19
+    lo, hi = share.bounds
+    assert lo < 12 / 19 < hi and hi - lo > 0.3  # Wilson on 19 tokens
+    drop = metrics.brunner_identifiability_drop(pr)  # per sequence: 2/4, 1/5, 4/10
+    assert drop.value == pytest.approx(np.mean([0.5, 0.2, 0.4]))
+    with pytest.raises(NotApplicable, match="no identifiability"):
+        metrics.brunner_identifiability_share(planted("blimp-number"))

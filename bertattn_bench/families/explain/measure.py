@@ -173,3 +173,14 @@ def first_segment(ids: list[int], types: list[int], sep_id: int) -> tuple[list[i
     for Brunner's length comparison); the whole example where it has no [SEP] before its last piece."""
     cut = ids.index(sep_id) + 1 if sep_id in ids[:-1] else len(ids)
     return ids[:cut], [0] * cut if cut < len(ids) else types
+
+
+def identified(encoder, inputs: dict) -> np.ndarray:
+    """Brunner et al.'s token identifiability, the cheap reading (no learned map): per layer l = 1..L, how many
+    positions i have their own input embedding (the embedding layer's output, ``hidden_states[0]``) as the nearest,
+    by cosine, of the sequence's input embeddings to layer l's hidden state at i. (L,) counts."""
+    with torch.no_grad():
+        states = encoder(**inputs, output_hidden_states=True).hidden_states
+    unit = [torch.nn.functional.normalize(h[0].double(), dim=-1) for h in states]
+    own = torch.arange(unit[0].shape[0], device=unit[0].device)
+    return np.array([int(((u @ unit[0].T).argmax(-1) == own).sum()) for u in unit[1:]])

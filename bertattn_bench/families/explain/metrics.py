@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...claims.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, metric, relative_depth
-from ...claims.stats import mean_se
+from ...claims.stats import mean_se, wilson_bounds
 from ...engine.passes import NothingToMeasure
 
 
@@ -168,4 +168,40 @@ def brunner_special_drop(pr, category: str = "sep", layers: str | list = "middle
                     f"sequences > d_head {r.d_head}", raw=float(raw.mean()), effective=float(eff.mean()))
     m.n_unit = "sequences"
     m.detail += f"; raw {raw.mean():.3f}, effective {eff.mean():.3f} ({r.effective_note})"
+    return m
+
+
+def identified_of(r) -> tuple[np.ndarray, np.ndarray]:
+    """(identified (S, L) token counts, tokens (S,)) of Brunner's identifiability reading, or NotApplicable."""
+    ident = getattr(r, "identified", None)
+    if ident is None:
+        raise NotApplicable("no identifiability reading on this pass (read on the GLUE passes' encoder)")
+    return np.asarray(ident, dtype=float), np.asarray(r.lengths, dtype=float)
+
+
+@metric("brunner_identifiability_share")
+def brunner_identifiability_share(pr, layers: str | list = "last") -> Measurement:
+    """The share of all tokens (pooled over sequences) identified at ``layers`` (mean over them): layer l's hidden
+    state at i nearest (cosine) to input embedding i among the sequence's; Wilson's 95% bounds on the pooled count."""
+    r = result_of(pr)
+    ident, n = identified_of(r)
+    ls = layers_of(layers, r.n_layers)
+    right, total = float(ident[:, ls].sum()), float(n.sum() * len(ls))
+    lo, hi = wilson_bounds(int(round(right)), int(total))
+    per_layer = [float(ident[:, i].sum() / n.sum()) for i in range(r.n_layers)]
+    return Measurement(right / total, int(n.sum()), "tokens",
+                       f"tokens identified at layers {[i + 1 for i in ls]}: {int(right)} of {int(total)} over "
+                       f"{len(n)} sequences; per layer {[round(x, 3) for x in per_layer]}", bounds=(lo / 100, hi / 100),
+                       values={"per_layer": per_layer})
+
+
+@metric("brunner_identifiability_drop")
+def brunner_identifiability_drop(pr) -> Measurement:
+    """Per sequence: the share of its tokens identified at layer 1 minus at the last layer; the mean over sequences."""
+    r = result_of(pr)
+    ident, n = identified_of(r)
+    drop = (ident[:, 0] - ident[:, -1]) / n
+    m = per_example(drop, "share identified, layer 1 - last layer", r, "per sequence",
+                    per_layer=[float(ident[:, i].sum() / n.sum()) for i in range(r.n_layers)])
+    m.n_unit = "sequences"
     return m

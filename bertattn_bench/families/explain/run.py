@@ -43,6 +43,7 @@ class ExplainResult:
     effective: dict | None  # Brunner's readings: name -> (2S, L) arrays, "n" (2S,), "min_rank" (2S,)
     effective_note: str = ""
     train_meta: dict = field(default_factory=dict)
+    identified: np.ndarray | None = None  # (S, L) tokens identified per example and layer (measure.identified)
 
 
 @dataclass
@@ -71,12 +72,20 @@ class ExplainPass(GluePass):
             for key, values in measure.correlations(rel, imp).items():
                 rho.setdefault(key, np.full((len(examples), info.n_layers), np.nan))[i] = values
         effective, note, d_head = self.effective(examples)
+        identified = self.identifiability(examples)
         result = ExplainResult(task=self.task.name, tier=self.tier, seed=seed, n_layers=info.n_layers,
                                n_examples=len(examples), n_flow=n_flow,
                                lengths=np.array([len(e.input_ids) for e in examples]), rho=rho,
                                blank_token=str(tok.convert_ids_to_tokens(blank_id)), d_head=d_head,
-                               effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached})
+                               effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached},
+                               identified=identified)
         return result, {}
+
+    def identifiability(self, examples) -> np.ndarray | None:
+        """Brunner's token identifiability on the encoder the suite was given, each example's whole sequence."""
+        encoder = self.loaded.model
+        return np.stack([measure.identified(encoder, measure.inputs_of(encoder, ex.input_ids, ex.token_type_ids,
+                                                                       self.loaded.info.device)) for ex in examples])
 
     def flow_budget(self) -> tuple[int | None, int | None]:
         """How many examples get the [CLS] node's flow, and how many the flow from every output node (None: all)."""
@@ -128,6 +137,9 @@ class BlimpExplainPass(ExplainPass):
 
     def flow_budget(self) -> tuple[int | None, int | None]:
         return None, None  # every prefix (short)
+
+    def identifiability(self, examples) -> None:
+        return None  # read on the GLUE passes (the same pre-trained encoder)
 
     def effective(self, examples):
         return None, "not read on the BLiMP prefixes (each shorter than the head dimension: A_eff = A)", None
