@@ -50,6 +50,13 @@ SPECS = {
         licence="CC BY-SA 3.0", restricted=None,
         citation="Zeman et al. 2017, CoNLL 2017 Shared Task: Multilingual Parsing from Raw Text to Universal "
                  "Dependencies; Universal Dependencies"),
+    "blimp_agreement": dict(
+        notice="attribution required (CC BY 4.0): Warstadt et al. 2020",
+        title="BLiMP: the six subject-verb agreement paradigms (1,000 minimal pairs each)",
+        repo="alexwarstadt/blimp", commit="3e56b06fcabca9b30822fc66435fca6b1aa40bb1",
+        rules=[("README.md", "README.md"), ("", "data/")],
+        licence="CC BY 4.0", restricted=None,
+        citation="Warstadt et al. 2020, BLiMP: The Benchmark of Linguistic Minimal Pairs for English (TACL 8)"),
     "gum": dict(
         notice="attribution required; the texts keep their per-genre licences (LICENSE.txt)",
         title="GUM per-document CoNLL-U files (all splits, with coreference)",

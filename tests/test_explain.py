@@ -80,6 +80,22 @@ def test_relevance_readings_are_the_engines(classifier, tokenizer):
     assert set(rel) == {"raw_cls", "raw_max", "rollout_cls", "rollout_max", "flow_cls", "norm_rollout_cls"}
 
 
+def test_max_over_query_rows_by_hand():
+    """The authors' Table-3 relevance (compute_corel_distilbert_sst.py l.49, l.95, l.103): per input token, the
+    maximum over the query rows. Two layers on two tokens: layer 1 both attend to token 0, layer 2 both to token 1.
+    Rollout J2 = [[.75, .25], [.5, .5]] -> max [.75, .5]; flow from token 0 [2/3, 1/3], from token 1 [.5, .5]
+    (tests/test_across_layers.py) -> max [2/3, .5]; raw layer 2 [[0, 1], [0, 1]] -> max [0, 1]."""
+    planted = torch.tensor([[[[1.0, 0.0], [1.0, 0.0]]], [[[0.0, 1.0], [0.0, 1.0]]]], dtype=torch.float64)
+    rel = measure.relevance(planted, None, flow=False, flow_max=True)
+    assert np.allclose(rel["rollout_max"][1], [0.75, 0.5])
+    assert np.allclose(rel["rollout_cls"][1], [0.75, 0.25])
+    assert np.allclose(rel["flow_max"][1], [2 / 3, 0.5], atol=1e-6)
+    assert np.allclose(rel["flow_cls"][1], [2 / 3, 1 / 3], atol=1e-6)
+    assert np.allclose(rel["raw_max"][1], [0.0, 1.0]) and np.allclose(rel["raw_cls"][0], [1.0, 0.0])
+    assert np.allclose(rel["flow_max"][0], rel["rollout_max"][0], atol=1e-6)  # layer 1: flow == rollout, every row
+    assert "flow_max" not in measure.relevance(planted, None, flow=True)
+
+
 def test_effective_reading_of_a_short_and_a_long_sequence(tiny, tokenizer):
     # tiny: hidden 32, 4 heads, d_head 8. A sequence of <= 8 pieces: effective == raw; longer: they differ
     enc = tiny.model

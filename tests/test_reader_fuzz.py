@@ -168,11 +168,17 @@ def run_sample() -> bytes:
 
 # ---- one property per reader ---------------------------------------------------------------------------------------
 
+BLIMP = (b'{"sentence_good": "The niece of most senators hasn\'t left.", "one_prefix_prefix": "The niece of most '
+         b'senators", "one_prefix_word_good": "hasn\'t", "one_prefix_word_bad": "haven\'t", "UID": "d", "pairID": "0"}\n'
+         b'{"two_prefix_prefix_good": "The women", "two_prefix_prefix_bad": "The woman", "two_prefix_word": "meet", '
+         b'"UID": "i", "pairID": "1"}\n')
+
+
 def _readers():
     from bertattn_bench.data import arct_corpus as arct
+    from bertattn_bench.data import blimp, glue, litbank, segments, ud
     from bertattn_bench.data import coref_corpus as coref
     from bertattn_bench.data import framenet_corpus as framenet
-    from bertattn_bench.data import glue, litbank, segments, ud
 
     return {
         "CoNLL-U (UD)": (lambda p: ud.read_conllu(p), conllu_sample(), "x.conllu", DataError, True),
@@ -183,6 +189,7 @@ def _readers():
         "ARCT accs CSV": (arct.read_accs, ACCS, "accs.csv", DataError, True),
         "FrameNet JSONL": (framenet.read_jsonl, (FIXTURES / "framenet" / "exemplars_toy.jsonl").read_bytes(),
                            "x.jsonl", DataError, True),
+        "BLiMP JSONL": (blimp.read_paradigm, BLIMP, "x.jsonl", DataError, True),
         "FrameNet LU XML": (framenet.read_lu_xml, (FIXTURES / "framenet" / "lu_toy.xml").read_bytes(), "lu1.xml",
                             DataError, False),
         "FrameNet frame XML": (lambda p: framenet.read_core_sets(p.parent),

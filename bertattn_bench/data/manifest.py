@@ -311,9 +311,9 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
     modules' own constants; [] for a family that reads no data file. ``manifest_paths``: the manifest's file paths
     (GLUE's train split is needed where the manifest has one: QNLI has only dev)."""
     from . import arct_corpus as arct
+    from . import blimp, glue, gum, litbank, segments, ud
     from . import coref_corpus as coref
     from . import framenet_corpus as framenet
-    from . import glue, gum, litbank, segments, ud
 
     if manifest_paths is None:
         manifest_paths = {f.path for f in load_manifest().files}
@@ -335,6 +335,8 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
         paths = [*arct.ORIGINAL_FILES.values(), *arct.ADVERSARIAL_FILES.values(), arct.CLAIM_MAP, arct.RESULTS_DIR]
     elif family == "framenet":
         paths = [framenet.JSONL, f"{framenet.XML_DIR}/{framenet.EXAMPLE['file']}", framenet.FRAME_DIR]
+    elif family == "explain" and corpus in ("blimp", "blimp-hard"):
+        paths = list(blimp.FILES.values())
     elif corpus in glue.TASKS:  # the GLUE families (finetune, patterns, disable, prune, speedup): dev, and train
         folder = f"{glue.GLUE_DIR}/{glue.TASKS[corpus].folder}"  # where the manifest has one (QNLI: dev only)
         paths = [f"{folder}/dev.tsv"] + [p for p in (f"{folder}/train.tsv",) if p in manifest_paths]

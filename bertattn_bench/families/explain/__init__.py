@@ -3,6 +3,7 @@ does attention explain what the model uses? The ``explain`` family, as a package
 readings (``measure``), its claims' metrics (``metrics``) and budgets (``constants``); docs/families/explain.md.
 Re-exported here; the cache key follows the prepare's module (run.py) and what it imports."""
 from .constants import *  # noqa: F401,F403
+from .figures import *  # noqa: F401,F403
 from .measure import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
 from .run import *  # noqa: F401,F403

@@ -63,15 +63,24 @@ def layer_maps(model, encoder, inputs: dict, with_norms: bool, with_transforms: 
     return stacked, norm, pairs
 
 
-def relevance(maps: torch.Tensor, norm: torch.Tensor | None, flow: bool) -> dict[str, np.ndarray]:
+def relevance(maps: torch.Tensor, norm: torch.Tensor | None, flow: bool, flow_max: bool = False
+              ) -> dict[str, np.ndarray]:
     """Per reading (constants.READINGS) an (L, n) array: layer l's relevance of each input token. ``maps`` (L, H, n,
-    n) the raw maps, ``norm`` (L, n, n) the layer-level norm maps (None: no norm reading)."""
+    n) the raw maps, ``norm`` (L, n, n) the layer-level norm maps (None: no norm reading). ``flow``: the [CLS] node's
+    flow; ``flow_max``: the flow from every output node of the layer, its maximum over them per input token, as the
+    authors' ``get_flow_relevance`` (compute_corel_distilbert_sst.py l.72-96: ``compute_node_flow`` over all output
+    nodes, then ``.max(axis=0)`` l.95), n times the max-flows of ``flow`` (the [CLS] row comes from the same flows)."""
     mean = maps.mean(1)  # the authors' head average (compute_corel_distilbert_sst.py l.48, l.70, l.101)
     joint = across_layers.rollout(mean)
     out = {"raw_cls": mean[:, 0].numpy(), "raw_max": mean.max(1).values.numpy(),
            "rollout_cls": joint[:, 0].numpy(), "rollout_max": joint.max(1).values.numpy()}
-    if flow:
-        out["flow_cls"] = across_layers.flow(across_layers.residual_mixed(mean).numpy(), queries=(0,))[:, 0]
+    if flow or flow_max:
+        mixed = across_layers.residual_mixed(mean).numpy()
+        queries = range(mean.shape[-1]) if flow_max else (0,)
+        f = across_layers.flow(mixed, queries=queries)  # (L, len(queries), n)
+        out["flow_cls"] = f[:, 0]
+        if flow_max:
+            out["flow_max"] = f.max(1)
     if norm is not None:
         rows = norm / norm.sum(-1, keepdim=True).clamp_min(1e-300)
         out["norm_rollout_cls"] = across_layers.rollout(rows)[:, 0].numpy()
@@ -164,3 +173,14 @@ def first_segment(ids: list[int], types: list[int], sep_id: int) -> tuple[list[i
     for Brunner's length comparison); the whole example where it has no [SEP] before its last piece."""
     cut = ids.index(sep_id) + 1 if sep_id in ids[:-1] else len(ids)
     return ids[:cut], [0] * cut if cut < len(ids) else types
+
+
+def identified(encoder, inputs: dict) -> np.ndarray:
+    """Brunner et al.'s token identifiability, the cheap reading (no learned map): per layer l = 1..L, how many
+    positions i have their own input embedding (the embedding layer's output, ``hidden_states[0]``) as the nearest,
+    by cosine, of the sequence's input embeddings to layer l's hidden state at i. (L,) counts."""
+    with torch.no_grad():
+        states = encoder(**inputs, output_hidden_states=True).hidden_states
+    unit = [torch.nn.functional.normalize(h[0].double(), dim=-1) for h in states]
+    own = torch.arange(unit[0].shape[0], device=unit[0].device)
+    return np.array([int(((u @ unit[0].T).argmax(-1) == own).sum()) for u in unit[1:]])

@@ -7,14 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...claims.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, metric, relative_depth
-from ...claims.stats import mean_se
+from ...claims.stats import mean_se, wilson_bounds
 from ...engine.passes import NothingToMeasure
 
 
-def result_of(pr):
+def result_of(pr, tasks: list | None = None):
+    """The pass's result; NotApplicable where nothing was measured or ``tasks`` (a claim about some tasks: the
+    verb-number task ``blimp-number`` of Tables 1-2, the GLUE fine-tunes of Table 3) does not name its task."""
     r = pr.result
     if isinstance(r, NothingToMeasure):
         raise NotApplicable(r.reason)
+    if tasks and r.task not in tasks:
+        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
     return r
 
 
@@ -37,7 +41,9 @@ def layers_of(spec, n_layers: int) -> list[int]:
 def rho_of(r, reading: str, importance: str) -> np.ndarray:
     key = f"{reading}|{importance}"
     if key not in r.rho:
-        raise NotApplicable(f"no {reading} reading on this model (the norm reading is refused)")
+        why = ("flow from every output node is not computed on this pass at this tier (constants.TIERS)"
+               if reading == "flow_max" else "the norm reading is refused on this model")
+        raise NotApplicable(f"no {reading} reading: {why}")
     return r.rho[key]
 
 
@@ -61,11 +67,11 @@ def per_layer_means(rho: np.ndarray) -> list[float]:
 
 @metric("explain_layer_contrast")
 def explain_layer_contrast(pr, reading: str = "raw_cls", importance: str = "blankout", first: str | list = "first",
-                           then: str | list = "after_first") -> Measurement:
+                           then: str | list = "after_first", tasks: list | None = None) -> Measurement:
     """Per example: mean rho of ``reading`` over the layers ``first`` minus its mean over the layers ``then``
     (Abnar & Zuidema: raw attention's correlation falls after layer 1, ``first`` = layer 1, ``then`` = 2..L; rollout
     rises with depth, ``first`` = the last layer, ``then`` = layer 1); the mean over examples."""
-    r = result_of(pr)
+    r = result_of(pr, tasks)
     rho = rho_of(r, reading, importance)
     a, b = layers_of(first, r.n_layers), layers_of(then, r.n_layers)
     diff = rho[:, a].mean(1) - rho[:, b].mean(1)
@@ -75,11 +81,11 @@ def explain_layer_contrast(pr, reading: str = "raw_cls", importance: str = "blan
 
 @metric("explain_reading_gap")
 def explain_reading_gap(pr, reading: str = "rollout_cls", other: str = "raw_cls", importance: str = "blankout",
-                        layers: str | list = "after_first") -> Measurement:
+                        layers: str | list = "after_first", tasks: list | None = None) -> Measurement:
     """Per example: the mean over ``layers`` of rho(``reading``) - rho(``other``), on the examples that have both
     (flow: the first ``n_flow``); the mean over examples (rollout > raw from layer 2; flow >= rollout in the middle
     layers)."""
-    r = result_of(pr)
+    r = result_of(pr, tasks)
     a, b = rho_of(r, reading, importance), rho_of(r, other, importance)
     ls = layers_of(layers, r.n_layers)
     if not ls:
@@ -90,11 +96,12 @@ def explain_reading_gap(pr, reading: str = "rollout_cls", other: str = "raw_cls"
 
 
 @metric("explain_strongest_layer")
-def explain_strongest_layer(pr, reading: str = "raw_max", importance: str = "gradient") -> Measurement:
+def explain_strongest_layer(pr, reading: str = "raw_max", importance: str = "gradient", tasks: list | None = None
+                            ) -> Measurement:
     """The largest |mean rho| of ``reading`` over the layers (Table 3: every reading's correlation with the gradient
     importance is weak on a fine-tuned pre-trained model), with the SE at that layer (the layer is chosen on the
     same data: the interval is optimistic by that choice)."""
-    r = result_of(pr)
+    r = result_of(pr, tasks)
     rho = rho_of(r, reading, importance)
     means = per_layer_means(rho)
     k = int(np.nanargmax(np.abs(means)))
@@ -103,6 +110,20 @@ def explain_strongest_layer(pr, reading: str = "raw_max", importance: str = "gra
     m.value = abs(m.value)
     m.detail = f"largest |mean rho| over layers at layer {k + 1}: " + m.detail
     return m
+
+
+@metric("explain_layer_rho")
+def explain_layer_rho(pr, reading: str = "rollout_cls", importance: str = "blankout", layers: str | list = "last",
+                      tasks: list | None = None) -> Measurement:
+    """Per example: the mean over ``layers`` of rho(``reading``, ``importance``); the mean over examples (how
+    strongly a reading tracks the importance, Tables 1-2's cells)."""
+    r = result_of(pr, tasks)
+    rho = rho_of(r, reading, importance)
+    ls = layers_of(layers, r.n_layers)
+    if not ls:
+        raise NotApplicable(f"no layer of {r.n_layers} is in {layers!r}")
+    return per_example(rho[:, ls].mean(1), f"rho({reading}, {importance})", r, f"layers {[i + 1 for i in ls]}",
+                       per_layer=per_layer_means(rho))
 
 
 def effective_of(r) -> dict:
@@ -147,4 +168,40 @@ def brunner_special_drop(pr, category: str = "sep", layers: str | list = "middle
                     f"sequences > d_head {r.d_head}", raw=float(raw.mean()), effective=float(eff.mean()))
     m.n_unit = "sequences"
     m.detail += f"; raw {raw.mean():.3f}, effective {eff.mean():.3f} ({r.effective_note})"
+    return m
+
+
+def identified_of(r) -> tuple[np.ndarray, np.ndarray]:
+    """(identified (S, L) token counts, tokens (S,)) of Brunner's identifiability reading, or NotApplicable."""
+    ident = getattr(r, "identified", None)
+    if ident is None:
+        raise NotApplicable("no identifiability reading on this pass (read on the GLUE passes' encoder)")
+    return np.asarray(ident, dtype=float), np.asarray(r.lengths, dtype=float)
+
+
+@metric("brunner_identifiability_share")
+def brunner_identifiability_share(pr, layers: str | list = "last") -> Measurement:
+    """The share of all tokens (pooled over sequences) identified at ``layers`` (mean over them): layer l's hidden
+    state at i nearest (cosine) to input embedding i among the sequence's; Wilson's 95% bounds on the pooled count."""
+    r = result_of(pr)
+    ident, n = identified_of(r)
+    ls = layers_of(layers, r.n_layers)
+    right, total = float(ident[:, ls].sum()), float(n.sum() * len(ls))
+    lo, hi = wilson_bounds(int(round(right)), int(total))
+    per_layer = [float(ident[:, i].sum() / n.sum()) for i in range(r.n_layers)]
+    return Measurement(right / total, int(n.sum()), "tokens",
+                       f"tokens identified at layers {[i + 1 for i in ls]}: {int(right)} of {int(total)} over "
+                       f"{len(n)} sequences; per layer {[round(x, 3) for x in per_layer]}", bounds=(lo / 100, hi / 100),
+                       values={"per_layer": per_layer})
+
+
+@metric("brunner_identifiability_drop")
+def brunner_identifiability_drop(pr) -> Measurement:
+    """Per sequence: the share of its tokens identified at layer 1 minus at the last layer; the mean over sequences."""
+    r = result_of(pr)
+    ident, n = identified_of(r)
+    drop = (ident[:, 0] - ident[:, -1]) / n
+    m = per_example(drop, "share identified, layer 1 - last layer", r, "per sequence",
+                    per_layer=[float(ident[:, i].sum() / n.sum()) for i in range(r.n_layers)])
+    m.n_unit = "sequences"
     return m

@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from ...claims.registry import family
-from ...training import glue_pass
+from ...data import blimp
+from ...training import blimp_number, glue_pass
 from ...training.glue_pass import GluePass, prepare_glue
 from . import measure
-from .constants import TASKS, TIERS
+from .constants import BLIMP_CORPORA, BLIMP_TIERS, FLOW_MAX_PIECES, TASKS, TIERS
 
 
 @dataclass
@@ -42,6 +43,7 @@ class ExplainResult:
     effective: dict | None  # Brunner's readings: name -> (2S, L) arrays, "n" (2S,), "min_rank" (2S,)
     effective_note: str = ""
     train_meta: dict = field(default_factory=dict)
+    identified: np.ndarray | None = None  # (S, L) tokens identified per example and layer (measure.identified)
 
 
 @dataclass
@@ -55,25 +57,39 @@ class ExplainPass(GluePass):
         model = ft.model
         model.eval()
         examples = self.dev.examples  # the tier's first k dev examples (prepare_explain)
-        f = TIERS[self.tier]["flow_examples"]
+        f, fm = self.flow_budget()
         n_flow = len(examples) if f is None else min(len(examples), f)
+        n_flow_max = len(examples) if fm is None else min(len(examples), fm)
         blank_id = tok.mask_token_id if tok.mask_token_id is not None else tok.unk_token_id
         classifier_norms = measure.norm_reason(model.encoder) is None
         rho: dict = {}
         for i, ex in enumerate(examples):
             inputs = measure.inputs_of(model, ex.input_ids, ex.token_type_ids, info.device)
             maps, norm, _ = measure.layer_maps(model, model.encoder, inputs, classifier_norms)
-            rel = measure.relevance(maps.cpu(), None if norm is None else norm.cpu(), flow=i < n_flow)
+            rel = measure.relevance(maps.cpu(), None if norm is None else norm.cpu(), flow=i < n_flow,
+                                    flow_max=i < n_flow_max and len(ex.input_ids) <= FLOW_MAX_PIECES)
             imp = measure.importance(model, inputs, int(self.dev.labels[ex.index]), blank_id)
             for key, values in measure.correlations(rel, imp).items():
                 rho.setdefault(key, np.full((len(examples), info.n_layers), np.nan))[i] = values
         effective, note, d_head = self.effective(examples)
+        identified = self.identifiability(examples)
         result = ExplainResult(task=self.task.name, tier=self.tier, seed=seed, n_layers=info.n_layers,
                                n_examples=len(examples), n_flow=n_flow,
                                lengths=np.array([len(e.input_ids) for e in examples]), rho=rho,
                                blank_token=str(tok.convert_ids_to_tokens(blank_id)), d_head=d_head,
-                               effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached})
+                               effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached},
+                               identified=identified)
         return result, {}
+
+    def identifiability(self, examples) -> np.ndarray | None:
+        """Brunner's token identifiability on the encoder the suite was given, each example's whole sequence."""
+        encoder = self.loaded.model
+        return np.stack([measure.identified(encoder, measure.inputs_of(encoder, ex.input_ids, ex.token_type_ids,
+                                                                       self.loaded.info.device)) for ex in examples])
+
+    def flow_budget(self) -> tuple[int | None, int | None]:
+        """How many examples get the [CLS] node's flow, and how many the flow from every output node (None: all)."""
+        return TIERS[self.tier]["flow_examples"], TIERS[self.tier]["flow_max_examples"]
 
     def effective(self, examples) -> tuple[dict | None, str, int | None]:
         """Brunner et al.'s readings on the encoder, per sequence: each example's first sentence, then the pair."""
@@ -99,10 +115,70 @@ class ExplainPass(GluePass):
         return out, f"on {who}; d_head {d_head}", d_head
 
 
-@family("explain", corpora=TASKS, default_corpus="mrpc", tier_corpora={k: v["corpora"] for k, v in TIERS.items()},
-        trains=True)
+@dataclass
+class BlimpExplainPass(ExplainPass):
+    """The pass on Abnar & Zuidema's own task (Tables 1-2): BLiMP's agreement prefixes as a verb-number task
+    (:mod:`bertattn_bench.data.blimp`) on the model's verb-number classifier (:mod:`...training.blimp_number`, cached
+    like the GLUE fine-tunes). ``blimp``: the test prefixes of the four simple paradigms; ``blimp-hard``: the
+    distractor paradigms' (an attractor noun between subject and verb). The readings and correlations are
+    :class:`ExplainPass`'s; the checkpoint and the guard are the verb-number classifier's; Brunner's effective
+    attention is not read (every prefix is shorter than the head dimension, where it is the raw map)."""
+
+    agreement: blimp.Agreement | None = None
+    guard: object = None  # the test prefixes, encoded (the learned-model guard's examples)
+
+    def finetuned(self, loaded, seed: int, progress: bool):
+        return blimp_number.finetuned(loaded, self.agreement, self.tier, seed, self.data_dir, self.cache_dir,
+                                      progress, self.precision)
+
+    def learning(self, progress: bool = False) -> tuple:
+        return tuple(blimp_number.learning_check(self.loaded, self.finetuned(self.loaded, seed, progress), self.guard,
+                                                 seed) for seed in self.seeds)
+
+    def flow_budget(self) -> tuple[int | None, int | None]:
+        return None, None  # every prefix (short)
+
+    def identifiability(self, examples) -> None:
+        return None  # read on the GLUE passes (the same pre-trained encoder)
+
+    def effective(self, examples):
+        return None, "not read on the BLiMP prefixes (each shorter than the head dimension: A_eff = A)", None
+
+
+def prepare_blimp(loaded, data_dir: Path, corpus: str, limit: int | None, options: dict | None) -> BlimpExplainPass:
+    from ...base.settings import data_file
+
+    tier, cache_dir, _ = glue_pass.options_of(options)
+    k = BLIMP_TIERS[tier]["examples"]
+    limit = k if limit is None else (limit if k is None else min(limit, k))
+    agreement = blimp.agreement(data_dir)
+    items = getattr(agreement, BLIMP_CORPORA[corpus])
+    recipe = blimp_number.RECIPES[tier]
+    dev = blimp_number.encode(loaded, items[:limit] if limit else items, recipe)
+    guard = blimp_number.encode(loaded, agreement.test, recipe)
+    seeds = glue_pass.tier_seeds(tier, "mrpc", (options or {}).get("seed"))[:1]
+    reason = None
+    if getattr(loaded, "task", None) is not None:
+        reason = f"{loaded.info.name} is a classifier judged as given: no verb-number model of it"
+    elif loaded.info.random_init_seed is not None and not glue_pass.TIERS[tier]["twin"]:
+        reason = f"the {tier} tier fine-tunes no random-init model (the negative control runs with --tier full)"
+    desc = (f"BLiMP agreement {BLIMP_CORPORA[corpus]} prefixes ({len(dev.examples)} of {len(items)}; "
+            f"{sum(agreement.dropped.values())} pairs of the 6 paradigms unlabelled, dropped); verb-number "
+            f"classifier seed {seeds[0]} ({recipe.epochs} epoch(s) on {recipe.max_train or len(agreement.train)} of "
+            f"{len(agreement.train)} train prefixes; {tier} tier); attention vs Captum importance, flow from every "
+            f"output node")
+    paths = [data_file(data_dir, f) for f in blimp.FILES.values()]
+    return BlimpExplainPass("explain", corpus, desc, loaded, blimp_number.TASK, dev, seeds, tier, Path(data_dir),
+                            cache_dir, paths, reason, (options or {}).get("precision"), agreement=agreement,
+                            guard=guard)
+
+
+@family("explain", corpora=TASKS + tuple(BLIMP_CORPORA), default_corpus="mrpc",
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
 def prepare_explain(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> ExplainPass:
+    if corpus in BLIMP_CORPORA:
+        return prepare_blimp(loaded, data_dir, corpus, limit, options)
     tier = glue_pass.options_of(options)[0]
     k = TIERS[tier]["examples"]
     f = TIERS[tier]["flow_examples"]
