@@ -105,3 +105,13 @@ def test_the_training_guard_fails_when_one_seed_did_not_train():
 
 def test_michel_counts_are_every_tenth_and_the_gates_counts():
     assert michel_counts(72, [72, 14, 66]) == [0, 6, 7, 14, 21, 28, 36, 43, 50, 57, 58, 64]
+
+
+def test_the_figure_draws_both_curves_per_seed(tmp_path):
+    from bertattn_bench.families.gates.figures import gates_figures
+
+    r = _gates([[0, 1], [0, 1, 2]])
+    r.michel_counts, r.michel_curve = [0, 4, 6], np.array([[80.0, 75.0, 60.0], [80.0, 70.0, 55.0]])
+    pr = SimpleNamespace(result=r, model=SimpleNamespace(name="tiny", slug="tiny"))
+    paths = gates_figures([pr], tmp_path)
+    assert [p.name for p in paths] == ["gates-tiny-mrpc.png"] and paths[0].stat().st_size > 1000
