@@ -33,11 +33,11 @@ from ..common.sweep_scoring import score_configs
 # quick tier's 40 steps at rate 0.2 (log_alpha can move 8 from 3, enough to close a gate at -2.4): 21 s for the
 # pass on 2 idle CPU cores (80 steps at 0.1 took 855 s under a load of 8-9, ~40 s idle). The regression tier runs
 # each of its 3 MRPC seeds: its first budget (5 λ x 300 steps per seed, 4,500 steps) measured 2.5 s of CPU a step
-# on the 2 shared cores at load 11 (~0.25 s idle): hours there, so 4 λ x 100 steps at rate 0.1 (log_alpha can move
-# 10: a gate closes in ~55 steps), 1,200 steps for the 3 seeds (docs/families/gates.md)
+# on the 2 shared cores at load 11 (~0.25 s idle): hours there, so 4 λ x 50 steps at the quick tier's rate 0.2
+# (log_alpha can move 10: a gate closes in ~27 steps), 600 steps for the 3 seeds (docs/families/gates.md)
 TIERS = {
     "quick": {"lambdas": (0.05, 0.5), "steps": 40, "n_train": 256, "batch_size": 16, "lr": 0.2},
-    "regression": {"lambdas": (0.02, 0.1, 0.3, 1.0), "steps": 100, "n_train": 1000, "batch_size": 16, "lr": 0.1},
+    "regression": {"lambdas": (0.02, 0.1, 0.3, 1.0), "steps": 50, "n_train": 1000, "batch_size": 16, "lr": 0.2},
     "full": {"lambdas": (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), "steps": 600, "n_train": 2000,
              "batch_size": 16, "lr": 0.05},
 }
