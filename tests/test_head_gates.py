@@ -102,11 +102,12 @@ def test_the_jaccard_of_gates_and_importance_has_wilson_bounds_by_hand():
     from bertattn_bench.families.gates.metrics import gates_importance_jaccard
     from bertattn_bench.families.gates.run import GatesResult
 
-    kept = np.zeros((1, 2, 4), bool)
-    kept[0, 0, :2] = kept[0, 1, 2:] = True  # heads 0, 1, 6, 7
+    kept = np.zeros((1, 1, 2, 4), bool)
+    kept[0, 0, 0, :2] = kept[0, 0, 1, 2:] = True  # heads 0, 1, 6, 7
     r = GatesResult(task="mrpc", metric="acc", n_dev=64, n_layers=2, n_heads=4, seeds=(0,), tier="quick", step=1.56,
-                    base=80.0, lambdas=[0.5], n_kept=[4], scores=[75.0], flips=[(5, 2)], kept=kept,
-                    gate=kept.astype(float), penalty=[[8.0, 4.0]], task_loss=[[0.5, 0.6]], n_train=32, steps=10)
+                    base=np.array([80.0]), lambdas=[0.5], n_kept=np.array([[4]]), scores=np.array([[75.0]]),
+                    flips=np.array([[[5, 2]]]), kept=kept, gate=kept.astype(float), penalty=[[[8.0, 4.0]]],
+                    task_loss=[[[0.5, 0.6]]], n_train=32, steps=10)
     imp = np.array([[[0.9, 0.8, 0.1, 0.2], [0.7, 0.6, 0.3, 0.05]]])  # top 4: heads 0, 1, 4, 5
     prune = SimpleNamespace(importance=imp, counts=[0, 4, 8], curve=np.array([[80.0, 76.0, 50.0]]))
     m = gates_importance_jaccard(SimpleNamespace(result=r), passes=[SimpleNamespace(result=prune)])

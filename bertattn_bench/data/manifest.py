@@ -319,6 +319,9 @@ def family_needs(family: str, corpus: str, manifest_paths=None) -> list[str]:
         manifest_paths = {f.path for f in load_manifest().files}
     if family in ("dependency", "trees"):
         paths = [ud.CORPORA[corpus]]
+    elif family == "trees_ft":  # + the MRPC fine-tune's train and dev (families/trees_ft.TASK)
+        folder = f"{glue.GLUE_DIR}/{glue.TASKS['mrpc'].folder}"
+        paths = [ud.CORPORA[corpus], f"{folder}/dev.tsv", f"{folder}/train.tsv"]
     elif family == "roles":  # + the WikiText-2 word counts of its rare-word heads
         paths = [ud.CORPORA[corpus], segments.CORPORA["wikitext2"]]
     elif family == "probes":

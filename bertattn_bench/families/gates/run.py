@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -22,17 +23,21 @@ from ...engine import attention
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import head_gates as hg
+from ...training import sweeps
 from ...training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, task_scores
 from ...training.glue_pass import TIERS as GLUE_TIERS
-from ..common.head_importance import importance_data
+from ..common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
+from ..common.sweep_scoring import score_configs
 
 # per tier: λ sweep, gate-training steps, training rows sampled (seeded), batch and Adam's rate on log_alpha. The
 # quick tier's 40 steps at rate 0.2 (log_alpha can move 8 from 3, enough to close a gate at -2.4): 21 s for the
-# pass on 2 idle CPU cores (80 steps at 0.1 took 855 s under a load of 8-9, ~40 s idle)
+# pass on 2 idle CPU cores (80 steps at 0.1 took 855 s under a load of 8-9, ~40 s idle). The regression tier runs
+# each of its 3 MRPC seeds: its first budget (5 λ x 300 steps per seed, 4,500 steps) measured 2.5 s of CPU a step
+# on the 2 shared cores at load 11 (~0.25 s idle): hours there, so 4 λ x 50 steps at the quick tier's rate 0.2
+# (log_alpha can move 10: a gate closes in ~27 steps), 600 steps for the 3 seeds (docs/families/gates.md)
 TIERS = {
     "quick": {"lambdas": (0.05, 0.5), "steps": 40, "n_train": 256, "batch_size": 16, "lr": 0.2},
-    "regression": {"lambdas": (0.01, 0.05, 0.2, 0.5, 1.0), "steps": 300, "n_train": 1000, "batch_size": 16,
-                   "lr": 0.05},
+    "regression": {"lambdas": (0.02, 0.1, 0.3, 1.0), "steps": 50, "n_train": 1000, "batch_size": 16, "lr": 0.2},
     "full": {"lambdas": (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), "steps": 600, "n_train": 2000,
              "batch_size": 16, "lr": 0.05},
 }
@@ -40,6 +45,9 @@ TIERS = {
 
 @dataclass
 class GatesResult:
+    """The λ sweep on each seed's checkpoint (the tier's MRPC seeds, as ``disable``/``prune``): every per-run field
+    has a leading seed axis, S seeds x K λ (``PER_SEED``: ``claims.checks.one_seed`` gives a seed's view)."""
+
     task: str
     metric: str
     n_dev: int
@@ -48,19 +56,25 @@ class GatesResult:
     seeds: tuple[int, ...]
     tier: str
     step: float  # one dev example (points)
-    base: float  # the unpruned model's dev score
-    lambdas: list
-    n_kept: list  # per λ
-    scores: list  # per λ: dev score with the closed heads masked
-    flips: list  # per λ: (lost, gained) dev examples vs the unpruned model (classification)
-    kept: np.ndarray  # (K, L, H) bool
-    gate: np.ndarray  # (K, L, H) deterministic gates
-    penalty: list  # per λ: the L0 penalty's log (start, every log_every steps)
-    task_loss: list
+    base: np.ndarray  # (S,) the unpruned model's dev score
+    lambdas: list  # (K,) shared by the seeds
+    n_kept: np.ndarray  # (S, K) heads kept
+    scores: np.ndarray  # (S, K) dev score with the closed heads masked
+    flips: np.ndarray  # (S, K, 2) (lost, gained) dev examples vs the unpruned model (classification)
+    kept: np.ndarray  # (S, K, L, H) bool
+    gate: np.ndarray  # (S, K, L, H) deterministic gates
+    penalty: list  # per seed, per λ: the L0 penalty's log (start, every log_every steps)
+    task_loss: list  # per seed, per λ
     n_train: int
     steps: int
-    cached: list = field(default_factory=list)
+    cached: list = field(default_factory=list)  # per seed, per λ
     seconds: dict = field(default_factory=dict)
+    # Michel et al.'s curve on the same checkpoint, for the figure: heads pruned in the order of I_h (ℓ2 per layer,
+    # on the gates' own training rows: the prune pass's importance sample), at every tenth and at the gates' counts
+    michel_counts: list = field(default_factory=list)  # heads pruned
+    michel_curve: np.ndarray | None = None  # (S, C) dev score
+    PER_SEED: ClassVar[tuple[str, ...]] = ("base", "n_kept", "scores", "flips", "kept", "gate", "penalty",
+                                           "task_loss", "cached", "michel_curve")
 
     @property
     def n_total(self) -> int:
@@ -68,15 +82,36 @@ class GatesResult:
 
 
 def trained_check(r: GatesResult, subject: str) -> learned.Check:
-    """The gates' own guard: the L0 penalty fell at the largest λ and the open-gate count differs across λ."""
+    """The gates' own guard, on every seed: the L0 penalty fell at the largest λ and the open-gate count differs
+    across λ."""
     i = int(np.argmax(r.lambdas))
-    fell = r.penalty[i][-1] < r.penalty[i][0]
-    moved = len(set(r.n_kept)) > 1
-    ok = bool(fell and moved)
-    text = (f"L0 penalty at λ={r.lambdas[i]:g} {r.penalty[i][0]:.3f} -> {r.penalty[i][-1]:.3f}; heads kept by λ "
-            + ", ".join(f"{lam:g}: {k}" for lam, k in zip(r.lambdas, r.n_kept)))
-    return learned.Check(subject, ok, text + ("" if ok else " (the gates did not train)"), 0.0 if ok else 1.0,
-                         float(min(r.n_kept)), float(r.n_total), r.n_total, key="gates")
+    fails, parts = 0, []
+    for s, seed in enumerate(r.seeds):
+        fell = r.penalty[s][i][-1] < r.penalty[s][i][0]
+        moved = len(set(int(k) for k in r.n_kept[s])) > 1
+        fails += not (fell and moved)
+        parts.append(f"seed {seed}: L0 penalty at λ={r.lambdas[i]:g} {r.penalty[s][i][0]:.3f} -> "
+                     f"{r.penalty[s][i][-1]:.3f}; heads kept by λ "
+                     + ", ".join(f"{lam:g}: {int(k)}" for lam, k in zip(r.lambdas, r.n_kept[s]))
+                     + ("" if fell and moved else " (the gates did not train)"))
+    ok = fails == 0
+    return learned.Check(subject, ok, "; ".join(parts), fails / max(len(r.seeds), 1),
+                         float(np.min(r.n_kept)), float(r.n_total), r.n_total, key="gates")
+
+
+def michel_counts(n_total: int, kept: list[int], steps: int = 10) -> list[int]:
+    """Heads pruned at which Michel's curve is scored: every ``steps``-th of all heads (the prune family's curve,
+    the authors' ``int(144 * pct / 100)``) and each gate run's count, sorted, without repeats."""
+    return sorted({n_total * k // steps for k in range(steps)} | {n_total - int(k) for k in kept})
+
+
+def michel_curve(model, t, train, dev, tok, counts: list[int]) -> np.ndarray:
+    """Michel et al.'s importance-pruning curve on ``model``: I_h on ``train`` (:func:`head_importance`, ℓ2 per
+    layer), the least important heads masked first (order computed once), dev scored at each count pruned."""
+    raw, _ = head_importance(model, t, train, tok)
+    order = order_from_scores(normalize_by_layer(raw))
+    logits = sweeps.sweep(model, dev, tok, [order[:c] for c in counts], "mask")
+    return score_configs(t, logits, dev.labels)[0]
 
 
 @dataclass
@@ -93,22 +128,51 @@ class GatesPass(GluePass):
         t, dev, tok = self.task, self.dev, self.loaded.tokenizer
         info = self.loaded.info
         L, H = info.n_layers, info.n_heads
-        seed = self.seeds[0]
-        ft = self.finetuned(self.loaded, seed, progress)
-        model = ft.model
         secs: dict[str, float] = {}
-        train = importance_data(self, seed)
         recipe = hg.GateRecipe(steps=self.budget["steps"], batch_size=self.budget["batch_size"],
                                lr=self.budget["lr"])
-        runs, secs["train"] = timed(info.device, lambda: hg.gate_sweep(
-            model, t, train, tok, self.budget["lambdas"], seed, recipe, self.cache_dir, info.slug,
-            ft.meta.get("path")))
+        per_seed, n_train = [], 0
+        for seed in self.seeds:  # each seed's own checkpoint and its own gates (the seed spread of the gates)
+            ft = self.finetuned(self.loaded, seed, progress)
+            model = ft.model
+            train = importance_data(self, seed)
+            n_train = len(train.examples)
+            runs, s = timed(info.device, lambda: hg.gate_sweep(
+                model, t, train, tok, self.budget["lambdas"], seed, recipe, self.cache_dir, info.slug,
+                ft.meta.get("path")))
+            secs["train"] = secs.get("train", 0.0) + s
+            per_seed.append(self._score(model, runs, secs))
+            counts = michel_counts(L * H, [r.n_kept for r in runs])
+            curve, s = timed(info.device, lambda: michel_curve(model, t, train, dev, tok, counts))
+            secs["michel"] = secs.get("michel", 0.0) + s
+            per_seed[-1]["michel"] = curve
+        from ...data import glue
+
+        result = GatesResult(
+            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=tuple(self.seeds),
+            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)),
+            base=np.array([p["base"] for p in per_seed]), lambdas=list(self.budget["lambdas"]),
+            n_kept=np.array([[r.n_kept for r in p["runs"]] for p in per_seed], dtype=np.int64),
+            scores=np.array([p["scores"] for p in per_seed]),
+            flips=np.array([p["flips"] for p in per_seed], dtype=np.int64).reshape(len(per_seed), -1, 2),
+            kept=np.stack([np.stack([r.kept for r in p["runs"]]) for p in per_seed]),
+            gate=np.stack([np.stack([r.gate for r in p["runs"]]) for p in per_seed]),
+            penalty=[[r.penalty for r in p["runs"]] for p in per_seed],
+            task_loss=[[r.task_loss for r in p["runs"]] for p in per_seed], n_train=n_train, steps=recipe.steps,
+            cached=[[r.cached for r in p["runs"]] for p in per_seed], seconds=secs, michel_counts=counts,
+            michel_curve=np.array([p["michel"] for p in per_seed]))
+        self._result = result  # the gates' own learned-model check reads it (learning)
+        return result, {"seconds": secs}
+
+    def _score(self, model, runs: list, secs: dict) -> dict:
+        """One seed's dev scores: the unpruned model and, per λ run, the model with its closed heads masked."""
+        t, dev, tok, device = self.task, self.dev, self.loaded.tokenizer, self.loaded.info.device
         plain = finetune.predict(model, dev, tok, batch_size=32)
         base = task_scores(t, plain, dev.labels)
         scores, flips = [], []
         for run in runs:
-            logits, s = timed(info.device, lambda: finetune.predict(
-                model, dev, tok, 32, [attention.gate_heads(hg.kept_mask(run.kept, info.device))]))
+            logits, s = timed(device, lambda: finetune.predict(
+                model, dev, tok, 32, [attention.gate_heads(hg.kept_mask(run.kept, device))]))
             secs["dev"] = secs.get("dev", 0.0) + s
             sc = task_scores(t, logits, dev.labels)
             scores.append(sc.primary)
@@ -117,17 +181,7 @@ class GatesPass(GluePass):
             else:
                 right0, right1 = base.predictions == dev.labels, sc.predictions == dev.labels
                 flips.append((int((right0 & ~right1).sum()), int((~right0 & right1).sum())))
-        from ...data import glue
-
-        result = GatesResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=(seed,),
-            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)), base=base.primary,
-            lambdas=[r.lam for r in runs], n_kept=[r.n_kept for r in runs], scores=scores, flips=flips,
-            kept=np.stack([r.kept for r in runs]), gate=np.stack([r.gate for r in runs]),
-            penalty=[r.penalty for r in runs], task_loss=[r.task_loss for r in runs], n_train=len(train.examples),
-            steps=recipe.steps, cached=[r.cached for r in runs], seconds=secs)
-        self._result = result  # the gates' own learned-model check reads it (learning)
-        return result, {"seconds": secs}
+        return {"base": base.primary, "runs": runs, "scores": scores, "flips": flips}
 
     def learning(self, progress: bool = False) -> tuple:
         checks = super().learning(progress)
@@ -144,6 +198,7 @@ def prepare_gates(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | Non
     b = TIERS[tier]
     desc += (f"; Hard Concrete head gates (beta {hg.BETA:.3g}, stretch {hg.LIMITS}), classifier frozen, λ in "
              f"{list(b['lambdas'])}, {b['steps']} Adam steps (lr {b['lr']:g}, batch {b['batch_size']}) on "
-             f"{b['n_train']} seeded training rows; closed heads masked on dev")
-    return GatesPass("gates", corpus, desc, loaded, t, dev, seeds[:1], tier, Path(data_dir), cache_dir, paths,
+             f"{b['n_train']} seeded training rows, on each of the tier's seeds {list(seeds)}; closed heads masked "
+             "on dev; Michel's importance curve on the same checkpoints")
+    return GatesPass("gates", corpus, desc, loaded, t, dev, tuple(seeds), tier, Path(data_dir), cache_dir, paths,
                      reason, (options or {}).get("precision"), budget=dict(b))
