@@ -357,9 +357,6 @@ def test_the_private_import_check_finds_a_planted_one(tmp_path):
 
 
 MAX_LINES = 450  # issue 62: no module of the package longer; a family over ~300 lines becomes a package split by job
-# Issue 62: the modules still over MAX_LINES, each to be split by job. The list must shrink to empty (then the test
-# holds with no exception); a module that drops under the limit fails the test until it is taken off the list.
-STILL_LONG = {"families/framenet.py"}
 
 
 def long_modules(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
@@ -373,11 +370,9 @@ def long_modules(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
 
 
 def test_no_module_is_over_the_line_limit():
-    """Issue 62: every module of the package at most MAX_LINES lines, except those still on STILL_LONG (which must
-    still be long: a split module leaves the list)."""
-    long = long_modules(ROOT / PKG)
-    assert set(long) - STILL_LONG == set(), {k: v for k, v in long.items() if k not in STILL_LONG}
-    assert STILL_LONG - set(long) == set(), "split now, under the limit: take these off STILL_LONG"
+    """Issue 62: every module of the package at most MAX_LINES lines, with no exception (the last long one,
+    families/framenet.py, is a package split by job)."""
+    assert long_modules(ROOT / PKG) == {}
 
 
 def test_the_line_limit_check_finds_a_planted_long_module(tmp_path):
