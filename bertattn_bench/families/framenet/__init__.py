@@ -36,9 +36,9 @@ maps); padded positions never enter.
 """
 from __future__ import annotations
 
-# The family as a package (one module per job, as families/coref/): constants, the reducer (reduce.py: the result
-# and the reducer), the pass (run.py: the prepare, what the cache key follows), the claims' metrics and the figure;
-# re-exported here so that ``from bertattn_bench.families import framenet`` reads as one module.
+# The family as a package (one module per job, as families/coref/): constants, the reducer (reduce.py: the result and
+# the reducer), the pass (run.py: the prepare, what the cache key follows), the claims' metrics and the figure; re-
+# exported here so that ``from bertattn_bench.families import framenet`` reads as one module.
 from .constants import *  # noqa: F401,F403
 from .figures import *  # noqa: F401,F403
 from .metrics import *  # noqa: F401,F403
