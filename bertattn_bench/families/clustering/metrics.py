@@ -7,7 +7,7 @@ import torch
 
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import jackknife_se, permutation_p, wilson_bounds
-from .constants import BEHAVIOR_SHARE, BROAD_QUANTILE, MDS_SEED, N_PERMUTATIONS, OTHER, PERMUTATION_SEED
+from .constants import BEHAVIOR_SHARE, BROAD_QUANTILE, N_PERMUTATIONS, OTHER, PERMUTATION_SEED
 from .run import ClusteringResult, behavior_labels
 
 # ---- analysis ------------------------------------------------------------------------------------------------
@@ -62,20 +62,6 @@ def behavior_silhouette(distance: np.ndarray, labels: list[str]) -> tuple[float,
     if not keep.any():
         return float("nan"), per, 0
     return float(s[keep].mean()), per, int(keep.sum())
-
-
-def mds_embedding(distance: np.ndarray, seed: int = MDS_SEED) -> np.ndarray:
-    """2-D metric MDS of a precomputed distance matrix (Clark §6, Kruskal 1964), fixed seed."""
-    import inspect
-
-    from sklearn.manifold import MDS
-
-    params = inspect.signature(MDS.__init__).parameters
-    if "metric_mds" in params:  # scikit-learn >= 1.8
-        mds = MDS(n_components=2, metric="precomputed", init="classical_mds", random_state=seed)
-    else:
-        mds = MDS(n_components=2, dissimilarity="precomputed", n_init=4, random_state=seed)
-    return mds.fit_transform(np.asarray(distance, dtype=np.float64))
 
 
 # ---- claim metrics (named by reference_numbers/clark2019_clustering.toml) -----------------------------------

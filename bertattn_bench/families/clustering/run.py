@@ -24,7 +24,6 @@ from .constants import (
     QUERY_FRACTION,
     QUERY_SEED,
 )
-from .metrics import mds_embedding
 
 _EPS = 1e-30  # log(0 + eps): padded keys have p = 0 and contribute 0 * log(eps) = 0
 
@@ -77,6 +76,20 @@ def behavior_labels(stats: dict, share: float = BEHAVIOR_SHARE, broad_quantile: 
         else:
             labels.append(OTHER)
     return labels
+
+
+def mds_embedding(distance: np.ndarray, seed: int = MDS_SEED) -> np.ndarray:
+    """2-D metric MDS of a precomputed distance matrix (Clark §6, Kruskal 1964), fixed seed."""
+    import inspect
+
+    from sklearn.manifold import MDS
+
+    params = inspect.signature(MDS.__init__).parameters
+    if "metric_mds" in params:  # scikit-learn >= 1.8
+        mds = MDS(n_components=2, metric="precomputed", init="classical_mds", random_state=seed)
+    else:
+        mds = MDS(n_components=2, dissimilarity="precomputed", n_init=4, random_state=seed)
+    return mds.fit_transform(np.asarray(distance, dtype=np.float64))
 
 
 # ---- the JS kernel -------------------------------------------------------------------------------------------
