@@ -6,16 +6,16 @@ import math
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import binomial_se
 from ...data import arct_corpus as arct
-from ...engine.passes import NothingToMeasure
 from ...training import arct_finetune as arct_ft
+from ...training.glue_pass import result_of
 from .run import ArctFtResult, epochs_text
 
 # ---- claim metrics (named by reference_numbers/niven2019_arct_ft.toml) ------------------------------------
 
-def result_of(pr, settings=None) -> ArctFtResult:
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
+def _result(pr, settings=None) -> ArctFtResult:
+    """The pass's result (nothing to measure: :func:`~bertattn_bench.training.glue_pass.result_of` says why), or why
+    the claim does not apply to it."""
+    r = result_of(pr)
     if not isinstance(r, ArctFtResult):
         raise NotApplicable("not an arct_ft pass result")
     if settings and r.setting not in settings:
@@ -50,7 +50,7 @@ def _authors_text(r: ArctFtResult) -> str:
 def arct_ft_test(pr, stat: str = "median", settings=None) -> Measurement:
     """A statistic (mean, median, max, min) of our per-seed test accuracies; the detail gives every run, the
     degenerate count and the authors' distributions beside it."""
-    r = result_of(pr, settings)
+    r = _result(pr, settings)
     s = arct.Summary.of(r.accs())
     if stat not in ("mean", "median", "max", "min"):
         raise NotApplicable(f"unknown statistic {stat!r}")
@@ -64,9 +64,9 @@ def arct_ft_test(pr, stat: str = "median", settings=None) -> Measurement:
 def arct_ft_gap(pr, passes, stat: str = "median", min_full: float = 0.55) -> Measurement:
     """stat(full input) − stat(this pass's input) over seeds (e.g. W only); NaN (does not hold) when the full input
     does not reach ``min_full``: then there is no cue-driven accuracy for the ablated input to account for."""
-    r = result_of(pr)
+    r = _result(pr)
     (other,) = passes
-    full = result_of(other, ("full",))
+    full = _result(other, ("full",))
     a, b = getattr(arct.Summary.of(full.accs()), stat), getattr(arct.Summary.of(r.accs()), stat)
     value = a - b if a >= min_full else float("nan")
     detail = (f"{stat} test accuracy: full {a:.3f} ({summary(full.accs())}) − {r.setting} {b:.3f} "
@@ -80,7 +80,7 @@ def arct_ft_gap(pr, passes, stat: str = "median", min_full: float = 0.55) -> Mea
 def arct_ft_adv_mean(pr) -> Measurement:
     """|mean pooled adversarial accuracy − 0.5| in binomial SEs of the test size (the seeds share one test set,
     so their mean keeps its sampling noise)."""
-    r = result_of(pr, ("adv",))
+    r = _result(pr, ("adv",))
     accs = r.accs()
     se = binomial_se(0.5, r.n_test)
     detail = (f"pooled over {r.n_test} rows: {summary(accs)}; original half {summary(r.half_accs(False))}, "
@@ -94,7 +94,7 @@ def arct_ft_adv_mean(pr) -> Measurement:
 def arct_ft_adv_max(pr, paper_max: float = 0.533) -> Measurement:
     """(max pooled adversarial accuracy − the paper's max) / noise, noise = sqrt(SE² + sd²): the test set's binomial
     SE at 0.5 and the measured population sd over our seeds."""
-    r = result_of(pr, ("adv",))
+    r = _result(pr, ("adv",))
     accs = r.accs()
     se, sd = binomial_se(0.5, r.n_test), float(accs.std())
     noise = math.sqrt(se ** 2 + sd ** 2)
@@ -111,7 +111,7 @@ def arct_ft_degenerate(pr) -> Measurement:
     95% bounds over the seed runs (issue 61: the share a seed draws; one run of one reads [0.21, 1])."""
     from ...claims.stats import wilson_bounds
 
-    r = result_of(pr)
+    r = _result(pr)
     bad = r.degenerate()
     authors = "; ".join(f"authors' {e[:-6]}: {int((v < arct_ft.DEGENERATE_TRAIN).sum())}/{len(v)}"
                         for e, v in r.authors.items() if e.endswith(":train"))

@@ -8,14 +8,7 @@ import numpy as np
 
 from ...claims.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, metric, relative_depth
 from ...claims.stats import mean_se
-from ...engine.passes import NothingToMeasure
-
-
-def result_of(pr):
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
-    return r
+from ...training.glue_pass import result_of
 
 
 def layers_of(spec, n_layers: int) -> list[int]:

@@ -6,16 +6,14 @@ import numpy as np
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import one_sided_t_p
 from ...engine.attention import head_name
-from ...engine.passes import NothingToMeasure
+from ...training.glue_pass import result_of
 from ..common.surface_stats import with_percentile_bounds
 from .constants import ALPHA, PERCENTILE
 from .reduce import FrameResult
 
 
 def _result(pr) -> FrameResult:
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
+    r = result_of(pr)
     if r.n_sentences < 2:
         raise NotApplicable(f"{r.n_sentences} sentence(s): no spread over sentences to test against the control")
     return r
@@ -143,7 +141,6 @@ def framenet_heads_disable_equivalence(pr, passes: list, margin: float = EQUIVAL
     undisabled model's: its SE is the one that reproduces the bound for two overlapping correlations at the test's
     level (:func:`common.sweep_scoring.head_gain_se`); a sweep stored before it kept that r is left out and named."""
     from ...claims.stats import tost
-    from ...training.glue_pass import result_of
     from ..common.sweep_scoring import head_gain_se, paired_by_correlation, pairing_text
 
     r = _result(pr)

@@ -7,7 +7,7 @@ import numpy as np
 from ...claims.registry import Measurement, NotApplicable, metric, relative_depth
 from ...claims.stats import difference_se, length_matched_difference, mean_se
 from ...engine.attention import head_name
-from ...engine.passes import NothingToMeasure
+from ...training.glue_pass import result_of
 from ..common.head_maps import top_heads_neighbour_ratio
 from ..common.surface_stats import with_percentile_bounds
 from .constants import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
@@ -15,15 +15,8 @@ from .reduce import ModelStats, PatternsResult, PatternStats
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_patterns.toml) -------------------------------------
 
-def _result(pr) -> PatternsResult:
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
-    return r
-
-
 def _stats(pr, model: str) -> tuple[PatternsResult, ModelStats]:
-    r = _result(pr)
+    r = result_of(pr)
     if model == "finetuned":
         if r.finetuned is None:
             raise NotApplicable(f"the claim is about a fine-tuned model: {r.ft_note}")
@@ -325,13 +318,12 @@ def shared_heads_word_match(pr, passes: list, top: int = 5, model: str = "pretra
     score / max(75th percentile over all heads, :data:`WORD_MATCH_MIN`): >= 1 when every shared head is in the top
     quartile AND puts at least twice the uniform weight on matching tokens (near-uniform heads, e.g. random weights,
     score ~1). No shared head: 0."""
-    from ...training.glue_pass import result_of as sweep_of
 
     r, ms = _stats(pr, model)
     wm = ms.glue.word_match
     if wm is None:
         raise NotApplicable(f"{r.task}: no token occurs in both sentences of any pair (or single sentences)")
-    sweeps = [sweep_of(p) for p in passes]
+    sweeps = [result_of(p) for p in passes]
     if len(sweeps) < 2:
         raise NotApplicable("needs the STS-B and RTE disable sweeps")
 
