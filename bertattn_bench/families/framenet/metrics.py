@@ -7,7 +7,7 @@ from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import one_sided_t_p
 from ...engine.attention import head_name
 from ...training.glue_pass import result_of
-from ..common.surface_stats import with_percentile_bounds
+from ..common.surface_stats import resampled_bounds
 from .constants import ALPHA, PERCENTILE
 from .reduce import FrameResult
 
@@ -44,11 +44,8 @@ def framenet_heads(pr, direction: str | None = None, percentile: float = PERCENT
     r = _result(pr)
     heads, threshold, p = frame_heads(r, direction, percentile, alpha)
     m = _framenet_heads(r, heads, threshold, p, direction, percentile, alpha)
-    if r.score_per_sentence is None or r.n_sentences < 2:
-        return m
-    return with_percentile_bounds(
-        m, lambda idx: float(len(frame_heads(r.resample(idx), direction, percentile, alpha)[0])), r.n_sentences,
-        "sentences")
+    return resampled_bounds(m, r, lambda again: float(len(frame_heads(again, direction, percentile, alpha)[0])),
+                            0 if r.score_per_sentence is None else r.n_sentences, "sentences")
 
 
 def _framenet_heads(r: FrameResult, heads, threshold, p, direction, percentile: float, alpha: float) -> Measurement:
