@@ -171,7 +171,7 @@ def disable_layer_delta(pr, layer: int = 1, tasks: list | None = None) -> Measur
                               f"(one example = {r.step:.2f}){ptxt}; all layers: "
                               + " ".join(f"L{i + 1} {x:+.2f}" for i, x in enumerate(r.layer_delta.mean(0))))
 
-def most_harmful(res: DisableResult, top: int) -> list[str]:
+def _most_harmful(res: DisableResult, top: int) -> list[str]:
     """The ``top`` heads whose disabling costs most (most negative Δ, mean over seeds; ties by head order)."""
     d = res.head_delta.mean(0).reshape(-1)
     return [head_name(*divmod(int(i), res.n_heads)) for i in np.argsort(d, kind="stable")[:top]]
@@ -194,9 +194,9 @@ def disable_shared_harmful_heads(pr, passes: list, top: int = 5) -> Measurement:
     other, controls = passes[0].result, [p.result for p in passes[1:]]
     if not controls:
         raise NotApplicable("needs a control task's sweep (heads harmful on every task are no shared reliance)")
-    a, b = most_harmful(r, top), most_harmful(other, top)
+    a, b = _most_harmful(r, top), _most_harmful(other, top)
     shared = [h for h in a if h in b]
-    ctrl = {c.task: most_harmful(c, top) for c in controls}
+    ctrl = {c.task: _most_harmful(c, top) for c in controls}
     with_ctrl = {f"{t1}&{c}": len(set(h1) & set(hc)) for c, hc in ctrl.items()
                  for t1, h1 in ((r.task, a), (other.task, b))}
     worst = max(with_ctrl, key=with_ctrl.get)
