@@ -55,6 +55,9 @@ FAMILIES = {
     # issue 61's seed-flip check: every family that reads a trained model, each on its default corpora
     "trained": {"k": "(finetune or disable or prune or probes or arct_ft or patterns or framenet or speedup) "
                      "and not negative", "corpora": None, "step_unit": "dev examples", "precision": 0.001},
+    # ARCT's fine-tune alone (its seed followed $BERTATTN_SEED only from issue 61's fix on: an older file's ARCT
+    # rows were one seed run three times)
+    "arct": {"k": "arct_ft and not negative", "corpora": None, "step_unit": None, "precision": 0.001},
     # the regression tier's seed-dependent families (arct_ft's one-seed run beside them)
     "trained-regression": {"k": "(finetune or disable or prune or probes) and not negative", "corpora": None,
                            "step_unit": "dev examples", "precision": 0.001},

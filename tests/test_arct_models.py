@@ -221,6 +221,36 @@ def test_family_registered_with_quick_tier_short_seed(tiny, tmp_path):
     assert dataclasses.replace(quick.recipe, epochs=arct_ft.RECIPE.epochs) == arct_ft.RECIPE  # only the epochs differ
     full = m.prepare_arct_ft(model, tmp_path, "w", options={"tier": "full"})
     assert full.seeds == (0, 1, 2, 3, 4) and full.recipe == arct_ft.RECIPE and "5 epochs, best dev epoch kept" in full.data
+    # the run's seed moves the quick and regression tiers' seeds (issue 61: $BERTATTN_SEED=1 trains seed 1, not 0
+    # again); the regression tier trains three from it; the full tier and the twin keep theirs
+    assert m.prepare_arct_ft(model, tmp_path, "full", options={"tier": "quick", "seed": 2}).seeds == (2,)
+    assert m.prepare_arct_ft(model, tmp_path, "full", options={"tier": "regression"}).seeds == (0, 1, 2)
+    assert m.prepare_arct_ft(model, tmp_path, "full", options={"tier": "regression", "seed": 1}).seeds == (1, 2, 3)
+    assert m.prepare_arct_ft(model, tmp_path, "w", options={"tier": "full", "seed": 3}).seeds == (0, 1, 2, 3, 4)
+
+
+def test_the_judge_reads_each_arct_seed_and_adds_their_spread():
+    """Three runs (test 0.60, 0.70, 0.64): the judge reads each seed's median through its one-seed view and adds
+    t(2) x sd / sqrt(3) to the median's interval; the degenerate share's Wilson bounds already run over the seeds
+    (nothing added)."""
+    from bertattn_bench.claims.catalog import evaluate, load_claims
+    from bertattn_bench.claims.checks import one_seed, per_seed_values
+    from bertattn_bench.claims.stats import seed_half_width
+    from bertattn_bench.engine.batching import Skipped
+    from bertattn_bench.engine.passes import PassResult
+
+    r = _pr("full", [_run(0, 0.60), _run(1, 0.70), _run(2, 0.64)]).result
+    pr = PassResult("arct_ft", "full", "planted", SimpleNamespace(slug="toy", name="toy", attn_implementation="eager", device="cpu"), r, 444,
+                    Skipped())
+    assert one_seed(pr.result, 1).seeds == [1] and one_seed(pr.result, 1).accs().tolist() == [0.70]
+    claims = {c.id: c for c in load_claims()}
+    c = claims["niven_ft.full_above_chance"]
+    assert per_seed_values(c, pr) == pytest.approx([0.60, 0.70, 0.64])
+    out = evaluate(c, pr)
+    half = seed_half_width(float(np.std([0.60, 0.70, 0.64], ddof=1)), 3) / math.sqrt(3)
+    assert out.interval == pytest.approx([0.64 - half, 0.64 + half], abs=1e-6)
+    d = claims["niven_ft.degenerate_minority"]
+    assert evaluate(d, pr).interval == pytest.approx(list(m.arct_ft_degenerate(pr).bounds))
 
 
 def test_quick_tier_trains_its_short_recipe(tiny, tmp_path, monkeypatch):

@@ -450,3 +450,40 @@ def test_tiers_and_tree_variants(tmp_path, tiny):
     assert full.eval_heads[0].tolist() == [1, 2, P.ROOT, 2, 5, 3, -1]
     ud = P.prepare_probes(tiny, root, "ewt_dev_ud", options={"tier": "regression"})
     assert ud.eval_heads[0].tolist() == [1, 2, P.ROOT, 5, 5, 2, -1] and "UD gold trees" in ud.data
+
+
+# ---- several training seeds on one set of features (issue 61) ---------------------------------------------------
+
+def test_several_seeds_share_the_features_and_the_first_is_the_one_seed_run(tmp_path, tiny):
+    """The regression tier trains three probe seeds on the features of one forward pass: the first seed's probes are
+    those a one-seed run trains (same numbers), every reading is the mean over the seeds, and the judge reads each
+    seed's value through its one-seed view."""
+    from bertattn_bench.claims.catalog import load_claims
+    from bertattn_bench.claims.checks import one_seed, per_seed_values
+
+    root = make_data_dir(tmp_path)
+    pretrained = LoadedModel(tiny.model, tiny.tokenizer, dataclasses.replace(tiny.info, random_init_seed=None))
+    one = P.prepare_probes(pretrained, root, "ewt_dev", settings=P.ProbeSettings(n_train=4, n_eval=None, epochs=2))
+    three = P.prepare_probes(pretrained, root, "ewt_dev",
+                             settings=P.ProbeSettings(n_train=4, n_eval=None, epochs=2, n_seeds=2))
+    r1, pr3 = one.run().result, three.run()
+    r3 = pr3.result
+    assert r3.seeds == (0, 1) and len(r3.per_seed) == 2 and r1.seeds == () and r1.per_seed == []
+    assert r3.per_seed[0].probes == r1.probes and r3.per_seed[0].structural == r1.structural
+    assert r3.per_seed[1].structural.seed == 1 and r3.per_seed[1].probes["attn"].n_arcs == 15
+    for name in ("attn", "attn_words", "dist_words", "random_init"):
+        assert r3.uas(name) == pytest.approx(np.mean([x.probes[name].uas for x in r3.per_seed]))
+    assert r3.structural_uuas() == pytest.approx(np.mean([x.structural.uuas for x in r3.per_seed]))
+    view = one_seed(r3, 1)
+    assert view.seeds == (1,) and view.uas("attn") == r3.per_seed[1].probes["attn"].uas
+    # the learned-model guard checks every seed's probes (4 probes + the structural one, per seed)
+    assert len(pr3.learning) == 2 * 5 and sum("training seed 1" in c.subject for c in pr3.learning) == 5
+    claims = {c.id: c for c in load_claims()}
+    c = claims["clark.probe_vs_structural"]
+    values = per_seed_values(c, pr3)
+    assert values == pytest.approx([x.probes["attn_words"].uas - x.structural.uuas for x in r3.per_seed])
+    assert P.probe_vs_structural(pr3).value == pytest.approx(np.mean(values))
+    assert "training seeds 0, 1" in P.probe_vs_structural(pr3).detail
+    # the run's $BERTATTN_SEEDS / seeds= reaches the probes (from the run's seed on)
+    two = P.prepare_probes(pretrained, root, "ewt_dev", options={"tier": "quick", "n_seeds": 2, "seed": 3}).settings
+    assert two.training_seeds == (3, 4)

@@ -46,9 +46,35 @@ def test_the_environment_is_read_by_the_face_into_options(monkeypatch):
     envs = from_environment()
     assert (envs["seed"], envs["precision"], envs["prune_exact"]) == (4, "bf16", True) and "assume_shape" not in envs
     options = RunOptions(seed=envs["seed"], precision=envs["precision"], prune_exact=envs["prune_exact"])
-    assert options.training() == {"seed": 4, "precision": "bf16", "prune_exact": True, "eval_data": {}}
+    assert options.training() == {"seed": 4, "n_seeds": None, "precision": "bf16", "prune_exact": True,
+                                  "eval_data": {}}
     assert options.settings()["precision"] == "bf16" and options.settings()["prune_exact"] is True
     with pytest.raises(BenchError, match="precision 'half'"):
         RunOptions(precision="half").check()
     with pytest.raises(BenchError, match="seed -1"):
         RunOptions(seed=-1).check()
+
+
+def test_the_number_of_seeds_reaches_every_seed_dependent_family(monkeypatch):
+    """``$BERTATTN_SEEDS`` / ``seeds=`` (issue 61): how many consecutive seeds from the run's each seed-dependent
+    family trains, at any tier; unset, the tier's (quick 1, regression 3; the full tier's listed seeds)."""
+    from bertattn_bench.base.errors import DataError
+    from bertattn_bench.families import arct_ft
+    from bertattn_bench.training.glue_pass import tier_seeds
+
+    monkeypatch.setenv("BERTATTN_SEEDS", "5")
+    assert from_environment()["n_seeds"] == 5
+    options = RunOptions(seed=2, n_seeds=5)
+    assert options.training()["n_seeds"] == 5 and options.settings()["n_seeds"] == 5
+    assert tier_seeds("regression", "mrpc", 2, 5) == (2, 3, 4, 5, 6) and tier_seeds("quick", "mrpc", None, 2) == (0, 1)
+    assert tier_seeds("full", "mrpc", None, 5) == (0, 1, 2, 3, 4)  # the listed seeds give way to the count asked
+    assert tier_seeds("regression", "mrpc", 1) == (1, 2, 3) and tier_seeds("full", "mrpc") == (0, 1, 2)
+    assert tier_seeds("quick", "mrpc", 3) == (3,)
+    assert arct_ft.tier_seeds("regression", False, 1, 4) == (1, 2, 3, 4) and arct_ft.tier_seeds("quick") == (0,)
+    assert arct_ft.tier_seeds("full", True, 0, 5) == arct_ft.TWIN_SEEDS  # the twin keeps its own
+    for bad in ("0", "x", "-2"):
+        monkeypatch.setenv("BERTATTN_SEEDS", bad)
+        with pytest.raises(DataError, match="BERTATTN_SEEDS"):
+            from_environment()
+    with pytest.raises(BenchError, match="seeds 0"):
+        RunOptions(n_seeds=0).check()

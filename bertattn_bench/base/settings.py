@@ -11,6 +11,7 @@ DATA_DIR_ENV = "BERTATTN_DATA_DIR"
 MODEL_ENV = "BERTATTN_MODEL"
 DEVICE_ENV = "BERTATTN_DEVICE"
 SEED_ENV = "BERTATTN_SEED"
+SEEDS_ENV = "BERTATTN_SEEDS"
 TIER_ENV = "BERTATTN_TIER"
 CACHE_ENV = "BERTATTN_CACHE_DIR"
 PRECISION_ENV = "BERTATTN_FT_PRECISION"
@@ -38,6 +39,8 @@ ENVIRONMENT = {
     MODEL_ENV: "models to test, comma-separated (--model)",
     DEVICE_ENV: "auto, cpu, cuda, cuda:N (--device)",
     SEED_ENV: "training seed of the probes and of the fine-tunes a tier trains with one seed (default 0)",
+    SEEDS_ENV: "how many training seeds, from BERTATTN_SEED on, each seed-dependent family trains (default: the "
+               "tier's: quick 1, regression 3)",
     TIER_ENV: "quick, regression, full (--tier)",
     CACHE_ENV: "the pass and checkpoint cache folder (--cache-dir)",
     PRECISION_ENV: "fine-tuning precision: auto, bf16, fp32, recipe",
@@ -82,6 +85,8 @@ def from_environment() -> dict:
         out["models"] = models
     if env(SEED_ENV).strip():
         out["seed"] = training_seed()
+    if env(SEEDS_ENV).strip():
+        out["n_seeds"] = seed_count()
     if env(PRECISION_ENV).strip():
         out["precision"] = env(PRECISION_ENV).strip().lower()  # checked by RunOptions.check
     if env(PRUNE_EXACT_ENV).strip() == "1":
@@ -111,6 +116,19 @@ def builtin_data_home(cache_home: str | None = None) -> Path:
     """The default data folder with no variable set: ``~/.cache/bertattn-bench/data`` (``cache_home``: the XDG
     cache folder a face read)."""
     return Path(cache_home or Path.home() / ".cache").expanduser() / "bertattn-bench" / "data"
+
+
+def seed_count() -> int:
+    """How many training seeds each seed-dependent family trains (``$BERTATTN_SEEDS``), a whole number >= 1."""
+    value = env(SEEDS_ENV).strip()
+    try:
+        n = int(value)
+    except ValueError:
+        raise DataError(f"{SEEDS_ENV}={value!r}: not a whole number (how many training seeds, e.g. {SEEDS_ENV}=5)") \
+            from None
+    if n < 1:
+        raise DataError(f"{SEEDS_ENV}={value!r}: at least one seed")
+    return n
 
 
 def training_seed(default: int = 0) -> int:

@@ -106,7 +106,8 @@ def one_seed(result, i: int):
     import dataclasses
 
     seed = result.seeds[i]
-    changes: dict = {"seeds": (seed,)}
+    # ``seeds`` a field (a result that derives it from its per-seed field, as ARCT's runs, follows the restriction)
+    changes: dict = {"seeds": (seed,)} if "seeds" in {f.name for f in dataclasses.fields(result)} else {}
     for name in type(result).PER_SEED:
         v = getattr(result, name)
         if isinstance(v, dict):
@@ -119,7 +120,8 @@ def one_seed(result, i: int):
 def per_seed_values(claim: Claim, pass_result) -> list[float] | None:
     """The claim's metric on each seed of a pass that trained several (its result's class names its per-seed fields
     in ``PER_SEED``), in the order of ``result.seeds``; None for a one-seed pass, a result without per-seed fields, or
-    a seed whose view the metric cannot read (:func:`seed_interval` then has no run spread to use)."""
+    a seed whose view the metric says it cannot read (``NotApplicable``; :func:`seed_interval` then has no run spread
+    to use). The pass result must be a dataclass (``dataclasses.replace`` makes the view)."""
     import dataclasses
 
     r = getattr(pass_result, "result", None)
@@ -130,7 +132,7 @@ def per_seed_values(claim: Claim, pass_result) -> list[float] | None:
     for i in range(len(seeds)):
         try:
             v = float(fn(dataclasses.replace(pass_result, result=one_seed(r, i)), **claim.params).value)
-        except (NotApplicable, ValueError, IndexError, KeyError, TypeError):
+        except NotApplicable:  # the metric cannot read one seed (any other error is a bug of the metric: it shows)
             return None
         if not math.isfinite(v):
             return None

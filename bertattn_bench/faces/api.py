@@ -131,6 +131,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
         cache_dir=DEFAULT_CACHE, negative_control: bool = False, compare_to: str | None = None,
         compare_fail_on: str = "lost",
         baseline: bool = True, name: str | None = None, progress: bool = False, seed: int | None = None,
+        seeds: int | None = None,
         precision: str | None = None, prune_exact: bool | None = None, assume_shape: str | None = None,
         allow_download: bool | None = None, offline: bool | None = None, task: str | None = None,
         eval_data=None) -> Results:
@@ -144,7 +145,9 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     ``compare_to``: judge against another model's recorded baseline; ``compare_fail_on``: what fails a check then
     (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
-    ``seed``: the training seed (probes; a fine-tune the tier trains once); ``precision``: the fine-tunes' (auto,
+    ``seed``: the training seed (probes; a fine-tune the tier trains once); ``seeds``: how many seeds from ``seed``
+    on each seed-dependent family trains (default the tier's: quick 1, regression 3; a check's shared checkpoints
+    and sweeps are reused); ``precision``: the fine-tunes' (auto,
     bf16, fp32, recipe); ``prune_exact``: importance recomputed before every pruning step; ``assume_shape``: judge
     claims naming a paper model's heads on a model of another shape; ``allow_download``: let transformers download
     a hub model; ``offline``: never download data (else, without ``data_dir``, the default data folder is filled
@@ -162,7 +165,7 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
 
     envs = from_environment()
     validate_from_environment()
-    given = {"seed": seed, "precision": precision, "prune_exact": prune_exact, "assume_shape": assume_shape,
+    given = {"seed": seed, "n_seeds": seeds, "precision": precision, "prune_exact": prune_exact, "assume_shape": assume_shape,
              "allow_download": allow_download, "offline": offline, "tier": tier, "device": device}
     settings = {k: v if v is not None else envs.get(k) for k, v in given.items()}
     settings = {k: v for k, v in settings.items() if v is not None}

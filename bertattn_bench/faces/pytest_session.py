@@ -42,7 +42,7 @@ def options_from_config(config) -> RunOptions:
         record = str(BASELINE_DIR)
     report = option(config, "claims-report")
     return RunOptions(
-        **{k: envs[k] for k in ("seed", "precision", "prune_exact", "assume_shape", "allow_download", "hub_offline")
+        **{k: envs[k] for k in ("seed", "n_seeds", "precision", "prune_exact", "assume_shape", "allow_download", "hub_offline")
            if k in envs},
         models=list(dict.fromkeys(names)), data_dir=option(config, "data-dir") or envs.get("data_dir"),
         data_dir_source="--data-dir" if option(config, "data-dir") else envs.get("data_dir_source", "--data-dir"),

@@ -42,6 +42,7 @@ class RunOptions:
     # settings that change values (each in the run's provenance, "settings"; the faces fill them from their options
     # and the environment, read once by base.settings.from_environment)
     seed: int | None = None  # training seed of the probes and of a fine-tune the tier trains with one seed (None: 0)
+    n_seeds: int | None = None  # training seeds (from ``seed`` on) of every seed-dependent family (None: the tier's)
     precision: str | None = None  # fine-tuning precision: auto (None), bf16, fp32, recipe
     prune_exact: bool = False  # recompute head importance before every pruning step (always in the full tier)
     assume_shape: str | None = None  # judge claims naming this paper model's heads on a model of another shape
@@ -59,7 +60,7 @@ class RunOptions:
 
     def settings(self) -> dict:
         """The settings that can change a value, as the provenance records them."""
-        return {"tier": self.tier, "seed": self.seed, "precision": self.precision or "auto",
+        return {"tier": self.tier, "seed": self.seed, "n_seeds": self.n_seeds, "precision": self.precision or "auto",
                 "prune_exact": self.prune_exact, "assume_shape": self.assume_shape, "limit": self.limit,
                 "device": self.device, "allow_download": self.allow_download, "hub_offline": self.hub_offline,
                 "offline": self.offline, "task_model": self.task_model,
@@ -79,7 +80,7 @@ class RunOptions:
 
     def training(self) -> dict:
         """What a family that trains receives (``options=``) beside its tier and checkpoint cache."""
-        return {"seed": self.seed, "precision": self.precision, "prune_exact": self.prune_exact,
+        return {"seed": self.seed, "n_seeds": self.n_seeds, "precision": self.precision, "prune_exact": self.prune_exact,
                 "eval_data": self.eval_sources()}
 
     def check(self) -> None:
@@ -93,6 +94,9 @@ class RunOptions:
             raise BenchError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
             raise BenchError(f"seed {self.seed!r}: a training seed is a whole number >= 0")
+        if self.n_seeds is not None and (isinstance(self.n_seeds, bool) or not isinstance(self.n_seeds, int)
+                                         or self.n_seeds < 1):
+            raise BenchError(f"seeds {self.n_seeds!r}: how many training seeds, a whole number >= 1")
         positive_int("--limit", self.limit)
         if self.task_model is not None:
             from ..training.given import resolve_task

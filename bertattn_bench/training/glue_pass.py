@@ -53,12 +53,16 @@ SUBSAMPLE = {"sst-2": 8000}  # SST-2 has 67,349 training sentences: a seeded sam
 IMPORTANCE_SEED = 10_000  # the importance subsample of seed k's fine-tune is drawn with seed 10_000 + k
 
 
-def tier_seeds(tier: str, task: str, seed: int | None = None) -> tuple[int, ...]:
-    """The fine-tuning seeds of ``task`` at ``tier``: a task the tier lists keeps its seeds; else ``n_seeds``
-    consecutive seeds (one by default) from ``seed`` (the run's option, ``$BERTATTN_SEED`` as the face read it;
-    default: the tier's), which is how scripts/spread.py measures the seed spread behind the tolerances and how a
-    check runs the regression tier's three seeds on seeds it was not recorded with."""
+def tier_seeds(tier: str, task: str, seed: int | None = None, n_seeds: int | None = None) -> tuple[int, ...]:
+    """The fine-tuning seeds of ``task`` at ``tier``: ``n_seeds`` given (the run's ``$BERTATTN_SEEDS``/``seeds=``),
+    that many consecutive seeds from ``seed`` (0 by default) at any tier; else a task the tier lists keeps its seeds,
+    and any other trains the tier's ``n_seeds`` (one by default) from ``seed`` (the run's option, ``$BERTATTN_SEED``
+    as the face read it; default: the tier's), which is how scripts/spread.py measures the seed spread behind the
+    tolerances and how a check runs the regression tier's three seeds on seeds it was not recorded with."""
     t = TIERS[tier]
+    if n_seeds is not None:
+        first = t["default_seeds"][0] if seed is None else seed
+        return tuple(range(first, first + n_seeds))
     if task in t["seeds"]:
         return tuple(t["seeds"][task])
     seeds = tuple(t["default_seeds"])
@@ -214,6 +218,19 @@ class GluePass:
         return finetune.finetuned(loaded, self.task.name, seed, self.data_dir, self.cache_dir,
                                   recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
 
+    def sweep(self, ft: finetune.FineTuned, configs, kind: str, rows_per_pass: int | None = None,
+              progress: bool = False, desc: str = "sweep", data: finetune.EncodedSplit | None = None):
+        """(logits, seconds) of one fine-tune's sweep over ``data`` (the pass's dev set by default), kept with its
+        checkpoint where the fine-tune is in the cache (:func:`.sweeps.cached_sweep`: a seed's sweep is computed
+        once, whichever run or set of seeds asks for it); a classifier judged as given, or a run without a cache,
+        computes it."""
+        from . import sweeps
+
+        logits, seconds, _ = sweeps.cached_sweep((ft.meta or {}).get("path"), ft.model,
+                                                 self.dev if data is None else data, self.loaded.tokenizer, configs,
+                                                 kind, rows_per_pass, progress=progress, desc=desc)
+        return logits, seconds
+
     def checkpoints(self) -> list[tuple[object, int]]:
         """The (model, seed) fine-tunes :meth:`measure` reads."""
         return [(self.loaded, seed) for seed in self.seeds]
@@ -254,8 +271,8 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
     t = glue.task(corpus)
     # the random-init twin (negative control) trains TWIN_SEEDS only: its learned claims must fail, and its seed 0 is
     # the checkpoint the model's own pass already trained for Table 1's random column (no second set of seeds)
-    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(tier, corpus,
-                                                                                   (options or {}).get("seed"))
+    seeds = TWIN_SEEDS if loaded.info.random_init_seed is not None else tier_seeds(
+        tier, corpus, (options or {}).get("seed"), (options or {}).get("n_seeds"))
     as_given = getattr(loaded, "task", None)
     if as_given is not None:  # a classifier judged as given: its one model, on its own task only
         seeds = (0,)

@@ -228,3 +228,63 @@ def sweep(model: TaskModel, data: EncodedSplit, tokenizer, configs: Sequence[Seq
     if bar is not None:
         bar.close()
     return out
+
+
+# ---- one seed's sweep kept with its checkpoint ------------------------------------------------------------------
+
+
+def sweep_key(data: EncodedSplit, configs: Sequence[Sequence[tuple[int, int]]], kind: str, rows_per_pass: int,
+              examples_per_batch: int, device) -> str:
+    """What a sweep's logits depend on besides the weights (the checkpoint folder they are kept in): the examples'
+    pieces in order, the configurations, the kind, the pass shape (the batching orders float sums), the device type,
+    torch's version and this module's code (with what it imports)."""
+    import hashlib
+    import json
+
+    from ..base.hashing import module_version
+
+    h = hashlib.sha256()
+    for e in data.examples:
+        h.update(np.asarray(e.input_ids, dtype=np.int64).tobytes() + b"|")
+        h.update(np.asarray(e.token_type_ids, dtype=np.int64).tobytes() + b";")
+    doc = {"data": h.hexdigest(), "configs": [sorted(map(list, c)) for c in configs], "kind": kind,
+           "shape": [rows_per_pass, examples_per_batch], "device": torch.device(device).type,
+           "torch": torch.__version__, "code": module_version(__name__)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def cached_sweep(directory, model: TaskModel, data: EncodedSplit, tokenizer,
+                 configs: Sequence[Sequence[tuple[int, int]]], kind: str = "uniform", rows_per_pass: int | None = None,
+                 examples_per_batch: int | None = None, progress: bool = False,
+                 desc: str = "sweep") -> tuple[np.ndarray, float, bool]:
+    """(logits, seconds, found) of :func:`sweep`, kept in ``directory/sweeps/`` (a fine-tune's checkpoint folder:
+    the weights are its key) under :func:`sweep_key`: a seed's sweep is computed once, whichever run or set of seeds
+    asks for it (the regression tier's seeds 0-2 and a check's 1-3 share two). ``seconds`` is the computing run's
+    time (a found sweep reports the time it took, not the read). ``directory`` None: computed, nothing kept. A file
+    that cannot be read is computed again and replaced."""
+    import os
+    import zipfile
+    from pathlib import Path
+
+    from ..engine.passes import timed
+
+    device = next(model.parameters()).device
+    rows, examples = pass_shape(device, rows_per_pass, examples_per_batch)
+    path = None if directory is None else (
+        Path(directory) / "sweeps" / f"{sweep_key(data, configs, kind, rows, examples, device)}.npz")
+    if path is not None and path.is_file():
+        try:
+            with np.load(path) as z:
+                logits, seconds = z["logits"], float(z["seconds"])
+            if logits.shape[:2] == (len(configs), len(data.examples)):
+                return logits, seconds, True
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # a torn or foreign file: computed again below and replaced
+    logits, seconds = timed(device, lambda: sweep(model, data, tokenizer, configs, kind, rows, examples,
+                                                  progress=progress, desc=desc))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, logits=logits, seconds=np.float64(seconds))
+        os.replace(tmp, path)
+    return logits, seconds, False

@@ -102,7 +102,7 @@ def arct_ft_adv_max(pr, paper_max: float = 0.533) -> Measurement:
               f"{noise:.4f} (SE {se:.4f}, seed sd {sd:.4f}, {len(accs)} seeds); per seed "
               + ", ".join(f"{x.seed}: {x.test_acc:.4f}" for x in r.runs) + f"; {_authors_text(r)}")
     return Measurement((float(accs.max()) - paper_max) / noise, n=r.n_test, n_unit=f"test rows x {len(r.runs)} seeds",
-                       detail=detail, unit="noise units")
+                       detail=detail, unit="noise units", values={"seeds": len(r.runs)})
 
 
 @metric("arct_ft_degenerate")
@@ -120,4 +120,4 @@ def arct_ft_degenerate(pr) -> Measurement:
               + ", ".join(f"{x.seed}: {x.train_acc:.3f}" for x in r.runs) + f"; {authors}; Wilson 95% bounds over the "
               f"{len(r.runs)} run(s) [{lo / 100:.2f}, {hi / 100:.2f}]")
     return Measurement(len(bad) / len(r.runs), n=len(r.runs), n_unit="seed runs", detail=detail, unit="share",
-                       bounds=(lo / 100, hi / 100))
+                       bounds=(lo / 100, hi / 100), values={"seeds": len(r.runs)})

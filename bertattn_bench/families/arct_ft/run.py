@@ -7,6 +7,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,6 +21,21 @@ from ...training import arct_finetune as arct_ft
 from ...training import glue_pass
 from ..common.arct_runs import run_values
 from .constants import AUTHORS, SETTING_NAMES, TIERS, TWIN_SHORT_REASON
+
+
+def tier_seeds(tier: str, twin: bool = False, seed: int | None = None, n_seeds: int | None = None) -> tuple[int, ...]:
+    """The ARCT seeds of ``tier``: the twin's fixed ones; ``n_seeds`` given (the run's ``$BERTATTN_SEEDS``), that
+    many consecutive seeds from the run's ``seed``; else a tier that lists its seeds (full: 0-4) keeps them, and any
+    other trains its ``n_seeds`` from ``seed`` (its option, ``$BERTATTN_SEED`` as the face read it; 0)."""
+    t = TIERS[tier]
+    if twin:
+        return tuple(t["twin_seeds"])
+    first = 0 if seed is None else int(seed)
+    if n_seeds is not None:
+        return tuple(range(first, first + n_seeds))
+    if t["seeds"] is not None:
+        return tuple(t["seeds"])
+    return tuple(range(first, first + t["n_seeds"]))
 
 
 def options_of(options: dict | None) -> tuple[str, Path | None, bool]:
@@ -39,6 +55,12 @@ def epochs_text(epochs) -> str:
 
 @dataclass
 class ArctFtResult:
+    """Every seed's run of one ARCT setting. ``PER_SEED``: the judge reads a statistic of the runs on each seed's
+    view (``claims.checks.one_seed``) and adds their spread, except where the metric's interval already holds the
+    seeds (``values["seeds"]``: the degenerate share's Wilson bounds over runs, the max's noise with the seed sd)."""
+
+    PER_SEED: ClassVar[tuple[str, ...]] = ("runs",)
+
     setting: str
     tier: str
     runs: list  # arct_ft.Run per seed
@@ -151,7 +173,7 @@ def prepare_arct_ft(loaded, data_dir: Path, corpus: str = "full", limit: int | N
         raise DataError(f"arct_ft corpus {corpus!r}: expected one of {', '.join(SETTING_NAMES)}")
     setting = arct_ft.SETTINGS[corpus]
     twin = loaded.info.random_init_seed is not None
-    seeds = tuple(TIERS[tier]["twin_seeds" if twin else "seeds"])
+    seeds = tier_seeds(tier, twin, (options or {}).get("seed"), (options or {}).get("n_seeds"))
     reason = TWIN_SHORT_REASON if not seeds else None
     paths = [Path(data_dir) / rel for rel in
              ((arct.ADVERSARIAL_FILES["train_swapped"], arct.ADVERSARIAL_FILES["dev_adv"], arct.ADVERSARIAL_FILES["test_adv"])

@@ -13,7 +13,6 @@ from ...data import glue
 from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
-from ...training import sweeps
 from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue
 from ..common.sweep_scoring import (
     score_configs,
@@ -90,9 +89,7 @@ class DisablePass(GluePass):
             metas[seed] = {**ft.meta, "cached": ft.cached}
             plain, secs = timed(info.device, lambda: finetune.predict(ft.model, dev, tok, batch_size=32))
             plain_s.append(secs)
-            logits, secs = timed(info.device, lambda: sweeps.sweep(
-                ft.model, dev, tok, configs, "uniform", rows_per_pass=self.rows_per_pass, progress=progress,
-                desc=f"disable {t.name}/{seed}"))
+            logits, secs = self.sweep(ft, configs, "uniform", self.rows_per_pass, progress, f"disable {t.name}/{seed}")
             sweep_s.append(secs)
             if not np.allclose(logits[0], plain, atol=1e-4):
                 raise RuntimeError(f"{t.name}: the sweep's undisabled rows disagree with the plain evaluation "

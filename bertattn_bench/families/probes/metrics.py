@@ -23,7 +23,7 @@ REDUCED_NOTE = ("REDUCED BUDGET: the regression tier's seeded sample of the GUM 
 
 def _train_note(res: ProbeResult) -> str:
     note = (f"trained on {res.n_train_sentences} GUM train sentences ({res.n_train_arcs} arcs, "
-            f"{res.n_train_documents} documents; training seed {res.train_seed})")
+            f"{res.n_train_documents} documents; {res.seed_text()})")
     return note + (f"; {REDUCED_NOTE}" if TIERS.get(res.tier, {}).get("n_train") is not None else "")
 
 
@@ -77,10 +77,14 @@ def probe_vs_structural(pr, probe: str = "attn_words") -> Measurement:
     """Clark §5: the probe's UAS minus Hewitt & Manning's structural probe's UUAS on the same model and eval set
     (the paper: 77 vs 80, "not directly comparable": directed heads vs an undirected minimum spanning tree)."""
     res = _result(pr)
-    if res.structural is None:
+    uuas = res.structural_uuas()
+    if uuas is None:
         raise NotApplicable("this probes pass trained no structural probe")
-    st = res.structural
-    return Measurement(res.uas(probe) - st.uuas, n=res.n_eval_arcs, n_unit="arcs", unit="points (UAS - UUAS)",
-                       standard_error=difference_se((res.uas(probe), res.n_eval_arcs), (st.uuas, st.n_edges)),
-                       detail=f"{res.label(probe)} {res.uas(probe):.1f} UAS vs {st.describe()}; {_train_note(res)}",
-                       values={"structural_layer": st.layer, "structural_uuas": st.uuas, "probe_uas": res.uas(probe)})
+    sts = [x.structural for x in res.seed_sets()]
+    st = sts[0]
+    what = st.describe() if len(sts) == 1 else (f"structural probes {uuas:.1f} UUAS (mean of seeds: "
+                                                 + ", ".join(f"{x.uuas:.1f} at layer {x.layer}" for x in sts) + ")")
+    return Measurement(res.uas(probe) - uuas, n=res.n_eval_arcs, n_unit="arcs", unit="points (UAS - UUAS)",
+                       standard_error=difference_se((res.uas(probe), res.n_eval_arcs), (uuas, st.n_edges)),
+                       detail=f"{res.label(probe)} {res.uas(probe):.1f} UAS vs {what}; {_train_note(res)}",
+                       values={"structural_layer": st.layer, "structural_uuas": uuas, "probe_uas": res.uas(probe)})

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -27,8 +28,24 @@ from .structural import HiddenWordStates, StructuralScore, Tree, structural_prob
 # ---- the pass -----------------------------------------------------------------------------------------------------
 
 @dataclass
+class SeedProbes:
+    """One training seed's probes: the scores of every trained probe and the structural probe."""
+
+    seed: int
+    probes: dict[str, ProbeScore]
+    structural: StructuralScore | None = None
+
+
+@dataclass
 class ProbeResult:
-    probes: dict[str, ProbeScore]  # attn, attn_words, dist_words, random_init
+    """The probes on one eval sample. A tier that trains several seeds (``ProbeSettings.n_seeds``) keeps each seed's
+    probes in ``per_seed`` (the features are extracted once and shared); every reading (:meth:`uas`,
+    :meth:`structural_uuas`) is then the mean over the seeds and the judge adds their spread
+    (``claims.checks.per_seed_values``: the view of one seed holds that seed's entry only)."""
+
+    PER_SEED: ClassVar[tuple[str, ...]] = ("per_seed",)
+
+    probes: dict[str, ProbeScore]  # attn, attn_words, dist_words, random_init (the first seed's)
     right_branching: float  # percent, the same eval arcs
     best_head: HeadScore  # best single head (either direction) on the same eval arcs (as clark.dep_all)
     n_eval_sentences: int
@@ -42,10 +59,30 @@ class ProbeResult:
     train_seed: int = 0  # probe initialisation and training order ($BERTATTN_SEED)
     tier: str = tiers.RECORDED  # quick/regression: a seeded training sample; full: every GUM train sentence
     n_root_words: int = 0  # scored root words among the eval arcs (0 without a ROOT candidate)
+    seeds: tuple[int, ...] = ()  # the training seeds of ``per_seed`` (empty: one seed, ``train_seed``)
+    per_seed: list[SeedProbes] = field(default_factory=list)
+
+    def seed_sets(self) -> list[SeedProbes]:
+        """Each training seed's probes (one entry for a one-seed result)."""
+        return self.per_seed or [SeedProbes(self.train_seed, self.probes, self.structural)]
 
     def uas(self, name: str) -> float:
-        return self.right_branching if name == "right_branching" else (
-            self.best_head.accuracy if name == "best_head" else self.probes[name].uas)
+        """UAS of a baseline (right-branching, the best head: no training) or of a trained probe (mean over seeds)."""
+        if name == "right_branching":
+            return self.right_branching
+        if name == "best_head":
+            return self.best_head.accuracy
+        return float(np.mean([x.probes[name].uas for x in self.seed_sets()]))
+
+    def structural_uuas(self) -> float | None:
+        """The structural probe's UUAS (mean over seeds), None where none was trained."""
+        st = [x.structural for x in self.seed_sets()]
+        return None if any(x is None for x in st) else float(np.mean([x.uuas for x in st]))
+
+    def seed_text(self) -> str:
+        sets = self.seed_sets()
+        return f"training seed {sets[0].seed}" if len(sets) == 1 else \
+            f"training seeds {', '.join(str(x.seed) for x in sets)} (the mean of their {len(sets)} probes)"
 
     def label(self, name: str) -> str:
         if name == "best_head":
@@ -109,16 +146,20 @@ class ProbePass(PreparedPass):
         evals, (dep_result, eval_states) = extract(self.loaded, self.encoded, self.eval_heads, self.batch_size,
                                                    [dep, HiddenWordStates()])
         secs["features"] = time.perf_counter() - t
+        runs = [s.for_seed(x) for x in s.training_seeds]  # one settings per training seed; the features shared
         t = time.perf_counter()
-        scores = train_probes(train, evals, s, dev)
+        sets = [SeedProbes(r.training_seed, train_probes(train, evals, r, dev)) for r in runs]
         secs["training"] = time.perf_counter() - t
         t = time.perf_counter()
-        structural = structural_probe([train_states[e.index] for e in self.train_encoded], self.train_trees,
-                                      [eval_states[e.index] for e in self.encoded], self.eval_trees, s.structural, dev)
-        del train_states, eval_states
+        tr_states = [train_states[e.index] for e in self.train_encoded]
+        ev_states = [eval_states[e.index] for e in self.encoded]
+        for x, r in zip(sets, runs):
+            x.structural = structural_probe(tr_states, self.train_trees, ev_states, self.eval_trees, r.structural, dev)
+        del train_states, eval_states, tr_states, ev_states
         secs["structural"] = time.perf_counter() - t
         if twin is None:
-            scores["random_init"] = scores["attn_words"]
+            for x in sets:
+                x.probes["random_init"] = x.probes["attn_words"]
             how = "the model is itself randomly initialised: its own Attn + words probe"
         else:
             del train, evals
@@ -127,7 +168,8 @@ class ProbePass(PreparedPass):
             r_eval, _ = extract(twin, self.encoded, self.eval_heads, self.batch_size)
             secs["random_init_features"] = time.perf_counter() - t
             t = time.perf_counter()
-            scores["random_init"] = train_probes(r_train, r_eval, s, dev, with_dist=False)["attn_words"]
+            for x, r in zip(sets, runs):
+                x.probes["random_init"] = train_probes(r_train, r_eval, r, dev, with_dist=False)["attn_words"]
             secs["random_init_training"] = time.perf_counter() - t
             how = f"random weights (seed {RANDOM_INIT_SEED}) except the embeddings, copied from the model"
         n_eval_arcs, right = right_branching(self.eval_heads)
@@ -137,25 +179,31 @@ class ProbePass(PreparedPass):
             best = HeadScore(best.layer, best.head, best.direction, best.accuracy * best.n / (best.n + n_root),
                              best.n + n_root)
         return ProbeResult(
-            probes=scores, right_branching=right, best_head=best, n_eval_sentences=len(self.encoded),
+            probes=sets[0].probes, right_branching=right, best_head=best, n_eval_sentences=len(self.encoded),
             n_eval_arcs=n_eval_arcs, n_train_sentences=len(self.train_encoded),
             n_train_arcs=int(sum((h != -1).sum() for h in self.train_heads)), n_train_documents=self.n_train_documents,
-            random_init=how, seconds=secs, structural=structural, train_seed=s.training_seed, tier=self.tier,
-            n_root_words=n_root)
+            random_init=how, seconds=secs, structural=sets[0].structural, train_seed=s.training_seed, tier=self.tier,
+            n_root_words=n_root, seeds=tuple(x.seed for x in sets) if len(sets) > 1 else (),
+            per_seed=sets if len(sets) > 1 else [])
 
 
 def probe_learning(model_name: str, result: ProbeResult) -> tuple:
     """The learned-model guard of every trained probe (``learned.probe``), keyed by the probe's name: a claim's
     ``reads_trained`` lists the probes it compares."""
-    checks = tuple(learned.probe(f"{model_name}'s {PROBE_NAMES[k]} probe ({result.n_train_sentences} training "
-                                 f"sentences)", k, score)
-                   for k, score in result.probes.items() if score.untrained_uas is not None)
-    st = getattr(result, "structural", None)
-    if st is not None and st.untrained_uuas is not None:
-        checks += (learned.probe(f"{model_name}'s structural probe (layer {st.layer}, {st.n_train} training "
-                                 f"sentences)", "structural",
-                                 SimpleNamespace(uas=st.uuas, untrained_uas=st.untrained_uuas, gained=st.gained,
-                                                 lost=st.lost, n_arcs=st.n_edges), what="eval edges", measure="UUAS"),)
+    sets = result.seed_sets()
+    checks: tuple = ()
+    for x in sets:
+        seed = f"; training seed {x.seed}" if len(sets) > 1 else ""
+        checks += tuple(learned.probe(f"{model_name}'s {PROBE_NAMES[k]} probe ({result.n_train_sentences} training "
+                                      f"sentences{seed})", k, score)
+                        for k, score in x.probes.items() if score.untrained_uas is not None)
+        st = x.structural
+        if st is not None and st.untrained_uuas is not None:
+            checks += (learned.probe(f"{model_name}'s structural probe (layer {st.layer}, {st.n_train} training "
+                                     f"sentences{seed})", "structural",
+                                     SimpleNamespace(uas=st.uuas, untrained_uas=st.untrained_uuas, gained=st.gained,
+                                                     lost=st.lost, n_arcs=st.n_edges), what="eval edges",
+                                     measure="UUAS"),)
     return checks
 
 
@@ -190,6 +238,8 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
 
     tier = tiers.of_options(options, TIERS)
     s = settings or dataclasses.replace(ProbeSettings.with_seed((options or {}).get("seed")), **TIERS[tier])
+    if settings is None and (options or {}).get("n_seeds") is not None:  # the run's $BERTATTN_SEEDS / seeds=
+        s = dataclasses.replace(s, n_seeds=int(options["n_seeds"]))
     base = corpus[:-3] if corpus.endswith("_ud") else corpus
     if base != corpus:
         s = dataclasses.replace(s, trees="ud")
@@ -214,7 +264,8 @@ def prepare_probes(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int |
             + f"from {n_docs} of the {len(docs)} GUM train documents ({tier} tier"
             + ("; REDUCED BUDGET: --tier full's verdict counts" if s.n_train is not None else "")
             + f"); eval: {len(encoded)} of the "
-            f"{n_total} sentences of {CORPORA[base]} (sample seed {s.seed}, training seed {s.training_seed}; UAS "
+            f"{n_total} sentences of {CORPORA[base]} (sample seed {s.seed}, training seed"
+            + (f"s {list(s.training_seeds)}" if s.n_seeds > 1 else f" {s.training_seed}") + "; UAS "
             + ("with a ROOT candidate, root words scored, without punct" if s.root else "without root and punct")
             + ("; SD-like gold trees: case heads the phrase, cc on the first conjunct)" if s.trees == "sd"
                else "; UD gold trees)"))

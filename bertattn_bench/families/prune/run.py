@@ -123,8 +123,7 @@ class PrunePass(GluePass):
             n_cfg["sweep"] = len(blocks.configs)
             plain, s = timed(dv, lambda: finetune.predict(model, dev, tok, batch_size=32))
             add("plain", s)
-            logits, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, blocks.configs, "mask", self.rows_per_pass,
-                                                         progress=progress, desc=f"prune {t.name}/{seed}"))
+            logits, s = self.sweep(ft, blocks.configs, "mask", self.rows_per_pass, progress, f"prune {t.name}/{seed}")
             add("sweep", s)
             if not np.allclose(logits[0], plain, atol=1e-4):
                 raise RuntimeError(f"{t.name}: the sweep's unmasked rows disagree with the plain evaluation "
@@ -141,9 +140,8 @@ class PrunePass(GluePass):
                 blocks2 = second_sweep(counts, L, H, ex, first[-1]["head_delta"] if self.full else None,
                                        random_orders(seed, L, H, RANDOM_ORDERS) if self.full else None)
                 n_cfg["sweep2"] = len(blocks2.configs)
-                logits2, s = timed(dv, lambda: sweeps.sweep(model, dev, tok, blocks2.configs, "mask",
-                                                              self.rows_per_pass, progress=progress,
-                                                              desc=f"prune+ {t.name}/{seed}"))
+                logits2, s = self.sweep(ft, blocks2.configs, "mask", self.rows_per_pass, progress,
+                                        f"prune+ {t.name}/{seed}")
                 add("sweep2", s)
                 sc2, p2, _ = score_configs(t, logits2, dev.labels)
                 second.append(read_second_sweep(blocks2, sc2, p2, L, H))
