@@ -344,21 +344,21 @@ def test_two_processes_record_different_claims_both_kept(tmp_path):
 def test_code_version_ignores_metrics_figures_docstrings_and_comments(tmp_path, monkeypatch):
     """A pass's cached result and a checkpoint stay valid when a claim's @metric, a @figure writer, a docstring or a
     comment is edited (they read a finished result or change no computation); editing a reducer's code invalidates. (A family in one module holding its reducer, metrics and figure:
-    clustering; coref became a package, issue 62.)"""
+    roles; coref and clustering became packages, issue 62.)"""
     import ast
 
     real = H._module_file
-    src = real("bertattn_bench.families.clustering").read_text()
+    src = real("bertattn_bench.families.roles").read_text()
     tree = ast.parse(src)
-    before = H.module_version("bertattn_bench.families.clustering")
+    before = H.module_version("bertattn_bench.families.roles")
 
     def version_with(text):
-        edited = tmp_path / f"clustering{len(list(tmp_path.iterdir()))}.py"
+        edited = tmp_path / f"roles{len(list(tmp_path.iterdir()))}.py"
         edited.write_text(text)
-        monkeypatch.setattr(H, "_module_file", lambda name: edited if name == "bertattn_bench.families.clustering" else real(name))
+        monkeypatch.setattr(H, "_module_file", lambda name: edited if name == "bertattn_bench.families.roles" else real(name))
         H.module_closure.cache_clear()
         try:
-            return H.module_version("bertattn_bench.families.clustering")
+            return H.module_version("bertattn_bench.families.roles")
         finally:
             monkeypatch.setattr(H, "_module_file", real)
             H.module_closure.cache_clear()

@@ -131,3 +131,17 @@ def test_overlapping_correlation_bounds_tighten_with_the_pairing():
     assert float(stats.overlapping_correlation_bounds(0.85, 0.8, 0.5, 1500, 0.025, 0.025)[0]) > 0
     assert float(stats.overlapping_correlation_bounds(0.85, 0.8, 0.95, 100, 0.025, 0.025)[0]) > 0
     assert float(stats.overlapping_correlation_bounds(0.85, 0.8, 0.5, 100, 0.025, 0.025)[0]) < 0
+
+
+def test_wilson_counts_by_hand():
+    """0, 5 and 10 right of 10: Wilson's 95% bounds by hand (z = 1.96, z^2/n = 0.38416): 5 of 10 centre 0.5, half
+    1.96 sqrt(0.025 + 0.009604) / 1.38416 = 0.2634 -> [23.66, 76.34]; 0 of 10 centre = half = 0.19208 / 1.38416 =
+    0.1388 -> [0, 27.75]; 10 of 10 -> [72.25, 100]. At least 50: surely 1 (only 10/10's lower bound), possibly 2
+    (5/10's upper bound 76.3 too); at least 25: surely 1 (5/10's lower bound 23.7 is short), possibly 3 (0/10's upper
+    bound 27.8 reaches it); at most 25: surely 0, possibly 2 (0/10 and 5/10 by their lower bounds); at most 30: surely
+    1 (0/10's upper bound 27.8)."""
+    assert stats.wilson_counts([0, 5, 10], 10, 50.0) == (1, 2)
+    assert stats.wilson_counts([0, 5, 10], 10, 25.0) == (1, 3)
+    assert stats.wilson_counts([0, 5, 10], 10, 25.0, at_least=False) == (0, 2)
+    assert stats.wilson_counts([0, 5, 10], 10, 30.0, at_least=False) == (1, 2)
+    assert stats.wilson_counts([], 10, 50.0) == (0, 0)

@@ -7,6 +7,7 @@ Each function is tested by hand in ``tests/test_stats.py`` (known answers comput
 * :func:`difference_se` — a sum/difference of independent accuracies (points);
 * :func:`wilson_bounds` / :func:`proportion_difference_bounds` — two-sided bounds (points) on one accuracy (Wilson's
   score interval) and on the difference of two (Agresti & Caffo's), never of width 0 at 0 or n of n right;
+* :func:`wilson_counts` — how many items are surely / possibly at least (or at most) a threshold by Wilson's bounds;
 * :func:`paired_difference_se` — the difference of two accuracies on the *same* items, from the discordant counts;
 * :func:`paired_se` — the same for per-item scores in [0, 1] (correctness averaged over seeds);
 * :func:`mcnemar_exact` — the exact two-sided McNemar test of paired correctness;
@@ -67,6 +68,15 @@ def wilson_bounds(right: int, n: int, z: float = 1.96) -> tuple[float, float]:
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return 100.0 * max(centre - half, 0.0), 100.0 * min(centre + half, 1.0)
 
+
+def wilson_counts(rights, n: int, threshold: float, at_least: bool = True, z: float = 1.96) -> tuple[int, int]:
+    """How many items (each ``right`` of the same ``n``) are surely and possibly on one side of ``threshold``
+    (points) by :func:`wilson_bounds`: ``at_least``, lower bound >= threshold (surely) and upper bound (possibly);
+    else at most it, upper bound <= threshold (surely) and lower bound (possibly). Possibly counts the sure ones."""
+    edges = [wilson_bounds(int(k), n, z) for k in rights]
+    if at_least:
+        return sum(lo >= threshold for lo, _ in edges), sum(hi >= threshold for _, hi in edges)
+    return sum(hi <= threshold for _, hi in edges), sum(lo <= threshold for lo, _ in edges)
 
 def proportion_difference_bounds(right1: int, n1: int, right2: int, n2: int, z: float = 1.96) -> tuple[float, float]:
     """Two-sided bounds (points) on acc1 − acc2, two accuracies (``right_i`` of ``n_i``) taken as independent, by

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..claims.registry import Measurement, NotApplicable, family, metric
-from ..claims.stats import binomial_se_points, difference_se, proportion_difference_bounds, wilson_bounds
+from ..claims.stats import binomial_se_points, difference_se, proportion_difference_bounds, wilson_bounds, wilson_counts
 from ..engine.attention import head_name
 from ..engine.batching import drop_too_long, encode_words
 from ..engine.model import LoadedModel
@@ -196,9 +196,8 @@ def ignore_special_tokens(pr, max_change: float) -> Measurement:
     lost = (res.correct[:, 0, r, :] - res.all_correct_with_special).flatten().tolist()
     bounds = None
     if n and min(lost) >= 0:
-        edges = [wilson_bounds(int(k), n) for k in lost]
-        sure = sum(hi <= max_change for _, hi in edges)
-        maybe = sum(lo <= max_change < hi for lo, hi in edges)
+        sure, possibly = wilson_counts(lost, n, max_change, at_least=False)
+        maybe = possibly - sure
         bounds = (sure / len(lost), (sure + maybe) / len(lost))
         detail += (f"; {sure} surely within, {maybe} undecided by Wilson's 95% bounds on the changed arcs: share "
                    f"bounds [{bounds[0]:.3f}, {bounds[1]:.3f}]")

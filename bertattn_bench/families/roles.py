@@ -32,7 +32,7 @@ import torch
 
 from ..base.plotting import pyplot, save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import binomial_se_points, difference_se, wilson_bounds
+from ..claims.stats import binomial_se_points, difference_se, wilson_counts
 from ..engine.attention import Reducer, head_name
 from ..engine.batching import drop_too_long, encode_words, to_device
 from ..engine.passes import PreparedPass
@@ -142,8 +142,8 @@ def role_positional_count(pr, share: float = POSITIONAL_SHARE) -> Measurement:
                       f"conf {float(res.confidence[li, hi]):.2f})" for li, hi, o in found)
     # bounds (issue 61): a head is surely positional where Wilson's 95% lower bound on its share of the queries is
     # >= share, possibly where the upper bound is (the queries of a sentence taken as independent: this errs narrow)
-    edges = [wilson_bounds(round(float(x) * res.n_queries / 100), res.n_queries) for x in best.flatten().tolist()]
-    sure, maybe = sum(lo >= share for lo, _ in edges), sum(hi >= share for _, hi in edges)
+    sure, maybe = wilson_counts([round(float(x) * res.n_queries / 100) for x in best.flatten().tolist()],
+                                res.n_queries, share)
     return Measurement(float(len(found)), n=res.n_queries, n_unit="query pieces", unit="heads",
                        head=head_name(layer, head), bounds=(float(sure), float(maybe)),
                        detail=f"{names or 'none'}; the most positional head {head_name(layer, head)} "

@@ -40,6 +40,20 @@ def with_percentile_bounds(m: Measurement, statistic, n: int, unit: str) -> Meas
     return m
 
 
+
+def resampled_bounds(m: Measurement, result, again, n: int, unit: str) -> Measurement:
+    """``m`` with the percentile bounds (:func:`with_percentile_bounds`) of ``again(result.resample(idx))`` (a number,
+    or a Measurement: its value) over a bootstrap of the ``n`` ``unit`` of any result with a ``resample(idx)``; ``m``
+    as it is where there are fewer than two (or the pass kept no per-unit values: the caller passes 0)."""
+    if n < 2:
+        return m
+
+    def statistic(idx):
+        v = again(result.resample(idx))
+        return v.value if isinstance(v, Measurement) else v
+
+    return with_percentile_bounds(m, statistic, n, unit)
+
 @dataclass
 class SurfaceResult:
     """Per-head means, each a ``(n_layers, n_heads)`` tensor on the CPU; ``n_segments`` / ``n_tokens`` = n."""

@@ -8,7 +8,7 @@ from ...claims.stats import binomial_se_points, difference_se
 from ...data.coref_documents import KINDS
 from ...engine.attention import head_name, parse_head_name
 from ..common.head_maps import top_heads_neighbour_ratio
-from ..common.surface_stats import with_percentile_bounds
+from ..common.surface_stats import resampled_bounds
 from .constants import BASELINE_NAMES, BASELINES, TYPES
 from .run import CorefResult
 
@@ -160,10 +160,8 @@ def coref_pronoun_heads_diagonal(pr, k: int = 3, kind: str = "pronoun") -> Measu
     if n == 0:
         raise NotApplicable(f"no {kind} anaphors in the windows")
     m = _pronoun_diagonal(res, k, kind)
-    if res.correct_per_window is None or res.n_windows < 2:
-        return m
-    return with_percentile_bounds(m, lambda idx: _pronoun_diagonal(res.resample(idx), k, kind).value, res.n_windows,
-                                  "windows")
+    return resampled_bounds(m, res, lambda again: _pronoun_diagonal(again, k, kind),
+                            0 if res.correct_per_window is None else res.n_windows, "windows")
 
 
 def _pronoun_diagonal(res, k: int, kind: str) -> Measurement:

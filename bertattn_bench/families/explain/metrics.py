@@ -8,18 +8,7 @@ import numpy as np
 
 from ...claims.registry import DEPTH_BANDS, Measurement, NotApplicable, in_band, metric, relative_depth
 from ...claims.stats import mean_se, wilson_bounds
-from ...engine.passes import NothingToMeasure
-
-
-def result_of(pr, tasks: list | None = None):
-    """The pass's result; NotApplicable where nothing was measured or ``tasks`` (a claim about some tasks: the
-    verb-number task ``blimp-number`` of Tables 1-2, the GLUE fine-tunes of Table 3) does not name its task."""
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
-    if tasks and r.task not in tasks:
-        raise NotApplicable(f"the claim is about {', '.join(tasks)}; this pass is {r.task}")
-    return r
+from ...training.glue_pass import result_of
 
 
 def layers_of(spec, n_layers: int) -> list[int]:

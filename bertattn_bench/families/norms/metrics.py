@@ -8,17 +8,11 @@ import torch
 
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import jackknife_se, rank_correlation
-from ...engine.passes import NothingToMeasure
+from ...training.glue_pass import result_of
 from ..common.surface_stats import with_percentile_bounds
 from .run import CATEGORIES, NormsResult, pearson_from_moments
 
 JACKKNIFE_GROUPS = 20  # the rank correlations' jackknife over segments (claims.stats.jackknife_se)
-
-
-def _res(pr) -> NormsResult:
-    if isinstance(pr.result, NothingToMeasure):
-        raise NotApplicable(pr.result.reason)
-    return pr.result
 
 
 _CAT_FIELD = {"special": "to_special", "sep": "to_sep", "cls": "to_cls", "punct": "to_punct"}
@@ -69,7 +63,7 @@ def norm_reading_metric(pr, metric: str, **params) -> Measurement:
     """A Clark §3 surface metric (by name) on the norm reading: per-head ||alpha f|| normalised per query row."""
     from ...claims.registry import METRICS
 
-    res = _res(pr)
+    res = result_of(pr)
     fn = METRICS[metric]
     m = fn(SimpleNamespace(result=res.readings["norms"]), **params)
     m.detail = "||alpha f|| reading; " + m.detail
@@ -87,7 +81,7 @@ def norm_discount(pr, category: str, min_alpha: float = 0.30) -> Measurement:
     least ``min_alpha`` (0 when no layer is: nothing to discount), with the 95% percentile bounds of its bootstrap
     over the segments (both readings resampled together; issue 61: a minimum over qualifying layers, whose set may
     change with the sample, gets bounds, not a standard error)."""
-    res = _res(pr)
+    res = result_of(pr)
     return _with_bounds(_norm_discount(res, category, min_alpha), res,
                         lambda again: _norm_discount(again, category, min_alpha), needs="readings")
 
@@ -111,7 +105,7 @@ def fx_ratio(pr, category: str = "special", min_alpha: float = 0.30) -> Measurem
     """Mean ||f(x)|| of the category's tokens over that of the other tokens (head means), in the layers where alpha
     gives the category >= ``min_alpha`` (all layers when none does); bounds: a bootstrap over the segments (the layer
     set resampled with the ratio)."""
-    res = _res(pr)
+    res = result_of(pr)
     return _with_bounds(_fx_ratio(res, category, min_alpha), res, lambda again: _fx_ratio(again, category, min_alpha))
 
 
@@ -132,7 +126,7 @@ def _fx_ratio(res, category: str, min_alpha: float) -> Measurement:
 def alpha_fx_correlation(pr) -> Measurement:
     """Median over heads of the Pearson r between the mean alpha a key token receives and its ||f^h(x)||; bounds: a
     bootstrap over the segments (each segment's moments)."""
-    res = _res(pr)
+    res = result_of(pr)
     return _with_bounds(_alpha_fx(res), res, _alpha_fx)
 
 
@@ -163,7 +157,7 @@ def _spearman(res: NormsResult, of: str, without_specials: bool, segments=None) 
 def freq_spearman(pr, of: str, minus: str | None = None, without_specials: bool = False) -> Measurement:
     """Spearman rho between each token occurrence's frequency rank and its value ``of`` (layer means), minus the
     same for ``minus`` where given (Kobayashi 2020 §4, 2021 Table 2)."""
-    res = _res(pr)
+    res = result_of(pr)
     rho, n = _spearman(res, of, without_specials)
     text = f"rho(rank, {of}) = {rho:+.3f}"
     if minus:
@@ -187,7 +181,7 @@ def freq_spearman(pr, of: str, minus: str | None = None, without_specials: bool 
 def mixing_mean(pr, ratio: str, minus: str | None = None) -> Measurement:
     """The mean mixing ratio over every real (token, layer) of the masked sweep (2021 Table 1), minus another's;
     bounds: a bootstrap over the segments."""
-    res = _res(pr)
+    res = result_of(pr)
     return _with_bounds(_mixing_mean(res, ratio, minus), res, lambda again: _mixing_mean(again, ratio, minus),
                         needs="mixing_per_segment")
 
@@ -209,7 +203,7 @@ _ORDER = (("attn_w", "attn_n"), ("attnres_w", "attnres_n"), ("attn_n", "attnres_
 @metric("mixing_order")
 def mixing_order(pr) -> Measurement:
     """How many of Table 1's four orderings of the mean mixing ratios hold; bounds: a bootstrap over the segments."""
-    res = _res(pr)
+    res = result_of(pr)
     return _with_bounds(_mixing_order(res), res, _mixing_order, needs="mixing_per_segment")
 
 

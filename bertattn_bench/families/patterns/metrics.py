@@ -7,23 +7,16 @@ import numpy as np
 from ...claims.registry import Measurement, NotApplicable, metric, relative_depth
 from ...claims.stats import difference_se, length_matched_difference, mean_se
 from ...engine.attention import head_name
-from ...engine.passes import NothingToMeasure
+from ...training.glue_pass import result_of
 from ..common.head_maps import top_heads_neighbour_ratio
-from ..common.surface_stats import with_percentile_bounds
+from ..common.surface_stats import resampled_bounds, with_percentile_bounds
 from .constants import CLS_CLASSES, LING, RISE, RISE_ALPHA, RISE_CONTROL, TYPES, UD_FEATURES
 from .reduce import ModelStats, PatternsResult, PatternStats
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_patterns.toml) -------------------------------------
 
-def _result(pr) -> PatternsResult:
-    r = pr.result
-    if isinstance(r, NothingToMeasure):
-        raise NotApplicable(r.reason)
-    return r
-
-
 def _stats(pr, model: str) -> tuple[PatternsResult, ModelStats]:
-    r = _result(pr)
+    r = result_of(pr)
     if model == "finetuned":
         if r.finetuned is None:
             raise NotApplicable(f"the claim is about a fine-tuned model: {r.ft_note}")
@@ -39,9 +32,7 @@ def _with_bounds(m: Measurement, st, value_of) -> Measurement:
     """``m`` with the percentile bounds of ``value_of(stats)`` over resamples of the dev examples, where the pass kept
     each example's type counts (issue 61: a share of maps over a sample of examples)."""
     counts = getattr(st, "example_counts", None)
-    if counts is None or len(counts) < 2:
-        return m
-    return with_percentile_bounds(m, lambda idx: value_of(st.resample(idx)), len(counts), "examples")
+    return resampled_bounds(m, st, value_of, 0 if counts is None else len(counts), "examples")
 
 
 @metric("pattern_min_share")
@@ -93,10 +84,8 @@ def special_top_share(pr, min_score: float = 0.2, model: str = "pretrained") -> 
 def _over_sentences(m: Measurement, ud, again) -> Measurement:
     """``m`` with the 95% percentile bounds of ``again(ud.resample(idx)).value`` over a bootstrap of the UD sentences
     (issue 61: shares and ratios of heads move with the sample); as it is for a pass without per-sentence values."""
-    if ud.scores_per_sentence is None or len(ud.scores_per_sentence) < 2:
-        return m
-    return with_percentile_bounds(m, lambda idx: again(ud.resample(idx)).value, len(ud.scores_per_sentence),
-                                  "UD sentences")
+    per = ud.scores_per_sentence
+    return resampled_bounds(m, ud, again, 0 if per is None else len(per), "UD sentences")
 
 
 def _special_top_share(ud, label: str, min_score: float) -> Measurement:
@@ -325,13 +314,12 @@ def shared_heads_word_match(pr, passes: list, top: int = 5, model: str = "pretra
     score / max(75th percentile over all heads, :data:`WORD_MATCH_MIN`): >= 1 when every shared head is in the top
     quartile AND puts at least twice the uniform weight on matching tokens (near-uniform heads, e.g. random weights,
     score ~1). No shared head: 0."""
-    from ...training.glue_pass import result_of as sweep_of
 
     r, ms = _stats(pr, model)
     wm = ms.glue.word_match
     if wm is None:
         raise NotApplicable(f"{r.task}: no token occurs in both sentences of any pair (or single sentences)")
-    sweeps = [sweep_of(p) for p in passes]
+    sweeps = [result_of(p) for p in passes]
     if len(sweeps) < 2:
         raise NotApplicable("needs the STS-B and RTE disable sweeps")
 

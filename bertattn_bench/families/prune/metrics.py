@@ -12,10 +12,6 @@ from .run import PruneResult
 
 # ---- claim metrics (named by reference_numbers/michel2019_prune.toml) ------------------------------------------
 
-def _res(pr) -> PruneResult:
-    return result_of(pr)
-
-
 def _classification(r: PruneResult, what: str) -> None:
     if r.metric != "acc":
         raise NotApplicable(f"{r.task} is scored by {r.metric} (regression): no paired per-example test for {what}")
@@ -46,7 +42,7 @@ def michel_not_significant_share(pr, alpha: float = 0.01, margin: float = 1.0, e
     reaches it, does not hold when even the not-rejected share misses it, and is inconclusive in between."""
     from ...claims.stats import paired_counts_se, tost
 
-    r = _res(pr)
+    r = result_of(pr)
     _classification(r, "single heads")
     deltas = 100.0 * (r.head_flips[..., 1] - r.head_flips[..., 0]) / r.n_dev  # (S, L, H) gained - lost
     ses = np.vectorize(lambda lost, gained: paired_counts_se(int(lost), int(gained), r.n_dev))(
@@ -79,7 +75,7 @@ def michel_not_significant_share(pr, alpha: float = 0.01, margin: float = 1.0, e
 def michel_all_but_one_share(pr, max_drop: float = 1.0) -> Measurement:
     """§3.3, Table 3: per layer, every head but one masked; the best kept head's Δ (chosen on dev, as Table 3).
     Value: the share (%) of layers whose best Δ >= -max_drop points, mean over seeds."""
-    r = _res(pr)
+    r = result_of(pr)
     if r.abo_delta is None:
         raise NotApplicable(f"the all-but-one sweep (L·H = {r.n_layers * r.n_heads} configurations) runs in "
                             f"--tier full (this pass: {r.tier})")
@@ -108,7 +104,7 @@ def michel_importance_vs_delta(pr) -> Measurement:
     """§4.1: Spearman between the per-layer-normalised I_h and -Δ_h (single head masked), over all heads, mean
     over seeds; the raw (unnormalised) scores' Spearman in the detail."""
 
-    r = _res(pr)
+    r = result_of(pr)
     rhos, parts = [], []
     for s, seed in enumerate(r.seeds):
         d = -r.head_delta[s].reshape(-1)
@@ -138,7 +134,7 @@ def _prunable(r: PruneResult, curve: np.ndarray, tol: float) -> float:
 def michel_prunable_fraction(pr, max_drop: float = 1.0, seed_sd: dict | None = None) -> Measurement:
     """§4.2: the largest nominal fraction of heads pruned (10% steps, importance order computed once) whose score
     stays within max(max_drop, noise) of the unpruned model at every step up to it; curve = mean over seeds."""
-    r = _res(pr)
+    r = result_of(pr)
     bar, how = _noise(r, seed_sd)
     tol = max(max_drop, bar)
     curve = r.curve.mean(0)
@@ -156,7 +152,7 @@ def michel_prunable_fraction(pr, max_drop: float = 1.0, seed_sd: dict | None = N
 @metric("michel_delta_at_fraction")
 def michel_delta_at_fraction(pr, fraction: float = 0.4) -> Measurement:
     """Δ (points) at the nominal pruning step ``fraction`` (importance order computed once), mean over seeds."""
-    r = _res(pr)
+    r = result_of(pr)
     k = int(round(fraction * STEPS))
     d = r.curve[:, k] - r.curve[:, 0]
     return Measurement(float(d.mean()), r.n_dev, "dev examples", unit="points",
@@ -174,7 +170,7 @@ def michel_single_head_model(pr) -> Measurement:
     seeds); a regressor's (STS-B) none. The seeds' spread: the judge adds it (claims.checks.seed_interval)."""
     from ...claims.stats import paired_counts_se
 
-    r = _res(pr)
+    r = result_of(pr)
     d = r.one_head - r.base
     extra = ""
     if r.one_head_best is not None:
@@ -203,7 +199,7 @@ def michel_cross_set_correlation(pr, min_auc_z: float = 2.0) -> Measurement:
     ``min_auc_z`` null SEs (Mann-Whitney: sqrt((n1 + n2 + 1) / (12 n1 n2))): heads cannot "matter on another set"
     where the model does not do the task at all (the random-init twin: AUC 47.9 on STS-B, r 0.35 from noise)."""
 
-    r = _res(pr)
+    r = result_of(pr)
     if r.cross is None:
         why = ("runs in --tier full (one more single-head sweep of the 1,500 STS-B dev pairs)" if r.tier != "full"
                else "needs STS-B dev (MRPC pass only)")
@@ -234,7 +230,7 @@ def michel_cross_set_correlation(pr, min_auc_z: float = 2.0) -> Measurement:
 def michel_early_importance(pr) -> Measurement:
     """§6 substitute: Spearman(I after epoch 1, I final) - Spearman(I at step 0, I final), seed 0."""
 
-    r = _res(pr)
+    r = result_of(pr)
     if r.early is None:
         raise NotApplicable(f"importance at fine-tuning checkpoints needs one more epoch of fine-tuning: --tier full "
                             f"(this pass: {r.tier})")
@@ -250,7 +246,7 @@ def michel_early_importance(pr) -> Measurement:
 def michel_importance_beats_random(pr) -> Measurement:
     """Beyond the paper: mean score over the curve's steps (area, points) in importance order minus the mean over
     random orders, mean over seeds."""
-    r = _res(pr)
+    r = result_of(pr)
     if r.curve_random is None:
         raise NotApplicable(f"random pruning orders run in --tier full (this pass: {r.tier})")
     imp = r.curve[:len(r.curve_random)].mean(-1)  # the seeds that ran the random orders

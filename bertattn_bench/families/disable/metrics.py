@@ -1,153 +1,22 @@
-"""Kovaleva et al. 2019 §4.6, Figs. 8-9: disabling single heads and whole layers of fine-tuned models.
-
-Disabling = the head's attention replaced by 1/n over the example's n real tokens (``attention.UniformRows``),
-at test time on the fine-tuned model, scored on the dev set (the paper's setting as far as it is stated: see
-kovaleva2019-methods-notes.md §4). The ``disable`` family's pass evaluates "none", each of the L x H heads and
-each of the L layers in one batched sweep (``sweeps.sweep``: every batch row carries its own configuration, and a
-configuration runs only from its first disabled layer on, the plain prefix computed once per batch: about
-(L + 1) / 2L of as many plain dev passes as it has configurations: 0.59 for 6 layers x 12
-heads), for every seed of the tier.
-
-A configuration is scored on the same dev examples as the undisabled model, so its gain is judged within the model:
-exact paired (McNemar) bounds on its flipped examples (:func:`stats.paired_gain_bounds`), Bonferroni over the
-configurations where a best one is tested (issue 36; before, against max(one example's step, the seed-to-seed sd of
-the dev score), a between-model bar). A regression task (STS-B) has no flips: there the pass keeps each
-configuration's Pearson r with the undisabled model's dev predictions, and a gain in r on the same examples is
-bounded by the normal bounds for two overlapping correlations (Steiger 1980) (:func:`stats.overlapping_correlation_bounds`).
-"""
+"""The disable family's claim metrics (named by reference_numbers/kovaleva2019_disable.toml)."""
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
-from ..base.plotting import pyplot, save_figure
-from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..claims.stats import binomial_above_p, noise_bar, paired_gain_bounds, sign_test_p
-from ..claims.stats import mcnemar_exact as mcnemar_exact  # re-exported (tests read the McNemar test from here)
-from ..data import glue
-from ..engine.attention import head_name
-from ..engine.passes import NothingToMeasure, timed
-from ..training import glue_finetune as finetune
-from ..training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, result_of
-from .common.sweep_scoring import (
+from ...claims.registry import Measurement, NotApplicable, metric
+from ...claims.stats import binomial_above_p, noise_bar, paired_gain_bounds, sign_test_p
+from ...claims.stats import mcnemar_exact as mcnemar_exact  # re-exported (tests read the McNemar test from here)
+from ...data import glue
+from ...engine.attention import head_name
+from ...engine.passes import NothingToMeasure
+from ...training.glue_pass import result_of
+from ..common.sweep_scoring import (
     correlation_bounds,
     paired_by_correlation,
     pairing_text,
-    score_configs,
     sweep_of,
-    with_base,
 )
-
-
-def configurations(n_layers: int, n_heads: int) -> tuple[list[list[tuple[int, int]]], list[str]]:
-    """"none", every head (``layer-head``, 1-based), every layer (``L<k>``, all its heads)."""
-    configs, names = [[]], ["none"]
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            configs.append([(layer, head)])
-            names.append(head_name(layer, head))
-    for layer in range(n_layers):
-        configs.append([(layer, h) for h in range(n_heads)])
-        names.append(f"L{layer + 1}")
-    return configs, names
-
-
-@dataclass
-class DisableResult:
-    task: str
-    metric: str
-    n_dev: int
-    n_layers: int
-    n_heads: int
-    seeds: tuple[int, ...]
-    tier: str
-    base: np.ndarray  # (S,) dev score of the fine-tuned model, per seed
-    head_delta: np.ndarray  # (S, L, H) score with the head disabled minus base, points
-    layer_delta: np.ndarray  # (S, L)
-    head_p: np.ndarray  # (S, L, H) exact McNemar p (nan for regression)
-    layer_p: np.ndarray  # (S, L)
-    head_flips: np.ndarray  # (S, L, H, 2) examples lost / gained
-    layer_flips: np.ndarray  # (S, L, 2)
-    step: float  # one example's step on this dev set, points (nan for regression)
-    head_with_base: np.ndarray | None = None  # (S, L, H) regression: Pearson r of the predictions with the base's
-    layer_with_base: np.ndarray | None = None  # (S, L)
-    sweep_seconds: list[float] = field(default_factory=list)
-    plain_seconds: list[float] = field(default_factory=list)
-    n_configs: int = 0
-    train_meta: dict = field(default_factory=dict)
-    # the fields that hold one entry per seed (claims.checks.one_seed: each seed's view, the judge's seed spread)
-    PER_SEED: ClassVar[tuple[str, ...]] = (
-        "base", "head_delta", "layer_delta", "head_p", "layer_p", "head_flips", "layer_flips", "head_with_base",
-        "layer_with_base", "sweep_seconds", "plain_seconds", "train_meta")
-
-    @property
-    def seed_sd(self) -> float:
-        """Population sd of the fine-tuned dev score over seeds (nan with one seed)."""
-        return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
-
-    @property
-    def sweep_over_plain(self) -> float:
-        """Sweep time / (configurations x one plain dev pass): the cost of the prefix-shared, row-batched sweep."""
-        return float(np.sum(self.sweep_seconds) / (self.n_configs * np.sum(self.plain_seconds)))
-
-
-@dataclass
-class DisablePass(GluePass):
-    """The ``disable`` family's pass."""
-
-    rows_per_pass: int | None = None  # the sweep's device default (sweeps.PASS_SHAPE)
-
-    def measure(self, progress: bool):
-        info = self.loaded.info
-        t, dev, tok = self.task, self.dev, self.loaded.tokenizer
-        L, H = info.n_layers, info.n_heads
-        configs, names = configurations(L, H)
-        base, hd, ld, hp, lp, hf, lf, hw, lw, sweep_s, plain_s, metas = [], [], [], [], [], [], [], [], [], [], [], {}
-        for seed in self.seeds:
-            ft = self.finetuned(self.loaded, seed, progress)
-            metas[seed] = {**ft.meta, "cached": ft.cached}
-            plain, secs = timed(info.device, lambda: finetune.predict(ft.model, dev, tok, batch_size=32))
-            plain_s.append(secs)
-            logits, secs = self.sweep(ft, configs, "uniform", self.rows_per_pass, progress, f"disable {t.name}/{seed}")
-            sweep_s.append(secs)
-            if not np.allclose(logits[0], plain, atol=1e-4):
-                raise RuntimeError(f"{t.name}: the sweep's undisabled rows disagree with the plain evaluation "
-                                   f"(max |Δ logit| {np.abs(logits[0] - plain).max():.3g})")
-            scores, p, flips = score_configs(t, logits, dev.labels)
-            paired = with_base(t, logits)
-            delta = scores - scores[0]
-            base.append(scores[0])
-            hd.append(delta[1:1 + L * H].reshape(L, H))
-            ld.append(delta[1 + L * H:])
-            hp.append(p[1:1 + L * H].reshape(L, H))
-            lp.append(p[1 + L * H:])
-            hf.append(flips[1:1 + L * H].reshape(L, H, 2))
-            lf.append(flips[1 + L * H:])
-            hw.append(paired[1:1 + L * H].reshape(L, H))
-            lw.append(paired[1 + L * H:])
-        result = DisableResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
-            tier=self.tier, base=np.array(base), head_delta=np.stack(hd), layer_delta=np.stack(ld),
-            head_p=np.stack(hp), layer_p=np.stack(lp), head_flips=np.stack(hf), layer_flips=np.stack(lf),
-            step=glue.one_example_step(t, len(dev.examples)), head_with_base=np.stack(hw), layer_with_base=np.stack(lw),
-            sweep_seconds=sweep_s, plain_seconds=plain_s,
-            n_configs=len(configs), train_meta=metas)
-        return result, {"sweep_over_plain": result.sweep_over_plain}
-
-
-@family("disable", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
-def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
-                    options: dict | None = None) -> DisablePass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("disable", loaded, data_dir, corpus, limit,
-                                                                      options)
-    desc += f"; disabling = uniform attention over real tokens, {1 + loaded.info.n_layers * (loaded.info.n_heads + 1)} configurations"
-    return DisablePass("disable", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                       (options or {}).get("precision"))
-
+from .run import DisableResult
 
 # ---- claim metrics (named by reference_numbers/kovaleva2019_disable.toml) ------------------------------------
 
@@ -301,43 +170,6 @@ def disable_layer_delta(pr, layer: int = 1, tasks: list | None = None) -> Measur
                        detail=f"{r.task}: layer {layer} disabled: {', '.join(f'{x:+.2f}' for x in d)} per seed "
                               f"(one example = {r.step:.2f}){ptxt}; all layers: "
                               + " ".join(f"L{i + 1} {x:+.2f}" for i, x in enumerate(r.layer_delta.mean(0))))
-
-
-@figure("disable")
-def disable_figures(pass_results, directory: Path) -> list[Path]:
-    """Kovaleva Fig. 8 (Δ per disabled head, one heatmap per task) and Fig. 9 (Δ per disabled layer)."""
-    plt = pyplot()
-    paths = []
-    for pr in pass_results:
-        r = pr.result
-        if not isinstance(r, DisableResult):
-            continue
-        d = r.head_delta.mean(0)
-        lim = max(float(np.abs(d).max()), r.step if not np.isnan(r.step) else 0.0, 1e-6)
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [r.n_heads, 4]})
-        im = ax.imshow(d, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_xticks(range(r.n_heads), [str(h + 1) for h in range(r.n_heads)], fontsize=7)
-        ax.set_yticks(range(r.n_layers), [str(l + 1) for l in range(r.n_layers)], fontsize=7)
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        for (l, h), v in np.ndenumerate(d):
-            ax.text(h, l, f"{v:+.1f}", ha="center", va="center", fontsize=5)
-        fig.colorbar(im, ax=ax, label=f"Δ {r.metric} (points)")
-        ax.set_title(f"one head disabled (uniform attention); base {np.mean(r.base):.1f}", fontsize=9)
-        ld = r.layer_delta.mean(0)
-        ax2.barh(range(r.n_layers), ld, color=["tab:blue" if v >= 0 else "tab:red" for v in ld])
-        if not np.isnan(r.step):
-            for x in (-r.step, r.step):
-                ax2.axvline(x, color="0.5", lw=0.8, ls="--")
-        ax2.set_yticks(range(r.n_layers), [f"L{l + 1}" for l in range(r.n_layers)], fontsize=7)
-        ax2.invert_yaxis()
-        ax2.set_xlabel("Δ (points); dashed: one example")
-        ax2.set_title("whole layer disabled", fontsize=9)
-        fig.suptitle(f"{pr.model.name} / {r.task} dev (n = {r.n_dev}), seeds {list(r.seeds)}: Kovaleva Figs. 8-9",
-                     fontsize=9)
-        paths.append(save_figure(fig, directory, f"disable-{pr.model.slug}-{r.task}.png"))
-    return paths
-
 
 def _most_harmful(res: DisableResult, top: int) -> list[str]:
     """The ``top`` heads whose disabling costs most (most negative Δ, mean over seeds; ties by head order)."""

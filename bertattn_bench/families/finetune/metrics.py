@@ -1,185 +1,12 @@
-"""Kovaleva et al. 2019 §4.3 and Table 1: fine-tuned, un-tuned and random-init models on GLUE, and how much
-fine-tuning changes each layer's attention.
-
-The ``finetune`` family's pass, per (model, task): the model fine-tuned with every seed of the tier (checkpoints
-from ``bertattn_bench.training.glue_finetune``'s cache), the pre-trained model with an untrained head (Table 1 "pre-trained"),
-the constant predictors, the randomly initialised twin fine-tuned with the same recipe (Table 1 "random init";
-skipped when the model is itself the twin), and the per-layer cosine between the pre-trained and fine-tuned
-attention maps on at most 1000 dev examples (Fig. 5; padded rows and columns excluded, unlike the authors'
-notebook, which flattened padded 200 x 200 maps).
-"""
+"""The finetune family's claim metrics (named by reference_numbers/kovaleva2019_*.toml)."""
 from __future__ import annotations
 
-import functools
-import random
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import ClassVar
-
 import numpy as np
-import torch
 
-from ..base.plotting import pyplot, save_figure
-from ..claims.registry import Measurement, NotApplicable, family, figure, metric
-from ..data import glue
-from ..engine import attention
-from ..engine.batching import iter_batches
-from ..training import glue_finetune as finetune
-from ..training.glue_pass import (
-    COSINE_MAX_EXAMPLES,
-    GLUE_TASKS,
-    TIERS,
-    TWIN_SEEDS,
-    GluePass,
-    TaskScores,
-    prepare_glue,
-    result_of,
-    task_scores,
-)
-
-
-@dataclass
-class FinetuneResult:
-    task: str
-    metric: str
-    n_dev: int
-    n_dev_truncated: int
-    seeds: tuple[int, ...]
-    tier: str
-    finetuned: dict[int, TaskScores]
-    untuned: dict[int, TaskScores]
-    constant: dict[str, dict]
-    majority: tuple[str, float]
-    random_ft: dict[int, TaskScores] | None
-    random_note: str
-    cosine_layer: np.ndarray | None  # (L,) mean cosine, pre-trained vs fine-tuned (seed = seeds[0])
-    cosine_head: np.ndarray | None  # (L, H)
-    n_cosine: int
-    train_meta: dict[int, dict] = field(default_factory=dict)
-    twin_meta: dict[int, dict] = field(default_factory=dict)
-    labels: np.ndarray | None = None  # the dev labels, in the order of every TaskScores.predictions
-    # the fields that hold one entry per seed (claims.checks.one_seed: each seed's view, the judge's seed spread)
-    PER_SEED: ClassVar[tuple[str, ...]] = ("finetuned", "untuned", "train_meta")
-
-    def mean(self, scores: dict[int, TaskScores] | None) -> float:
-        return float(np.mean([s.primary for s in scores.values()])) if scores else float("nan")
-
-    def spread(self, scores: dict[int, TaskScores]) -> float:
-        return float(np.std([s.primary for s in scores.values()])) if len(scores) > 1 else float("nan")
-
-
-class CosineReducer:
-    """Per (layer, head): the sum over examples of cos(pre-trained map, fine-tuned map), real tokens only."""
-
-    def __init__(self, n_layers: int, n_heads: int, device):
-        self.sums = torch.zeros(n_layers, n_heads, dtype=torch.float64, device=device)
-        self.n = 0
-        self.base: dict[int, torch.Tensor] = {}
-        self.valid = None
-
-    def keep(self, layer: int, probs: torch.Tensor) -> None:
-        self.base[layer] = probs * self.valid
-
-    def compare(self, layer: int, probs: torch.Tensor) -> None:
-        a, b = self.base.pop(layer), probs * self.valid
-        dot = (a * b).sum((-1, -2))
-        norm = (a.square().sum((-1, -2)) * b.square().sum((-1, -2))).sqrt().clamp_min(1e-12)
-        self.sums[layer] += (dot / norm).sum(0).double()
-
-
-def attention_change(loaded, tuned: finetune.TaskModel, data: finetune.EncodedSplit, max_examples: int, seed: int = 0,
-                     batch_size: int = 32) -> tuple[np.ndarray, int]:
-    """Kovaleva Fig. 5: mean cosine per (layer, head) between the pre-trained and fine-tuned maps."""
-    info = loaded.info
-    idx = list(range(len(data.examples)))
-    if len(idx) > max_examples:
-        idx = sorted(random.Random(seed).sample(idx, max_examples))
-    red = CosineReducer(info.n_layers, info.n_heads, info.device)
-    for batch in iter_batches([data.examples[i] for i in idx], loaded.tokenizer, info.device, batch_size):
-        m = batch.token_mask
-        red.valid = (m[:, None, :, None] & m[:, None, None, :]).to(torch.float32)
-        inputs = batch.model_inputs(loaded.model)  # the same inputs for both encoders
-        for model, observe in ((loaded.model, red.keep), (tuned.encoder, red.compare)):
-            for _ in attention.forward(model, [inputs], observe=observe):
-                pass
-        red.n += len(batch.examples)
-    return (red.sums / max(red.n, 1)).cpu().numpy(), red.n
-
-
-@dataclass
-class FinetunePass(GluePass):
-    """The ``finetune`` family's pass."""
-
-    batch_size: int = 64
-
-    @functools.cached_property
-    def twin(self):
-        """The random-init twin fine-tuned beside the model (Table 1's "random init"), built once per pass (the
-        checkpoints before the timer and the measurement read the same one); None where the tier fine-tunes no
-        twin or the model is itself one."""
-        if self.loaded.info.random_init_seed is None and TIERS[self.tier]["twin"]:
-            from ..engine.model import random_twin
-
-            return random_twin(self.loaded)
-        return None
-
-    def checkpoints(self) -> list[tuple[object, int]]:
-        out = super().checkpoints()
-        if self.twin is not None:
-            out += [(self.twin, seed) for seed in TWIN_SEEDS]
-        return out
-
-    def measure(self, progress: bool):
-        info = self.loaded.info
-        t, dev = self.task, self.dev
-        finetuned, untuned, metas = {}, {}, {}
-        cos, n_cos = None, 0
-        for seed in self.seeds:
-            ft = self.finetuned(self.loaded, seed, progress)
-            finetuned[seed] = task_scores(t, finetune.predict(ft.model, dev, self.loaded.tokenizer, self.batch_size),
-                                      dev.labels, seed)
-            metas[seed] = {**ft.meta, "cached": ft.cached}
-            if getattr(self.loaded, "task", None) is not None:  # a classifier as given: its pre-trained encoder is not known here
-                del ft
-                continue
-            plain = finetune.task_model(self.loaded, t, seed)  # Table 1 "pre-trained": an untrained head
-            untuned[seed] = task_scores(t, finetune.predict(plain, dev, self.loaded.tokenizer, self.batch_size),
-                                    dev.labels, seed)
-            del plain
-            if cos is None:
-                cos, n_cos = attention_change(self.loaded, ft.model, dev, COSINE_MAX_EXAMPLES)
-            del ft
-        random_ft, twin_meta = None, {}
-        if self.twin is not None:
-            twin = self.twin
-            random_ft = {}
-            for seed in TWIN_SEEDS:
-                ft = self.finetuned(twin, seed, progress)
-                random_ft[seed] = task_scores(t, finetune.predict(ft.model, dev, twin.tokenizer, self.batch_size),
-                                          dev.labels, seed)
-                twin_meta[seed] = {**ft.meta, "cached": ft.cached}
-            note = f"{twin.info.name} fine-tuned with seed(s) {list(TWIN_SEEDS)}"
-        elif info.random_init_seed is not None:
-            note = "the model is itself randomly initialised"
-        else:
-            note = f"the {self.tier} tier fine-tunes no random-init twin (--tier full does)"
-        result = FinetuneResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_dev_truncated=dev.n_truncated, seeds=self.seeds,
-            tier=self.tier, finetuned=finetuned, untuned=untuned, constant=glue.constant_scores(t, dev.labels),
-            majority=glue.majority_score(t, dev.labels), random_ft=random_ft, random_note=note,
-            cosine_layer=cos.mean(1) if cos is not None else None, cosine_head=cos, n_cosine=n_cos,
-            train_meta=metas, twin_meta=twin_meta, labels=np.asarray(dev.labels))
-        return result, {}
-
-
-@family("finetune", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
-def prepare_finetune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
-                     options: dict | None = None) -> FinetunePass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("finetune", loaded, data_dir, corpus, limit,
-                                                                      options)
-    return FinetunePass("finetune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                        (options or {}).get("precision"))
+from ...claims.registry import Measurement, NotApplicable, metric
+from ...data import glue
+from ...training.glue_pass import TaskScores, result_of
+from .run import FinetuneResult
 
 
 def _fmt(scores: dict[int, TaskScores]) -> str:
@@ -218,7 +45,7 @@ def _difference_se(r: FinetuneResult, scores: dict, other: dict | None, other_co
     averaged over seeds); a regressor's Pearson r from each side's mean r (stats.pearson_se), independent. The seeds'
     spread is not here: the judge adds it once (claims.checks.seed_interval: this run's seeds where it trained
     several, else the spread recorded beside the baseline). (None, why) where the predictions are not kept."""
-    from ..claims.stats import paired_se, pearson_se
+    from ...claims.stats import paired_se, pearson_se
 
     t = glue.task(r.task)
     if t.is_regression:
@@ -257,7 +84,7 @@ def untuned_constant_share(pr, tasks: list | None = None, paper: dict | None = N
     The detail gives, per seed, that class, the un-tuned score and the constant predictor's, and the paper's entry
     beside our constant predictor's score (``paper = {task = [class, value, n dev examples]}``: the dev TSV
     reproduces Table 1's constant entries). A classification task only."""
-    from ..claims.stats import binomial_se_points, paired_se
+    from ...claims.stats import binomial_se_points, paired_se
 
     r = result_of(pr, tasks)
     t = glue.task(r.task)
@@ -312,7 +139,7 @@ def random_ft_over_majority(pr, tasks: list | None = None) -> Measurement:
     """The random-init twin fine-tuned: its dev score minus the majority class (points); standard error paired over
     the dev examples (the twin's correctness, mean over its seeds, against the majority class's: 0 when the twin
     predicts the majority class everywhere, as Table 1's MRPC and RTE entries do)."""
-    from ..claims.stats import paired_se
+    from ...claims.stats import paired_se
 
     r = result_of(pr, tasks)
     rf = _random_ft(r)
@@ -351,7 +178,7 @@ def untuned_minus_random_ft(pr, tasks: list | None = None) -> Measurement:
     from that centre, |r| (|acc − 50|), root-mean-square over seeds, is the head's own spread. With both near chance
     (the paper's STS-B 33.1 vs 2.9 as well) the threshold 0 lies inside the interval: inconclusive, not a verdict
     from the sign of a random head; a twin far below chance (or far above the un-tuned score) decides it."""
-    from ..claims.stats import bootstrap_sd, paired_se, rank_correlation
+    from ...claims.stats import bootstrap_sd, paired_se, rank_correlation
 
     r = result_of(pr, tasks)
     rf = _random_ft(r)
@@ -417,30 +244,3 @@ def ft_change_last_layers(pr, last: int = 2, min_change: float = 0.0) -> Measure
                        detail=f"{r.task}: mean cosine pre-trained vs fine-tuned (seed {r.seeds[0]}) per layer: "
                               f"{per_layer}; most changed: {', '.join(f'L{i + 1}' for i in most)}"
                               + (f"; a layer counts when its cosine is <= {1 - min_change:.2f}" if min_change else ""))
-
-
-@figure("finetune")
-def finetune_figures(pass_results, directory: Path) -> list[Path]:
-    """Kovaleva Fig. 5: per-head cosine between pre-trained and fine-tuned maps, and its per-layer mean."""
-    plt = pyplot()
-    paths = []
-    for pr in pass_results:
-        r = pr.result
-        if not isinstance(r, FinetuneResult) or r.cosine_head is None:
-            continue
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 3.8), gridspec_kw={"width_ratios": [3, 1]})
-        im = ax.imshow(r.cosine_head, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(r.cosine_head.shape[1]), [str(h + 1) for h in range(r.cosine_head.shape[1])], fontsize=7)
-        ax.set_yticks(range(r.cosine_head.shape[0]), [str(l + 1) for l in range(r.cosine_head.shape[0])], fontsize=7)
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        fig.colorbar(im, ax=ax, label="cosine (pre-trained vs fine-tuned)")
-        ax2.plot(r.cosine_layer, range(len(r.cosine_layer)), "o-")
-        ax2.set_yticks(range(len(r.cosine_layer)), [f"L{l + 1}" for l in range(len(r.cosine_layer))], fontsize=7)
-        ax2.invert_yaxis()
-        ax2.set_xlabel("mean cosine")
-        fig.suptitle(f"{pr.model.name} / {r.task}: attention change after fine-tuning (seed {r.seeds[0]}, "
-                     f"{r.n_cosine} dev examples; Kovaleva Fig. 5)", fontsize=9)
-        paths.append(save_figure(fig, directory, f"finetune-cosine-{pr.model.slug}-{r.task}.png"))
-    return paths
-
