@@ -34,6 +34,7 @@ NOT_IN_KEY = (__name__,)  # this module: it stores weights, it computes none
 SAME_CODE_AS = {
     "1-74cf448c4952a9c6": "1-2701557f78d13f9c",  # glue_finetune (its closure without this module), main at 4f86657..fc94089
     "1-ab31188fee255709": "1-3eee73093792c8c3",  # arct_finetune, main at fc94089 (its claims.stats changed since 4f86657)
+    "1-56e268e3de82f826": "1-3eee73093792c8c3",  # arct_finetune, stop 67: claims.stats gained wilson_counts (not called)
 }
 
 
