@@ -43,23 +43,28 @@ sys.path.insert(0, str(ROOT))
 from bertattn_bench.claims.stats import seed_half_width  # noqa: E402  (the one statistics layer)
 from bertattn_bench.report.matrix import read_records  # noqa: E402  (the report's records, any report version)
 
-# per family: the -k expression, default corpora, the one-item step of a value (None: none) and the precision
+# per family: the -k expression (a family as its test ids name it, "-finetune-": a bare word also matches claim ids
+# of other families, e.g. explain's "weak_on_finetuned"), default corpora, the one-item step of a value (None: none) and the precision
 FAMILIES = {
     "probes": {"k": "probes and not negative and not speed", "corpora": "ewt_dev,ewt_test,gum_test",
                "step_unit": "arcs", "precision": 0.1},
     "patterns": {"k": "patterns and not negative", "corpora": "mrpc", "step_unit": None, "precision": 0.001},
     # every family that reads the tier's MRPC fine-tune (its seed = $BERTATTN_SEED: metrics.finetuned.tier_seeds);
     # each family on its default corpus; a dev example is the step of an accuracy
-    "glue": {"k": "(finetune or disable or prune or speedup or framenet) and not negative", "corpora": None,
+    "glue": {"k": "(-finetune- or -disable- or -prune- or -speedup- or -framenet-) and not negative", "corpora": None,
              "step_unit": "dev examples", "precision": 0.01},
     # issue 61's seed-flip check: every family that reads a trained model, each on its default corpora
-    "trained": {"k": "(finetune or disable or prune or probes or arct_ft or patterns or framenet or speedup) "
-                     "and not negative", "corpora": None, "step_unit": "dev examples", "precision": 0.001},
+    "trained": {"k": "(-finetune- or -disable- or -prune- or -probes- or -arct_ft- or -patterns- or -framenet- or "
+                     "-speedup-) and not negative", "corpora": None, "step_unit": "dev examples", "precision": 0.001},
     # ARCT's fine-tune alone (its seed followed $BERTATTN_SEED only from issue 61's fix on: an older file's ARCT
     # rows were one seed run three times)
-    "arct": {"k": "arct_ft and not negative", "corpora": None, "step_unit": None, "precision": 0.001},
+    "arct": {"k": "-arct_ft- and not negative", "corpora": None, "step_unit": None, "precision": 0.001},
+    # the regression tier's MRPC families alone (their per-seed sweeps are kept with the checkpoints: seed windows
+    # 0-2, 1-3, 2-4 recompute nothing a window before them computed)
+    "mrpc-regression": {"k": "(-finetune- or -disable- or -prune-) and not negative", "corpora": None,
+                        "step_unit": "dev examples", "precision": 0.001},
     # the regression tier's seed-dependent families (arct_ft's one-seed run beside them)
-    "trained-regression": {"k": "(finetune or disable or prune or probes) and not negative", "corpora": None,
+    "trained-regression": {"k": "(-finetune- or -disable- or -prune- or -probes-) and not negative", "corpora": None,
                            "step_unit": "dev examples", "precision": 0.001},
 }
 
