@@ -397,7 +397,8 @@ FAMILY_JOBS = {
     "figures",  # the @figure writers
 }
 # parts of a pass named for what they compute (no decorator: the job rule below holds them to that)
-FAMILY_OWN_PARTS = {"arct": {"adversarial", "cues", "tokens"}, "gradient": {"mlm_head"}, "probes": {"structural"}}
+FAMILY_OWN_PARTS = {"arct": {"adversarial", "cues", "tokens"}, "gradient": {"mlm_head"}, "probes": {"structural"},
+                    "gates": {"roles_read"}}
 DECORATOR_JOB = {"family": "run", "metric": "metrics", "figure": "figures"}
 ONE_FILE_FAMILY_MAX = 300
 CLAIM_SIDE = {"metrics", "figures"}
