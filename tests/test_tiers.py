@@ -68,7 +68,8 @@ def test_families_that_train_say_so_at_registration():
     from bertattn_bench.runner.cache import threads_matter
 
     trains = {f.name for f in families().values() if f.trains}
-    assert trains == {"finetune", "disable", "patterns", "prune", "speedup", "probes", "arct_ft", "explain", "gates"}
+    assert trains == {"finetune", "disable", "patterns", "prune", "speedup", "probes", "arct_ft", "explain", "gates",
+                      "trees_ft"}
     for fam in families().values():
         assert fam.trains == ("options" in inspect.signature(fam.prepare).parameters), fam.name
         assert threads_matter(fam.name) == fam.trains
