@@ -107,6 +107,29 @@ def test_importance_with_masked_heads(tiny, tuned, glue_dir):
     assert not np.allclose(got[0, [0, 1, 3]], plain[0, [0, 1, 3]])  # the mask changes the others' scores
 
 
+def test_importance_is_computed_once_per_checkpoint_and_rows(tiny, tuned, glue_dir, monkeypatch):
+    """The prune, speedup and gates passes ask for the same checkpoint's I_h on the same rows: with ``checkpoint``
+    the second ask is a copy of the first (no gradient pass); other rows, masked heads or no checkpoint compute."""
+    from bertattn_bench.families.common import head_importance as hi
+
+    t = glue.task("mrpc")
+    data, other = _data(tiny, glue_dir, n=6), _data(tiny, glue_dir, n=5)
+    calls = []
+    inner = hi._head_importance
+    monkeypatch.setattr(hi, "_head_importance", lambda *a: calls.append(1) or inner(*a))
+    monkeypatch.setattr(hi, "_MEMO", {})
+    first, n = hi.head_importance(tuned, t, data, tiny.tokenizer, batch_size=4, checkpoint="/ck/a")
+    first[0, 0] = -1.0  # the caller's array is its own: the kept answer is not changed through it
+    again, n2 = hi.head_importance(tuned, t, data, tiny.tokenizer, batch_size=4, checkpoint="/ck/a")
+    assert len(calls) == 1 and n2 == n == 6 and again[0, 0] != -1.0
+    np.testing.assert_array_equal(again, hi.head_importance(tuned, t, data, tiny.tokenizer, batch_size=4)[0])
+    assert len(calls) == 2  # no checkpoint: computed
+    hi.head_importance(tuned, t, other, tiny.tokenizer, batch_size=4, checkpoint="/ck/a")
+    hi.head_importance(tuned, t, data, tiny.tokenizer, masked=[(0, 1)], batch_size=4, checkpoint="/ck/a")
+    hi.head_importance(tuned, t, data, tiny.tokenizer, batch_size=4, checkpoint="/ck/b")
+    assert len(calls) == 5
+
+
 def test_normalize_by_layer_by_hand():
     s = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
     got = pruning.normalize_by_layer(s)

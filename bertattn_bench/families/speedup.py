@@ -118,7 +118,7 @@ class SpeedPass(GluePass):
         ft = self.finetuned(self.loaded, seed, progress)
         model = ft.model.eval()
         imp_data = importance_data(self, seed)
-        imp, _ = head_importance(model, t, imp_data, tok)
+        imp, _ = head_importance(model, t, imp_data, tok, checkpoint=ft.meta.get("path"))
         order = order_from_scores(normalize_by_layer(imp))
         heads = order[:int(round(FRACTION * L * H))]
         pruned = copy.deepcopy(model)

@@ -3,6 +3,8 @@ family imports another's module): I_h from the gradients of head gates on a seed
 training rows, normalised per layer, and the pruning order it gives."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import torch
 
@@ -23,11 +25,43 @@ def importance_data(p: GluePass, seed: int) -> finetune.EncodedSplit:
     return p.importance_split(seed, p.n_importance)
 
 
+# I_h of one checkpoint on one set of rows, kept for the session: the prune, speedup and gates passes read the same
+# fine-tune's importance on the same seeded training rows (256 at the quick tier), so it is computed once, not three
+# times. Keyed by the checkpoint's folder (its name holds the weights' key), the task, the rows' pieces and labels,
+# the masked heads, the batch size and the device; a model with no checkpoint folder (a classifier judged as given)
+# is computed every time.
+_MEMO: dict[tuple, tuple[np.ndarray, int]] = {}
+
+
+def _rows_digest(data: finetune.EncodedSplit) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(np.asarray(data.labels, np.float64)).tobytes())
+    for e in data.examples:
+        h.update(np.asarray(e.input_ids, dtype=np.int64).tobytes() + b"|")
+        h.update(np.asarray(e.token_type_ids, dtype=np.int64).tobytes() + b";")
+    return h.hexdigest()
+
+
 def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.EncodedSplit, tokenizer,
-                    masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH) -> tuple[np.ndarray, int]:
+                    masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH,
+                    checkpoint: str | None = None) -> tuple[np.ndarray, int]:
     """Raw I_h = mean over ``data`` of |∂L(x)/∂ξ_h| (L, H), the loss per example, ξ = 1 except the ``masked``
     heads (0: their importance is 0). Length-sorted batches with per-example gates: batching never changes a
-    score. Returns (scores, n examples)."""
+    score. Returns (scores, n examples). With ``checkpoint`` (the fine-tune's folder, ``ft.meta["path"]``) the
+    answer is kept for the session and a second pass asking the same gets a copy of it."""
+    key = None
+    if checkpoint is not None:
+        key = (str(checkpoint), t.name, _rows_digest(data), tuple(sorted(masked)), int(batch_size),
+               str(next(model.parameters()).device))
+        if key in _MEMO:
+            scores, n = _MEMO[key]
+            return scores.copy(), n
+    scores, n = _head_importance(model, t, data, tokenizer, masked, batch_size)
+    if key is not None:
+        _MEMO[key] = (scores.copy(), n)
+    return scores, n
+
+
+def _head_importance(model, t: glue.Task, data: finetune.EncodedSplit, tokenizer, masked, batch_size: int):
     n_l, n_h = attention.layers_heads(model)
     device = next(model.parameters()).device
     mask = attention.zero_heads(n_l, n_h, list(masked), device=device) if masked else None

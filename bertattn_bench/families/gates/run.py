@@ -105,10 +105,10 @@ def michel_counts(n_total: int, kept: list[int], steps: int = 10) -> list[int]:
     return sorted({n_total * k // steps for k in range(steps)} | {n_total - int(k) for k in kept})
 
 
-def michel_curve(model, t, train, dev, tok, counts: list[int]) -> np.ndarray:
+def michel_curve(model, t, train, dev, tok, counts: list[int], checkpoint: str | None = None) -> np.ndarray:
     """Michel et al.'s importance-pruning curve on ``model``: I_h on ``train`` (:func:`head_importance`, ℓ2 per
     layer), the least important heads masked first (order computed once), dev scored at each count pruned."""
-    raw, _ = head_importance(model, t, train, tok)
+    raw, _ = head_importance(model, t, train, tok, checkpoint=checkpoint)  # the prune pass's, where it ran first
     order = order_from_scores(normalize_by_layer(raw))
     logits = sweeps.sweep(model, dev, tok, [order[:c] for c in counts], "mask")
     return score_configs(t, logits, dev.labels)[0]
@@ -143,7 +143,7 @@ class GatesPass(GluePass):
             secs["train"] = secs.get("train", 0.0) + s
             per_seed.append(self._score(model, runs, secs))
             counts = michel_counts(L * H, [r.n_kept for r in runs])
-            curve, s = timed(info.device, lambda: michel_curve(model, t, train, dev, tok, counts))
+            curve, s = timed(info.device, lambda: michel_curve(model, t, train, dev, tok, counts, ft.meta.get("path")))
             secs["michel"] = secs.get("michel", 0.0) + s
             per_seed[-1]["michel"] = curve
         from ...data import glue

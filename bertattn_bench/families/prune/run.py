@@ -114,7 +114,8 @@ class PrunePass(GluePass):
             model = ft.model
             imp_data = importance_data(self, seed)
             # step 1, importance: I_h on the importance examples, normalised per layer
-            imp, s = timed(dv, lambda: Importance(*head_importance(model, t, imp_data, tok)))
+            imp, s = timed(dv, lambda: Importance(*head_importance(model, t, imp_data, tok,
+                                                                     checkpoint=ft.meta.get("path"))))
             add("importance", s)
             imps.append(imp)
             kept.append([head_name(l, h) for l, h in enumerate(imp.kept)])
