@@ -174,6 +174,14 @@ def test_the_pass_on_a_tiny_mrpc_fine_tune(tiny, tmp_path, monkeypatch):
     short = r.effective["n"] <= 8
     assert np.allclose(r.effective["agreement"][short], 1.0)
     assert metrics.brunner_divergence_gap(SimpleNamespace(result=r)).value > 0
+    # the first example kept for its figure: its tokens, and exactly the arrays behind row 0 of every correlation
+    ex = r.example
+    assert len(ex["tokens"]) == r.lengths[0] and ex["tokens"][0] == tiny.tokenizer.cls_token
+    again = measure.correlations(ex["relevance"], ex["importance"])
+    assert sorted(again) == sorted(r.rho)
+    for key, row in again.items():
+        np.testing.assert_array_equal(row, r.rho[key][0])
+    assert ex["relevance"]["flow_cls"].shape == (2, r.lengths[0])
 
 
 @pytest.mark.parametrize("label", ["MPNet", "DeBERTa-v2/v3", "DeBERTa"])

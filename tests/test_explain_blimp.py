@@ -95,6 +95,12 @@ def test_the_curves_figure_and_the_papers_points(tmp_path):
     pr.model, pr.corpus = SimpleNamespace(name="toy", slug="toy"), "blimp"
     (path,) = figures.explain_figures([pr, SimpleNamespace(result=None)], tmp_path)
     assert path.name == "explain-curves-toy-blimp.png" and path.stat().st_size > 1000
+    # a pass that kept its first example also draws that example's maps
+    rel = np.array([[0.5, 0.2, 0.3], [0.6, 0.1, 0.3], [0.7, 0.1, 0.2]])
+    pr.result.example = {"tokens": ["[CLS]", "dogs", "[SEP]"], "relevance": {"raw_cls": rel, "rollout_cls": rel},
+                         "importance": {"blankout": np.array([0.0, 0.4, 0.1]), "gradient": np.array([0.1, 0.3, 0.0])}}
+    curves, example = figures.explain_figures([pr], tmp_path)
+    assert curves == path and example.name == "explain-example-toy-blimp.png" and example.stat().st_size > 1000
 
 
 def test_identifiability_by_hand():

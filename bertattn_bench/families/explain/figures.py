@@ -44,8 +44,52 @@ def layer_curve(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @figure("explain")
 def explain_figures(pass_results, directory: Path) -> list[Path]:
-    """One PNG per (model, corpus): two panels (blank-out, gradient), a curve per reading."""
-    return [_curves(pr, directory) for pr in pass_results if isinstance(pr.result, ExplainResult)]
+    """Per (model, corpus): the curves (two panels, blank-out and gradient, a curve per reading) and, where the
+    pass kept its first example, that example's maps (:func:`_example`)."""
+    out = []
+    for pr in pass_results:
+        if isinstance(pr.result, ExplainResult):
+            out.append(_curves(pr, directory))
+            if pr.result.example:
+                out.append(_example(pr, directory))
+    return out
+
+
+EXAMPLE_READINGS = (("raw_cls", "raw attention"), ("rollout_cls", "rollout"), ("flow_cls", "flow"))
+
+
+def _example(pr, directory: Path) -> Path:
+    """One example read whole (Abnar & Zuidema's Figs. 2-3 for one sentence): per reading, layer x input token,
+    the [CLS] node's relevance of each token (each layer's row scaled to its maximum), and below them the two
+    importances of each token (each scaled to its maximum): the arrays behind the example's correlations."""
+    from ...base.plotting import pyplot, save_figure
+
+    plt = pyplot()
+    res, ex = pr.result, pr.result.example
+    tokens = ex["tokens"]
+    readings = [(k, name) for k, name in EXAMPLE_READINGS if k in ex["relevance"]]
+    fig, axes = plt.subplots(len(readings) + 1, 1, figsize=(max(6.0, 0.28 * len(tokens) + 2), 2.0 * len(readings) + 2),
+                             sharex=True, squeeze=False)
+    for ax, (key, name) in zip(axes[:, 0], readings):
+        rel = np.asarray(ex["relevance"][key], dtype=float)
+        scaled = rel / np.maximum(np.abs(rel).max(1, keepdims=True), 1e-30)
+        ax.imshow(scaled, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_yticks(range(rel.shape[0]), [str(i) for i in range(1, rel.shape[0] + 1)], fontsize=6)
+        ax.set_ylabel(f"{name}\nlayer", fontsize=7)
+    ax = axes[-1, 0]
+    x = np.arange(len(tokens))
+    for j, (key, colour) in enumerate((("blankout", "tab:purple"), ("gradient", "tab:orange"))):
+        v = np.asarray(ex["importance"].get(key, np.zeros(len(tokens))), dtype=float)
+        ax.bar(x + (j - 0.5) * 0.4, v / max(np.abs(v).max(), 1e-30), width=0.4, color=colour,
+               label="blank-out" if key == "blankout" else "input x gradient")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_ylabel("importance\n(scaled)", fontsize=7)
+    ax.legend(fontsize=6, loc="best")
+    ax.set_xticks(x, tokens, rotation=90, fontsize=6)
+    fig.suptitle(f"{pr.model.name} / {pr.corpus}, first example ({res.tier} tier): the [CLS] node's relevance of each "
+                 f"input token per layer (each row scaled to its maximum) and the gold class's importance",
+                 fontsize=8)
+    return save_figure(fig, directory, f"explain-example-{pr.model.slug}-{pr.corpus}.png")
 
 
 def _curves(pr, directory: Path) -> Path:

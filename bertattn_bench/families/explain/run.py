@@ -44,6 +44,9 @@ class ExplainResult:
     effective_note: str = ""
     train_meta: dict = field(default_factory=dict)
     identified: np.ndarray | None = None  # (S, L) tokens identified per example and layer (measure.identified)
+    # the first example read whole, for its figure: "tokens" (n,), "relevance" {reading: (L, n)} and "importance"
+    # {importance: (n,)}, exactly the arrays its correlations were computed from
+    example: dict | None = None
 
 
 @dataclass
@@ -63,12 +66,17 @@ class ExplainPass(GluePass):
         blank_id = tok.mask_token_id if tok.mask_token_id is not None else tok.unk_token_id
         classifier_norms = measure.norm_reason(model.encoder) is None
         rho: dict = {}
+        example = None
         for i, ex in enumerate(examples):
             inputs = measure.inputs_of(model, ex.input_ids, ex.token_type_ids, info.device)
             maps, norm, _ = measure.layer_maps(model, model.encoder, inputs, classifier_norms)
             rel = measure.relevance(maps.cpu(), None if norm is None else norm.cpu(), flow=i < n_flow,
                                     flow_max=i < n_flow_max and len(ex.input_ids) <= FLOW_MAX_PIECES)
             imp = measure.importance(model, inputs, int(self.dev.labels[ex.index]), blank_id)
+            if i == 0:
+                example = {"tokens": [str(t) for t in tok.convert_ids_to_tokens(list(ex.input_ids))],
+                           "relevance": {k: np.asarray(v) for k, v in rel.items()},
+                           "importance": {k: np.asarray(v) for k, v in imp.items()}}
             for key, values in measure.correlations(rel, imp).items():
                 rho.setdefault(key, np.full((len(examples), info.n_layers), np.nan))[i] = values
         effective, note, d_head = self.effective(examples)
@@ -78,7 +86,7 @@ class ExplainPass(GluePass):
                                lengths=np.array([len(e.input_ids) for e in examples]), rho=rho,
                                blank_token=str(tok.convert_ids_to_tokens(blank_id)), d_head=d_head,
                                effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached},
-                               identified=identified)
+                               identified=identified, example=example)
         return result, {}
 
     def identifiability(self, examples) -> np.ndarray | None:
