@@ -21,13 +21,12 @@ pair whose ``pairID`` is ``= 0 (mod 5)`` is test, the rest train.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import DataError
-from . import text_lines
+from .json_lines import json_objects
 
 BLIMP_DIR = "blimp_agreement"
 DISTRACTOR = ("distractor_agreement_relational_noun", "distractor_agreement_relative_clause")
@@ -114,16 +113,7 @@ def read_paradigm(path: Path) -> tuple[list[VerbNumber], int]:
     """(labelled prefixes, unlabelled pairs) of one paradigm file; a malformed line is a DataError naming the file
     and the line."""
     out, dropped = [], 0
-    for number, line in enumerate(text_lines(path), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for where, obj in json_objects(path):
         paradigm, pair_id = _text(obj, "UID", where), _text(obj, "pairID", where)
         if not pair_id.isdigit():
             raise DataError(f"{where}: 'pairID' must be a number, got {pair_id!r}")

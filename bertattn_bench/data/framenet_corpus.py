@@ -37,7 +37,6 @@ On the shipped FrameNet 1.5 exemplars this gives 21,355 -> 21,136 -> 15,598 -> 8
 """
 from __future__ import annotations
 
-import json
 import random
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
@@ -46,8 +45,8 @@ from pathlib import Path
 
 from ..base.errors import DataError
 from ..base.settings import data_file
-from . import text_lines
 from .framenet_exemplars import NS
+from .json_lines import json_objects
 from .treebank import word_tokens
 
 FOLDER = "framenet_v15"
@@ -143,16 +142,7 @@ JSON_KEYS = ("lu_id", "lu", "frame", "sent_id", "annoset_id", "text", "target", 
 def read_jsonl(path: Path) -> list[FrameRecord]:
     """The derived exemplar file; a malformed line is an error naming the file, the line and the annotation set."""
     out = []
-    for number, line in enumerate(text_lines(path), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
-        if not isinstance(obj, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for where, obj in json_objects(path):
         missing = [k for k in JSON_KEYS if k not in obj]
         if missing:
             raise DataError(f"{where}: missing key(s) {', '.join(missing)}")

@@ -9,11 +9,11 @@ from typing import ClassVar
 import numpy as np
 
 from ...claims.registry import family
-from ...data import glue
 from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue
+from ...training.glue_result import HeadsResult
 from ..common.sweep_scoring import (
     score_configs,
     with_base,
@@ -33,38 +33,25 @@ def configurations(n_layers: int, n_heads: int) -> tuple[list[list[tuple[int, in
     return configs, names
 
 
-@dataclass
-class DisableResult:
-    task: str
-    metric: str
-    n_dev: int
-    n_layers: int
-    n_heads: int
-    seeds: tuple[int, ...]
-    tier: str
-    base: np.ndarray  # (S,) dev score of the fine-tuned model, per seed
+@dataclass(kw_only=True)
+class DisableResult(HeadsResult):
+    """Every head and every layer disabled in turn, on each seed's fine-tune (the header: :class:`HeadsResult`)."""
+
     head_delta: np.ndarray  # (S, L, H) score with the head disabled minus base, points
     layer_delta: np.ndarray  # (S, L)
     head_p: np.ndarray  # (S, L, H) exact McNemar p (nan for regression)
     layer_p: np.ndarray  # (S, L)
     head_flips: np.ndarray  # (S, L, H, 2) examples lost / gained
     layer_flips: np.ndarray  # (S, L, 2)
-    step: float  # one example's step on this dev set, points (nan for regression)
     head_with_base: np.ndarray | None = None  # (S, L, H) regression: Pearson r of the predictions with the base's
     layer_with_base: np.ndarray | None = None  # (S, L)
     sweep_seconds: list[float] = field(default_factory=list)
     plain_seconds: list[float] = field(default_factory=list)
     n_configs: int = 0
     train_meta: dict = field(default_factory=dict)
-    # the fields that hold one entry per seed (claims.checks.one_seed: each seed's view, the judge's seed spread)
-    PER_SEED: ClassVar[tuple[str, ...]] = (
-        "base", "head_delta", "layer_delta", "head_p", "layer_p", "head_flips", "layer_flips", "head_with_base",
+    PER_SEED: ClassVar[tuple[str, ...]] = HeadsResult.PER_SEED + (
+        "head_delta", "layer_delta", "head_p", "layer_p", "head_flips", "layer_flips", "head_with_base",
         "layer_with_base", "sweep_seconds", "plain_seconds", "train_meta")
-
-    @property
-    def seed_sd(self) -> float:
-        """Population sd of the fine-tuned dev score over seeds (nan with one seed)."""
-        return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
 
     @property
     def sweep_over_plain(self) -> float:
@@ -106,13 +93,11 @@ class DisablePass(GluePass):
             lf.append(flips[1 + L * H:])
             hw.append(paired[1:1 + L * H].reshape(L, H))
             lw.append(paired[1 + L * H:])
-        result = DisableResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
-            tier=self.tier, base=np.array(base), head_delta=np.stack(hd), layer_delta=np.stack(ld),
-            head_p=np.stack(hp), layer_p=np.stack(lp), head_flips=np.stack(hf), layer_flips=np.stack(lf),
-            step=glue.one_example_step(t, len(dev.examples)), head_with_base=np.stack(hw), layer_with_base=np.stack(lw),
-            sweep_seconds=sweep_s, plain_seconds=plain_s,
-            n_configs=len(configs), train_meta=metas)
+        result = DisableResult.of(
+            self, base=np.array(base), head_delta=np.stack(hd), layer_delta=np.stack(ld), head_p=np.stack(hp),
+            layer_p=np.stack(lp), head_flips=np.stack(hf), layer_flips=np.stack(lf), head_with_base=np.stack(hw),
+            layer_with_base=np.stack(lw), sweep_seconds=sweep_s, plain_seconds=plain_s, n_configs=len(configs),
+            train_meta=metas)
         return result, {"sweep_over_plain": result.sweep_over_plain}
 
 

@@ -26,16 +26,15 @@ from ...training.glue_pass import (
     prepare_glue,
     task_scores,
 )
+from ...training.glue_result import GlueResult
 
 
-@dataclass
-class FinetuneResult:
-    task: str
-    metric: str
-    n_dev: int
+@dataclass(kw_only=True)
+class FinetuneResult(GlueResult):
+    """Table 1's scores (fine-tuned per seed, the untrained head, the constant and majority baselines, the random-init
+    twin) and Fig. 5's attention change (the header: :class:`GlueResult`)."""
+
     n_dev_truncated: int
-    seeds: tuple[int, ...]
-    tier: str
     finetuned: dict[int, TaskScores]
     untuned: dict[int, TaskScores]
     constant: dict[str, dict]
@@ -48,8 +47,7 @@ class FinetuneResult:
     train_meta: dict[int, dict] = field(default_factory=dict)
     twin_meta: dict[int, dict] = field(default_factory=dict)
     labels: np.ndarray | None = None  # the dev labels, in the order of every TaskScores.predictions
-    # the fields that hold one entry per seed (claims.checks.one_seed: each seed's view, the judge's seed spread)
-    PER_SEED: ClassVar[tuple[str, ...]] = ("finetuned", "untuned", "train_meta")
+    PER_SEED: ClassVar[tuple[str, ...]] = GlueResult.PER_SEED + ("finetuned", "untuned", "train_meta")
 
     def mean(self, scores: dict[int, TaskScores] | None) -> float:
         return float(np.mean([s.primary for s in scores.values()])) if scores else float("nan")
@@ -153,10 +151,9 @@ class FinetunePass(GluePass):
             note = "the model is itself randomly initialised"
         else:
             note = f"the {self.tier} tier fine-tunes no random-init twin (--tier full does)"
-        result = FinetuneResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_dev_truncated=dev.n_truncated, seeds=self.seeds,
-            tier=self.tier, finetuned=finetuned, untuned=untuned, constant=glue.constant_scores(t, dev.labels),
-            majority=glue.majority_score(t, dev.labels), random_ft=random_ft, random_note=note,
+        result = FinetuneResult.of(
+            self, n_dev_truncated=dev.n_truncated, finetuned=finetuned, untuned=untuned,
+            constant=glue.constant_scores(t, dev.labels), majority=glue.majority_score(t, dev.labels), random_ft=random_ft, random_note=note,
             cosine_layer=cos.mean(1) if cos is not None else None, cosine_head=cos, n_cosine=n_cos,
             train_meta=metas, twin_meta=twin_meta, labels=np.asarray(dev.labels))
         return result, {}

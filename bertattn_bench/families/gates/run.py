@@ -26,6 +26,7 @@ from ...training import head_gates as hg
 from ...training import sweeps
 from ...training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, task_scores
 from ...training.glue_pass import TIERS as GLUE_TIERS
+from ...training.glue_result import HeadsResult
 from ..common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
 from ..common.sweep_scoring import score_configs
 
@@ -43,20 +44,12 @@ TIERS = {
 }
 
 
-@dataclass
-class GatesResult:
-    """The λ sweep on each seed's checkpoint (the tier's MRPC seeds, as ``disable``/``prune``): every per-run field
-    has a leading seed axis, S seeds x K λ (``PER_SEED``: ``claims.checks.one_seed`` gives a seed's view)."""
+@dataclass(kw_only=True)
+class GatesResult(HeadsResult):
+    """The λ sweep on each seed's checkpoint (the tier's MRPC seeds, as ``disable``/``prune``; the header:
+    :class:`HeadsResult`, ``base`` the unpruned model's dev score): every per-run field has a leading seed axis,
+    S seeds x K λ (``PER_SEED``: ``claims.checks.one_seed`` gives a seed's view)."""
 
-    task: str
-    metric: str
-    n_dev: int
-    n_layers: int
-    n_heads: int
-    seeds: tuple[int, ...]
-    tier: str
-    step: float  # one dev example (points)
-    base: np.ndarray  # (S,) the unpruned model's dev score
     lambdas: list  # (K,) shared by the seeds
     n_kept: np.ndarray  # (S, K) heads kept
     scores: np.ndarray  # (S, K) dev score with the closed heads masked
@@ -73,8 +66,8 @@ class GatesResult:
     # on the gates' own training rows: the prune pass's importance sample), at every tenth and at the gates' counts
     michel_counts: list = field(default_factory=list)  # heads pruned
     michel_curve: np.ndarray | None = None  # (S, C) dev score
-    PER_SEED: ClassVar[tuple[str, ...]] = ("base", "n_kept", "scores", "flips", "kept", "gate", "penalty",
-                                           "task_loss", "cached", "michel_curve")
+    PER_SEED: ClassVar[tuple[str, ...]] = HeadsResult.PER_SEED + (
+        "n_kept", "scores", "flips", "kept", "gate", "penalty", "task_loss", "cached", "michel_curve")
 
     @property
     def n_total(self) -> int:
@@ -146,12 +139,8 @@ class GatesPass(GluePass):
             curve, s = timed(info.device, lambda: michel_curve(model, t, train, dev, tok, counts, ft.meta.get("path")))
             secs["michel"] = secs.get("michel", 0.0) + s
             per_seed[-1]["michel"] = curve
-        from ...data import glue
-
-        result = GatesResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=tuple(self.seeds),
-            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)),
-            base=np.array([p["base"] for p in per_seed]), lambdas=list(self.budget["lambdas"]),
+        result = GatesResult.of(
+            self, base=np.array([p["base"] for p in per_seed]), lambdas=list(self.budget["lambdas"]),
             n_kept=np.array([[r.n_kept for r in p["runs"]] for p in per_seed], dtype=np.int64),
             scores=np.array([p["scores"] for p in per_seed]),
             flips=np.array([p["flips"] for p in per_seed], dtype=np.int64).reshape(len(per_seed), -1, 2),

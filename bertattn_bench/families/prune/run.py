@@ -15,6 +15,7 @@ from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import sweeps
 from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
+from ...training.glue_result import HeadsResult
 from ..common.head_importance import head_importance, importance_data, normalize_by_layer
 from ..common.sweep_scoring import score_configs
 from .constants import EXTRA_SEEDS, IMPORTANCE_EXAMPLES, PARAPHRASE_STSB, RANDOM_ORDERS, STEPS, TIER_IMPORTANCE_EXAMPLES
@@ -34,20 +35,14 @@ from .measure import (
 
 # ---- the pass ----------------------------------------------------------------------------------------------------
 
-@dataclass
-class PruneResult:
-    task: str
-    metric: str
-    n_dev: int
-    n_layers: int
-    n_heads: int
-    seeds: tuple[int, ...]
-    tier: str
-    step: float  # one example's step on the dev set (points; nan for regression)
+@dataclass(kw_only=True)
+class PruneResult(HeadsResult):
+    """Michel et al.'s importance, single-head and pruning-curve sweeps on each seed's fine-tune (the header:
+    :class:`HeadsResult`)."""
+
     n_importance: int  # training examples behind I_h
     importance_raw: np.ndarray  # (S, L, H) mean |∂L/∂ξ_h|
     importance: np.ndarray  # (S, L, H) ℓ2-normalised per layer
-    base: np.ndarray  # (S,)
     head_delta: np.ndarray  # (S, L, H) points
     head_p: np.ndarray  # (S, L, H)
     head_flips: np.ndarray  # (S, L, H, 2)
@@ -70,19 +65,15 @@ class PruneResult:
     seconds: dict = field(default_factory=dict)
     n_configs: dict = field(default_factory=dict)
     train_meta: dict = field(default_factory=dict)
-    # the fields that hold one entry per seed (claims.checks.one_seed; the second sweep's only for its first seeds)
-    PER_SEED: ClassVar[tuple[str, ...]] = (
-        "importance_raw", "importance", "base", "head_delta", "head_p", "head_flips", "curve", "curve_p", "one_head",
+    # one entry per seed (claims.checks.one_seed), the second sweep's fields for its first seeds only
+    PER_SEED: ClassVar[tuple[str, ...]] = HeadsResult.PER_SEED + (
+        "importance_raw", "importance", "head_delta", "head_p", "head_flips", "curve", "curve_p", "one_head",
         "one_head_kept", "curve_exact", "curve_delta_order", "curve_random", "abo_delta", "abo_p", "one_head_best",
         "one_head_flips", "train_meta")
 
     @property
     def fractions(self) -> np.ndarray:
         return np.arange(len(self.counts)) / STEPS
-
-    @property
-    def seed_sd(self) -> float:
-        return float(np.std(self.base)) if len(self.base) > 1 else float("nan")
 
 
 @dataclass
@@ -163,9 +154,8 @@ class PrunePass(GluePass):
         def stack(rows: list[dict], k: str):
             return np.stack([r[k] for r in rows]) if rows and k in rows[0] else None
 
-        result = PruneResult(
-            task=t.name, metric=t.metric, n_dev=len(dev.examples), n_layers=L, n_heads=H, seeds=self.seeds,
-            tier=self.tier, step=glue.one_example_step(t, len(dev.examples)), n_importance=imps[-1].n if imps else 0,
+        result = PruneResult.of(
+            self, n_importance=imps[-1].n if imps else 0,
             importance_raw=np.stack([i.raw for i in imps]) if imps else None,
             importance=np.stack([i.norm for i in imps]) if imps else None,
             base=np.array([r["base"] for r in first]), head_delta=stack(first, "head_delta"),
