@@ -68,7 +68,7 @@ def test_the_number_of_seeds_reaches_every_seed_dependent_family(monkeypatch):
     assert options.training()["n_seeds"] == 5 and options.settings()["n_seeds"] == 5
     assert tier_seeds("regression", "mrpc", 2, 5) == (2, 3, 4, 5, 6) and tier_seeds("quick", "mrpc", None, 2) == (0, 1)
     assert tier_seeds("full", "mrpc", None, 5) == (0, 1, 2, 3, 4)  # the listed seeds give way to the count asked
-    assert tier_seeds("regression", "mrpc", 1) == (1, 2, 3) and tier_seeds("full", "mrpc") == (0, 1, 2)
+    assert tier_seeds("regression", "mrpc", 1) == (1, 2, 3, 4, 5) and tier_seeds("full", "mrpc") == (0, 1, 2, 3, 4)
     assert tier_seeds("quick", "mrpc", 3) == (3,)
     assert arct_ft.tier_seeds("regression", False, 1, 4) == (1, 2, 3, 4) and arct_ft.tier_seeds("quick") == (0,)
     assert arct_ft.tier_seeds("full", True, 0, 5) == arct_ft.TWIN_SEEDS  # the twin keeps its own

@@ -7,7 +7,7 @@
   are compared with baselines recorded at the same tier, never with the regression tier's.
 * ``regression``: the recorded tier (unsuffixed baseline keys): whole dev corpora, MRPC fine-tuned for 3 epochs
   with one seed, the ARCT quick seed. About 23 minutes on 2 CPU cores.
-* ``full``: the papers' settings where the machine allows: every GLUE task with train data, 3 seeds on MRPC and
+* ``full``: the papers' settings where the machine allows: every GLUE task with train data, 5 seeds on MRPC, 3 on
   RTE, the fine-tuned random-init twin, all probes training sentences, five ARCT settings x five seeds (hours).
 
 Each family keeps its tier's numbers beside its code (``TIERS`` in its module); this module names the tiers and

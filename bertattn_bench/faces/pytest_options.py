@@ -49,7 +49,7 @@ OPTIONS = [
                              "is loaded and not timed, so a warm re-run takes seconds)")),
     ("tier", dict(default=None, metavar="quick|regression|full",
                   help="budget (env BERTATTN_TIER): quick (default) = a smoke run of every family in minutes; "
-                       "regression = the recorded tier (whole dev corpora, MRPC 3 epochs, three seeds; ~40 min on 2 "
+                       "regression = the recorded tier (whole dev corpora, MRPC 3 epochs, five seeds; ~40 min on 2 "
                        "cores); full = four GLUE tasks, seeds, the fine-tuned twin (hours)")),
 ]
 
