@@ -384,7 +384,7 @@ def test_full_tier_claims_skip_in_regression_tier():
 
 def test_twin_trains_twin_seeds_only(tiny, glue_dir):
     """The random-init twin (the tiny model counts as one) fine-tunes TWIN_SEEDS in the full tier, not the tier's
-    three MRPC seeds; a pre-trained model gets the tier's seeds."""
+    five MRPC seeds; a pre-trained model gets the tier's seeds."""
     from dataclasses import replace
 
     from bertattn_bench.training import glue_pass as finetuned
@@ -394,7 +394,7 @@ def test_twin_trains_twin_seeds_only(tiny, glue_dir):
     assert seeds == finetuned.TWIN_SEEDS == (0,)
     pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))
     _, _, seeds, *_ = finetuned.prepare_glue("disable", pretrained, glue_dir, "mrpc", None, {"tier": "full"})
-    assert seeds == (0, 1, 2)
+    assert seeds == (0, 1, 2, 3, 4)
 
 
 def test_delta_order_prunes_the_least_harmful_head_first():
