@@ -40,7 +40,7 @@ ENVIRONMENT = {
     DEVICE_ENV: "auto, cpu, cuda, cuda:N (--device)",
     SEED_ENV: "training seed of the probes and of the fine-tunes a tier trains with one seed (default 0)",
     SEEDS_ENV: "how many training seeds, from BERTATTN_SEED on, each seed-dependent family trains (default: the "
-               "tier's: quick 1, regression 3)",
+               "tier's: quick 1, regression 5 for MRPC, 3 for the probes and ARCT)",
     TIER_ENV: "quick, regression, full (--tier)",
     CACHE_ENV: "the pass and checkpoint cache folder (--cache-dir)",
     PRECISION_ENV: "fine-tuning precision: auto, bf16, fp32, recipe",
