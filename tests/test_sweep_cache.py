@@ -55,3 +55,19 @@ def test_no_directory_keeps_nothing_and_a_torn_file_is_computed_again(setup, tmp
     assert not found
     np.testing.assert_array_equal(again, logits)
     assert sweeps.cached_sweep(tmp_path, model, dev, tiny.tokenizer, configs, "mask", 24, 6)[2]
+
+
+def test_the_sweep_key_follows_the_code_of_the_logits_only():
+    """The key's code part covers the sweep, the task model and the attention engine (an edit there computes the
+    sweeps again), and leaves out what cannot change a logit: the timer and the model loader behind it, the settings
+    reader with its help texts, the error messages (stop 68: an edited help text recomputed every kept sweep)."""
+    from bertattn_bench.base.hashing import KEY_ONLY_MODULES, module_closure
+
+    pkg = "bertattn_bench"
+    closure = set(module_closure(f"{pkg}.training.sweeps", exclude=KEY_ONLY_MODULES + sweeps.NOT_IN_SWEEP_KEY))
+    for kept in ("training.sweeps", "training.task_model", "engine.attention.interventions",
+                 "engine.attention.core", "engine.batching"):
+        assert f"{pkg}.{kept}" in closure, kept
+    for left in ("base.settings", "base.errors", "engine.passes", "engine.model", "engine.model_info",
+                 "base.hashing"):
+        assert f"{pkg}.{left}" not in closure, left

@@ -233,15 +233,29 @@ def sweep(model: TaskModel, data: EncodedSplit, tokenizer, configs: Sequence[Seq
 # ---- one seed's sweep kept with its checkpoint ------------------------------------------------------------------
 
 
+# Modules in the sweep code's import closure that cannot change its logits, left out of the key with what only they
+# import: the timer (``engine.passes``, and through it the model loader ``engine.model``: a sweep is given a loaded
+# model), the settings reader (its help texts) and the error messages. Stop 68: an edited help text in
+# ``base.settings`` made every kept sweep be computed again.
+NOT_IN_SWEEP_KEY = tuple(f"{__package__.rpartition('.')[0]}.{m}" for m in ("engine.passes", "base.settings",
+                                                                           "base.errors"))
+
+
+def sweep_code_version() -> str:
+    """The code part of :func:`sweep_key`: this module and what it imports, without :data:`NOT_IN_SWEEP_KEY` and the
+    key-only modules (the hasher)."""
+    from ..base.hashing import KEY_ONLY_MODULES, module_version
+
+    return module_version(__name__, exclude=KEY_ONLY_MODULES + NOT_IN_SWEEP_KEY)
+
+
 def sweep_key(data: EncodedSplit, configs: Sequence[Sequence[tuple[int, int]]], kind: str, rows_per_pass: int,
               examples_per_batch: int, device) -> str:
     """What a sweep's logits depend on besides the weights (the checkpoint folder they are kept in): the examples'
     pieces in order, the configurations, the kind, the pass shape (the batching orders float sums), the device type,
-    torch's version and this module's code (with what it imports)."""
+    torch's version and the sweep code (:func:`sweep_code_version`)."""
     import hashlib
     import json
-
-    from ..base.hashing import module_version
 
     h = hashlib.sha256()
     for e in data.examples:
@@ -249,7 +263,7 @@ def sweep_key(data: EncodedSplit, configs: Sequence[Sequence[tuple[int, int]]], 
         h.update(np.asarray(e.token_type_ids, dtype=np.int64).tobytes() + b";")
     doc = {"data": h.hexdigest(), "configs": [sorted(map(list, c)) for c in configs], "kind": kind,
            "shape": [rows_per_pass, examples_per_batch], "device": torch.device(device).type,
-           "torch": torch.__version__, "code": module_version(__name__)}
+           "torch": torch.__version__, "code": sweep_code_version()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
