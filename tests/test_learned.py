@@ -179,7 +179,7 @@ def test_a_zero_learning_rate_probe_is_not_learned_and_its_claims_are_not_judged
     """The planted degenerate probe: trained with learning rate 0 it stays at its initial scores; the probes'
     claims that read it are not judged, the others (and every claim on a probe that trained) are judged."""
     from bertattn_bench.families import probes as P
-    from bertattn_bench.families.probes.run import probe_learning
+    from bertattn_bench.families.probes.run import SeedProbes, probe_learning
 
     train, evals = _probe_features(0), _probe_features(1)
     s = P.ProbeSettings(epochs=10, batch_sentences=8)
@@ -190,8 +190,9 @@ def test_a_zero_learning_rate_probe_is_not_learned_and_its_claims_are_not_judged
         assert good[k].uas > good[k].untrained_uas and good[k].gained > good[k].lost
         assert frozen[k].uas == frozen[k].untrained_uas and frozen[k].gained == frozen[k].lost == 0
 
-    def result(scores):
-        return SimpleNamespace(probes={**scores, "random_init": scores["attn_words"]}, n_train_sentences=30)
+    def result(scores):  # a one-seed result: its seed's probes are its probes
+        probes = {**scores, "random_init": scores["attn_words"]}
+        return SimpleNamespace(probes=probes, n_train_sentences=30, seed_sets=lambda: [SeedProbes(0, probes)])
 
     checks = probe_learning("tiny", result(good))
     assert [c.key for c in checks] == ["attn", "attn_words", "dist_words", "random_init"]

@@ -190,8 +190,7 @@ class ProbePass(PreparedPass):
 def probe_learning(model_name: str, result: ProbeResult) -> tuple:
     """The learned-model guard of every trained probe (``learned.probe``), keyed by the probe's name: a claim's
     ``reads_trained`` lists the probes it compares."""
-    sets = result.seed_sets() if hasattr(result, "seed_sets") else [  # a result of one seed built by hand
-        SeedProbes(getattr(result, "train_seed", 0), result.probes, getattr(result, "structural", None))]
+    sets = result.seed_sets()
     checks: tuple = ()
     for x in sets:
         seed = f"; training seed {x.seed}" if len(sets) > 1 else ""
