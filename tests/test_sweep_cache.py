@@ -71,3 +71,20 @@ def test_the_sweep_key_follows_the_code_of_the_logits_only():
     for left in ("base.settings", "base.errors", "engine.passes", "engine.model", "engine.model_info",
                  "base.hashing"):
         assert f"{pkg}.{left}" not in closure, left
+
+
+def test_pieces_digest_reads_pieces_token_types_and_labels():
+    """The one digest of an encoded split (the sweep key's data part, the head-importance memo's rows): each of the
+    pieces, their order, the token types and, where given, the labels changes it."""
+    from types import SimpleNamespace
+
+    from bertattn_bench.base.hashing import pieces_digest
+
+    a, b = SimpleNamespace(input_ids=[101, 7, 102], token_type_ids=[0, 0, 0]), \
+        SimpleNamespace(input_ids=[101, 8, 102], token_type_ids=[0, 0, 0])
+    base = pieces_digest([a, b])
+    assert pieces_digest([a, b]) == base and len(base) == 64
+    assert pieces_digest([b, a]) != base
+    assert pieces_digest([a, SimpleNamespace(input_ids=[101, 8, 102], token_type_ids=[0, 1, 1])]) != base
+    assert pieces_digest([a, b], [0, 1]) != base and pieces_digest([a, b], [0, 1]) != pieces_digest([a, b], [1, 0])
+    assert pieces_digest([a, b], [0, 1]) == pieces_digest([a, b], np.array([0.0, 1.0]))

@@ -182,6 +182,21 @@ def files_digest(paths: Iterable[Path], index: DigestIndex | None = None) -> tup
     return h.hexdigest(), count
 
 
+def pieces_digest(examples, labels=None) -> str:
+    """sha256 of encoded examples' pieces in order (each one's ``input_ids`` and ``token_type_ids``) and, where given,
+    their labels: what a computation over a split reads besides the weights (a kept sweep's key, the session's head
+    importance)."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(np.asarray(e.input_ids, dtype=np.int64).tobytes() + b"|")
+        h.update(np.asarray(e.token_type_ids, dtype=np.int64).tobytes() + b";")
+    if labels is not None:
+        h.update(b"labels:" + np.ascontiguousarray(np.asarray(labels, np.float64)).tobytes())
+    return h.hexdigest()
+
+
 def data_fingerprint(paths: list[Path], index: DigestIndex | None = None) -> str:
     return files_digest(paths, index)[0][:16]
 

@@ -257,12 +257,10 @@ def sweep_key(data: EncodedSplit, configs: Sequence[Sequence[tuple[int, int]]], 
     import hashlib
     import json
 
-    h = hashlib.sha256()
-    for e in data.examples:
-        h.update(np.asarray(e.input_ids, dtype=np.int64).tobytes() + b"|")
-        h.update(np.asarray(e.token_type_ids, dtype=np.int64).tobytes() + b";")
-    doc = {"data": h.hexdigest(), "configs": [sorted(map(list, c)) for c in configs], "kind": kind,
-           "shape": [rows_per_pass, examples_per_batch], "device": torch.device(device).type,
+    from ..base.hashing import pieces_digest
+
+    doc = {"data": pieces_digest(data.examples), "configs": [sorted(map(list, c)) for c in configs],
+           "kind": kind, "shape": [rows_per_pass, examples_per_batch], "device": torch.device(device).type,
            "torch": torch.__version__, "code": sweep_code_version()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 

@@ -3,11 +3,10 @@ family imports another's module): I_h from the gradients of head gates on a seed
 training rows, normalised per layer, and the pruning order it gives."""
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import torch
 
+from ...base.hashing import pieces_digest
 from ...data import glue
 from ...engine import attention
 from ...engine.batching import iter_batches
@@ -33,14 +32,6 @@ def importance_data(p: GluePass, seed: int) -> finetune.EncodedSplit:
 _MEMO: dict[tuple, tuple[np.ndarray, int]] = {}
 
 
-def _rows_digest(data: finetune.EncodedSplit) -> str:
-    h = hashlib.sha256(np.ascontiguousarray(np.asarray(data.labels, np.float64)).tobytes())
-    for e in data.examples:
-        h.update(np.asarray(e.input_ids, dtype=np.int64).tobytes() + b"|")
-        h.update(np.asarray(e.token_type_ids, dtype=np.int64).tobytes() + b";")
-    return h.hexdigest()
-
-
 def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.EncodedSplit, tokenizer,
                     masked: list[tuple[int, int]] = (), batch_size: int = IMPORTANCE_BATCH,
                     checkpoint: str | None = None) -> tuple[np.ndarray, int]:
@@ -50,8 +41,8 @@ def head_importance(model: finetune.TaskModel, t: glue.Task, data: finetune.Enco
     answer is kept for the session and a second pass asking the same gets a copy of it."""
     key = None
     if checkpoint is not None:
-        key = (str(checkpoint), t.name, _rows_digest(data), tuple(sorted(masked)), int(batch_size),
-               str(next(model.parameters()).device))
+        key = (str(checkpoint), t.name, pieces_digest(data.examples, data.labels), tuple(sorted(masked)),
+               int(batch_size), str(next(model.parameters()).device))
         if key in _MEMO:
             scores, n = _MEMO[key]
             return scores.copy(), n
