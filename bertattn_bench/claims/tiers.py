@@ -6,7 +6,7 @@
   than the recorded tier's, so they carry the tier in their corpus label (``mrpc+quick``, ``wikitext2+quick``) and
   are compared with baselines recorded at the same tier, never with the regression tier's.
 * ``regression``: the recorded tier (unsuffixed baseline keys): whole dev corpora, MRPC fine-tuned for 3 epochs
-  with one seed, the ARCT quick seed. About 23 minutes on 2 CPU cores.
+  with five seeds, the probes and a short ARCT run with three (not timed whole at five seeds: docs/results.md).
 * ``full``: the papers' settings where the machine allows: every GLUE task with train data, 5 seeds on MRPC, 3 on
   RTE, the fine-tuned random-init twin, all probes training sentences, five ARCT settings x five seeds (hours).
 

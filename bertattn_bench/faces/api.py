@@ -146,8 +146,8 @@ def run(model="embedded", tokenizer=None, *, select=None, data_dir=None, tier: s
     (``lost``: a claim that held there does not hold here; ``flips``: any verdict change; ``never``).
     ``baseline``: check values against the model's recorded baseline where there is one.
     ``seed``: the training seed (probes; a fine-tune the tier trains once); ``seeds``: how many seeds from ``seed``
-    on each seed-dependent family trains (default the tier's: quick 1, regression 5 for MRPC, 3 for the probes and ARCT; a check's shared checkpoints
-    and sweeps are reused); ``precision``: the fine-tunes' (auto,
+    on each seed-dependent family trains (default the tier's: quick 1, regression 5 for MRPC, 3 for the probes and
+    ARCT; a check's shared checkpoints and sweeps are reused); ``precision``: the fine-tunes' (auto,
     bf16, fp32, recipe); ``prune_exact``: importance recomputed before every pruning step; ``assume_shape``: judge
     claims naming a paper model's heads on a model of another shape; ``allow_download``: let transformers download
     a hub model; ``offline``: never download data (else, without ``data_dir``, the default data folder is filled

@@ -49,8 +49,9 @@ OPTIONS = [
                              "is loaded and not timed, so a warm re-run takes seconds)")),
     ("tier", dict(default=None, metavar="quick|regression|full",
                   help="budget (env BERTATTN_TIER): quick (default) = a smoke run of every family in minutes; "
-                       "regression = the recorded tier (whole dev corpora, MRPC 3 epochs, five seeds; ~40 min on 2 "
-                       "cores); full = four GLUE tasks, seeds, the fine-tuned twin (hours)")),
+                       "regression = the recorded tier (whole dev corpora, MRPC 3 epochs, five seeds; about an hour "
+                       "cold on 2 cores, minutes from its cache); full = four GLUE tasks, seeds, the fine-tuned "
+                       "twin (hours)")),
 ]
 
 

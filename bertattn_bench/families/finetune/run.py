@@ -153,7 +153,8 @@ class FinetunePass(GluePass):
             note = f"the {self.tier} tier fine-tunes no random-init twin (--tier full does)"
         result = FinetuneResult.of(
             self, n_dev_truncated=dev.n_truncated, finetuned=finetuned, untuned=untuned,
-            constant=glue.constant_scores(t, dev.labels), majority=glue.majority_score(t, dev.labels), random_ft=random_ft, random_note=note,
+            constant=glue.constant_scores(t, dev.labels), majority=glue.majority_score(t, dev.labels),
+            random_ft=random_ft, random_note=note,
             cosine_layer=cos.mean(1) if cos is not None else None, cosine_head=cos, n_cosine=n_cos,
             train_meta=metas, twin_meta=twin_meta, labels=np.asarray(dev.labels))
         return result, {}
