@@ -40,6 +40,40 @@ def test_mst_breaks_the_max_cycle_into_the_gold_tree():
     assert uuas(mst_edges(SCORES, root=1, direction=1), GOLD) == pytest.approx(200 / 3)
 
 
+def _total(scores, edges, direction):
+    return sum(scores[c, p] if direction == 0 else scores[p, c] for c, p in edges)
+
+
+def test_mst_equals_networkx_edmonds_on_random_maps_rooted_at_the_gold_root():
+    """The C++ decoder against networkx's ``maximum_spanning_arborescence`` (the reference): the same tree on 200
+    random maps of 1-30 words (both directions, any root), and an equally heavy one where zeros tie."""
+    import networkx as nx
+
+    def reference(scores, root, direction):
+        g = nx.DiGraph()
+        g.add_nodes_from(range(len(scores)))
+        g.add_weighted_edges_from((p, c, float(scores[c, p] if direction == 0 else scores[p, c]))
+                                  for p in range(len(scores)) for c in range(len(scores)) if c != p and c != root)
+        return sorted((c, p) for p, c in nx.maximum_spanning_arborescence(g, attr="weight").edges())
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(1, 31))
+        scores = rng.random((n, n))
+        if trial % 2:
+            scores = scores / scores.sum(1, keepdims=True)  # attention rows
+        root, direction = int(rng.integers(n)), int(rng.integers(2))
+        got = mst_edges(scores, root, direction)
+        assert got == reference(scores, root, direction), (trial, n, root, direction)
+        assert all(c != root for c, _ in got) and len(got) == n - 1
+    for _ in range(50):  # sparse maps: ties, where either maximal tree may come back
+        n = int(rng.integers(2, 20))
+        scores = rng.random((n, n)) * (rng.random((n, n)) > 0.5)
+        root, direction = int(rng.integers(n)), int(rng.integers(2))
+        got, ref = mst_edges(scores, root, direction), reference(scores, root, direction)
+        assert len(got) == n - 1 and _total(scores, got, direction) == pytest.approx(_total(scores, ref, direction))
+
+
 def test_chain_is_adjacent_pairs():
     assert chain_edges(4) == [(0, 1), (1, 2), (2, 3)]
     assert uuas(chain_edges(4), GOLD) == 100.0  # the gold tree is itself a chain: {0,1}, {1,2}, {2,3}
@@ -81,10 +115,12 @@ def test_reducer_on_planted_heads(tokenizer):
     assert res.chain_sum == pytest.approx(60.0)
     assert res.tree_max_sum[0].tolist() == pytest.approx([100.0, 60.0, 20.0])
     assert res.tree_sum[0].tolist() == pytest.approx([40.0, 0.0, -40.0])
-    # MST of the two best heads (0, 1), both directions, on the kept sentence: head 0's dependent→parent MST is the gold tree
-    assert sorted({m.head for m in res.mst}) == [0, 1]
+    # MST of every head, both directions, in (layer, head, direction) order, on the kept sentence: head 0's
+    # dependent→parent MST is the gold tree
+    assert [(m.layer, m.head, m.direction) for m in res.mst] == [(0, h, d) for h in range(3) for d in range(2)]
     (m,) = [m for m in res.mst if (m.head, m.direction) == (0, 0)]
     assert m.tree_uuas == [100.0] and m.max_tree_uuas == [100.0] and m.chain_uuas == [60.0]
+    assert m.hits[RELATIONS.index("det")] == 2
 
 
 class _PR:
@@ -115,7 +151,7 @@ def test_the_pass_through_a_tiny_model(tiny, tmp_path):
     result = prepare_trees(tiny, tmp_path, "pud_test").run().result
     assert result.n_sentences == 3 and result.n_trees == 3 and result.hits.shape == (2, len(RELATIONS), 4)
     assert result.chain_sum == pytest.approx(300.0)  # both arcs adjacent in every sentence
-    assert len(result.mst) == 4 and all(len(m.tree_uuas) == 3 for m in result.mst)  # 2 heads x 2 directions
+    assert len(result.mst) == 16 and all(len(m.tree_uuas) == 3 for m in result.mst)  # 2 layers x 4 heads x 2 directions
     assert result.baselines["det"].offset == 1
 
 

@@ -6,7 +6,7 @@ nothing, so a family's cache key follows only the shared modules it reads):
   clustering, Clark's figures);
 * :mod:`.dependency_stats`: UD trees as Clark's SD arcs, the offset baselines and the dependency reducer (the
   dependency family, the probes' best-head baseline, Clark's figures);
-* :mod:`.tree_decoding`: MAX and MST (networkx) trees from one head's word-level map and their UUAS (trees);
+* :mod:`.tree_decoding`: MAX and MST (ufal.chu_liu_edmonds) trees from one head's word-level map and their UUAS (trees);
 * :mod:`.head_maps`: the masks of a batch's maps and their ±1-neighbour mass, and the detector-heads test on it
   (patterns, coref);
 * :mod:`.sweep_scoring`: a GLUE sweep's configurations scored against the undisabled model, and the paired bounds on

@@ -1,5 +1,5 @@
 """Htut et al. 2019 (the ``trees`` and ``trees_ft`` families): MAX trees of every head scored on the device per UD
-relation and per tree (UUAS, undirected), the MST sample kept on the host and decoded for the best heads
+relation and per tree (UUAS, undirected), the MST sample kept and decoded for every head at the end
 (:mod:`.tree_decoding`), and the inputs both families read (PUD/EWT/GUM sentences, their gold arcs and roots).
 Shared below the families (issue 44: no family imports another's module); the method is told in
 :mod:`bertattn_bench.families.trees`."""
@@ -19,8 +19,9 @@ from .tree_decoding import DIRECTIONS, chain_edges, max_edges, mst_edges, undire
 # Htut et al.'s Table 2/3 relations first (nsubj, obj, advmod, amod), then the other frequent UD relations
 RELATIONS = ("nsubj", "obj", "advmod", "amod", "det", "case", "nmod", "obl", "compound", "aux", "mark", "conj",
              "cc", "ccomp", "xcomp", "advcl", "acl", "cop", "nummod", "appos", "other")
-# the MST sample: the first sentences of the data read (a tier's sample cap set: the quick tier's), and the heads
-MST_SENTENCES, MST_SENTENCES_CAPPED, MST_HEADS = 100, 30, 2
+# the MST sample: the first sentences of the data read (a tier's sample cap set: the quick tier's); every head is
+# decoded on it, in both directions
+MST_SENTENCES, MST_SENTENCES_CAPPED = 100, 30
 
 
 def gold_arcs(sentence, relations=RELATIONS) -> list[tuple[int, int, int]]:
@@ -60,7 +61,7 @@ class TreesResult:
     chain_sum: float
     n_trees: int
     n_sentences: int
-    mst: list = field(default_factory=list)  # MstScore per (top head, direction)
+    mst: list = field(default_factory=list)  # MstScore per (layer, head, direction)
     baselines: dict = field(default_factory=dict)  # relation -> OffsetBaseline
 
     def accuracy(self) -> torch.Tensor:
@@ -151,26 +152,29 @@ class TreesReducer(Reducer):
         return res
 
 
-def mst_scores(res: TreesResult, kept: dict, arcs, roots, n_rel: int, heads: int = MST_HEADS) -> list[MstScore]:
-    """MST (and MAX, for comparison) of the ``heads`` best heads by mean MAX tree UUAS, on the kept sample."""
-    order = torch.argsort(res.tree_max_sum.flatten(), descending=True)[:heads].tolist()
-    sample = [i for i in sorted(kept) if len(arcs[i])]
-    out = []
-    for flat in order:
-        layer, head = divmod(flat, res.tree_sum.shape[1])
-        for direction in range(len(DIRECTIONS)):
-            score = MstScore(layer, head, direction, [], [], [], [0] * n_rel)
-            for i in sample:
-                gold = [(int(d), int(p)) for d, p, _ in arcs[i]]
-                scores = kept[i][layer][head]
-                hits = undirected_hits(mst_edges(scores, roots[i], direction), gold)
-                for ok, r in zip(hits, arcs[i][:, 2]):
-                    score.hits[int(r)] += int(ok)
-                score.tree_uuas.append(100.0 * sum(hits) / len(gold))
-                score.max_tree_uuas.append(100.0 * sum(undirected_hits(max_edges(scores, roots[i]), gold)) / len(gold))
-                score.chain_uuas.append(100.0 * sum(undirected_hits(chain_edges(len(scores)), gold)) / len(gold))
-            out.append(score)
-    return out
+def mst_scores(res: TreesResult, kept: dict, arcs, roots, n_rel: int, heads: int | None = None) -> list[MstScore]:
+    """MST (and MAX, for comparison) of every head in both directions on the kept sample, in (layer, head,
+    direction) order; ``heads``: only the best k by mean MAX tree UUAS (in that order)."""
+    n_heads = res.tree_sum.shape[1]
+    order = torch.argsort(res.tree_max_sum.flatten(), descending=True, stable=True)[:heads].tolist() \
+        if heads is not None else list(range(res.tree_sum.numel()))
+    scores_of = [MstScore(*divmod(flat, n_heads), direction, [], [], [], [0] * n_rel)
+                 for flat in order for direction in range(len(DIRECTIONS))]
+    for i in sorted(kept):
+        if not len(arcs[i]):
+            continue
+        gold = [(int(d), int(p)) for d, p, _ in arcs[i]]
+        rels = arcs[i][:, 2].tolist()
+        chain = 100.0 * sum(undirected_hits(chain_edges(len(kept[i][0][0])), gold)) / len(gold)
+        for score in scores_of:
+            scores = kept[i][score.layer][score.head]
+            hits = undirected_hits(mst_edges(scores, roots[i], score.direction), gold)
+            for ok, r in zip(hits, rels):
+                score.hits[r] += int(ok)
+            score.tree_uuas.append(100.0 * sum(hits) / len(gold))
+            score.max_tree_uuas.append(100.0 * sum(undirected_hits(max_edges(scores, roots[i]), gold)) / len(gold))
+            score.chain_uuas.append(chain)
+    return scores_of
 
 
 def best_max_tree(res: TreesResult) -> tuple[int, int, float, float]:
