@@ -38,7 +38,7 @@ def test_the_pass_on_a_tiny_verb_number_classifier(tiny, tmp_path, monkeypatch):
 
     write_blimp(tmp_path)
     monkeypatch.setitem(blimp_number.RECIPES, "quick", replace(blimp_number.RECIPES["quick"], batch_size=8, lr=1e-3))
-    monkeypatch.setitem(constants.BLIMP_TIERS, "quick", {"examples": 5})
+    monkeypatch.setitem(constants.BLIMP_TIERS, "quick", {"examples": 5, "twin": False})
     pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))
     options = {"tier": "quick", "cache_dir": tmp_path / "cache"}
     p = families()["explain"].prepare(pretrained, tmp_path, "blimp", None, 32, options)
@@ -59,6 +59,14 @@ def test_the_pass_on_a_tiny_verb_number_classifier(tiny, tmp_path, monkeypatch):
     assert "of the boxes" in pretrained.tokenizer.decode(hard.dev.examples[0].input_ids)
     twin = replace(tiny, info=replace(tiny.info, random_init_seed=0))
     assert "no random-init" in families()["explain"].prepare(twin, tmp_path, "blimp", None, 32, options).reason
+    # from the regression tier on the twin gets its own verb-number classifier (the GLUE corpora's twin: full only)
+    monkeypatch.setitem(constants.BLIMP_TIERS, "regression", {"examples": 5, "twin": True})
+    regression = {**options, "tier": "regression"}
+    assert families()["explain"].prepare(twin, tmp_path, "blimp", None, 32, regression).reason is None
+    from toy_glue import write_mrpc
+
+    write_mrpc(tmp_path, 8, 4)
+    assert "no random-init" in families()["explain"].prepare(twin, tmp_path, "mrpc", None, 32, regression).reason
 
 
 def planted(task: str) -> SimpleNamespace:

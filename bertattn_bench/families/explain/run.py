@@ -157,7 +157,7 @@ def prepare_blimp(loaded, data_dir: Path, corpus: str, limit: int | None, option
     from ...base.settings import data_file
 
     tier, cache_dir, _ = glue_pass.options_of(options)
-    k = BLIMP_TIERS[tier]["examples"]
+    k, twin = BLIMP_TIERS[tier]["examples"], BLIMP_TIERS[tier]["twin"]
     limit = k if limit is None else (limit if k is None else min(limit, k))
     agreement = blimp.agreement(data_dir)
     items = getattr(agreement, BLIMP_CORPORA[corpus])
@@ -168,8 +168,9 @@ def prepare_blimp(loaded, data_dir: Path, corpus: str, limit: int | None, option
     reason = None
     if getattr(loaded, "task", None) is not None:
         reason = f"{loaded.info.name} is a classifier judged as given: no verb-number model of it"
-    elif loaded.info.random_init_seed is not None and not glue_pass.TIERS[tier]["twin"]:
-        reason = f"the {tier} tier fine-tunes no random-init model (the negative control runs with --tier full)"
+    elif loaded.info.random_init_seed is not None and not twin:
+        reason = (f"the {tier} tier fine-tunes no random-init verb-number model (the negative control runs with "
+                  f"--tier regression or full)")
     desc = (f"BLiMP agreement {BLIMP_CORPORA[corpus]} prefixes ({len(dev.examples)} of {len(items)}; "
             f"{sum(agreement.dropped.values())} pairs of the 6 paradigms unlabelled, dropped); verb-number "
             f"classifier seed {seeds[0]} ({recipe.epochs} epoch(s) on {recipe.max_train or len(agreement.train)} of "
