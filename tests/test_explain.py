@@ -174,6 +174,9 @@ def test_the_pass_on_a_tiny_mrpc_fine_tune(tiny, tmp_path, monkeypatch):
     short = r.effective["n"] <= 8
     assert np.allclose(r.effective["agreement"][short], 1.0)
     assert metrics.brunner_divergence_gap(SimpleNamespace(result=r)).value > 0
+    # identifiability by cosine and through the linear map fitted on the 32 training pairs (not the dev pairs read)
+    assert r.identified.shape == r.identified_linear.shape == (6, 2) and "first 32 mrpc training pairs" in r.identity_note
+    assert (r.identified_linear <= r.lengths[:, None]).all() and r.identified_linear.sum() > 0
     # the first example kept for its figure: its tokens, and exactly the arrays behind row 0 of every correlation
     ex = r.example
     assert len(ex["tokens"]) == r.lengths[0] and ex["tokens"][0] == tiny.tokenizer.cls_token

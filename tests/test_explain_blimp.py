@@ -118,11 +118,40 @@ def test_identifiability_by_hand():
 
     from bertattn_bench.families.explain import measure
 
-    e = torch.eye(3)[None]
-    swapped = e[:, [0, 2, 1]]
-    states = (e, 2 * e, torch.tensor([[[1.0, 0, 0]] * 3]), swapped)
-    encoder = lambda **kw: SimpleNamespace(hidden_states=states)  # noqa: E731
-    assert list(measure.identified(encoder, {})) == [3, 1, 1]
+    e = torch.eye(3, dtype=torch.float64)
+    states = [e, 2 * e, torch.tensor([[1.0, 0, 0]] * 3, dtype=torch.float64), e[[0, 2, 1]]]
+    assert list(measure.identified(states)) == [3, 1, 1]
+    hidden = torch.eye(3)[None]
+    encoder = lambda **kw: SimpleNamespace(hidden_states=(hidden, 2 * hidden))  # noqa: E731
+    got = measure.hidden_states(encoder, {})
+    assert len(got) == 2 and got[1].dtype == torch.float64 and torch.equal(got[1], 2 * e)
+
+
+def test_the_learned_map_undoes_a_planted_affine_layer():
+    """Layer 1 is a planted affine map of the input embeddings (h1 = h0 A + b, A mixing the dimensions, b large):
+    cosine alone identifies few tokens; the least-squares map fitted on other sequences recovers h0 exactly and
+    identifies every token. Without its bias column (a mutation) the fit could not undo b."""
+    import torch
+
+    from bertattn_bench.families.explain import measure
+
+    g = torch.Generator().manual_seed(0)
+    d = 6
+    a = torch.randn(d, d, generator=g, dtype=torch.float64)
+    b = 10 * torch.randn(d, generator=g, dtype=torch.float64)
+
+    def sequence(n):
+        h0 = torch.randn(n, d, generator=g, dtype=torch.float64)
+        return [h0, h0 @ a + b]
+
+    fit = [sequence(5) for _ in range(4)]  # 20 tokens for 7 unknowns per output
+    maps = measure.identity_maps(fit)
+    assert len(maps) == 1 and maps[0].shape == (d + 1, d)
+    torch.testing.assert_close(maps[0][:d], torch.linalg.inv(a))
+    torch.testing.assert_close(maps[0][d], -b @ torch.linalg.inv(a))
+    read = [sequence(8) for _ in range(3)]
+    assert all(measure.identified(s, maps)[0] == 8 for s in read)
+    assert sum(int(measure.identified(s)[0]) for s in read) < 24  # the cheap reading misses some
 
 
 def test_identifiability_metrics_on_planted_counts():
@@ -137,3 +166,12 @@ def test_identifiability_metrics_on_planted_counts():
     assert drop.value == pytest.approx(np.mean([0.5, 0.2, 0.4]))
     with pytest.raises(NotApplicable, match="no identifiability"):
         metrics.brunner_identifiability_share(planted("blimp-number"))
+    with pytest.raises(NotApplicable, match="no learned map"):  # the cosine reading only
+        pr.result.identity_note = "no learned map: mrpc has no train split here"
+        metrics.brunner_identifiability_share(pr, mapping="linear")
+    pr.result.identified_linear = np.array([[4, 3, 4], [5, 5, 5], [10, 9, 9]])
+    pr.result.identity_note = "linear map"
+    learned = metrics.brunner_identifiability_share(pr, mapping="linear")  # last layer: 18 of 19
+    assert learned.value == pytest.approx(18 / 19) and "learned linear map" in learned.detail
+    gain = metrics.brunner_identifiability_learned_gain(pr)  # per sequence: (4-2)/4, (5-4)/5, (9-6)/10
+    assert gain.value == pytest.approx(np.mean([0.5, 0.2, 0.3])) and gain.n == 3

@@ -8,11 +8,15 @@ from __future__ import annotations
 # and an eigendecomposition per layer), so 8 keep the pass near the 30 s the issue allows on 2 cores.
 # "flow_max_examples": how many also get the flow from every output node (the authors' maximum over query rows:
 # n times the max-flows of the [CLS] row, ~12 s for an MRPC pair of ~50 pieces), at most FLOW_MAX_PIECES pieces each.
+# "identity_fit": the training pairs Brunner's learned (linear) identifiability map is fitted on (their every token).
 TIERS = {
-    "quick": {"corpora": ("mrpc", "blimp"), "examples": 8, "flow_examples": 8, "flow_max_examples": 0},
-    "regression": {"corpora": ("mrpc", "blimp", "blimp-hard"), "examples": 100, "flow_examples": None, "flow_max_examples": 20},
+    "quick": {"corpora": ("mrpc", "blimp"), "examples": 8, "flow_examples": 8, "flow_max_examples": 0,
+              "identity_fit": 64},
+    "regression": {"corpora": ("mrpc", "blimp", "blimp-hard"), "examples": 100, "flow_examples": None,
+                   "flow_max_examples": 20, "identity_fit": 500},
     # Table 3's protocol (the authors' ~100 SST-2 sentences) on the suite's SST-2 fine-tune, beside MRPC
-    "full": {"corpora": ("mrpc", "sst-2", "blimp", "blimp-hard"), "examples": None, "flow_examples": 200, "flow_max_examples": 100},
+    "full": {"corpora": ("mrpc", "sst-2", "blimp", "blimp-hard"), "examples": None, "flow_examples": 200,
+             "flow_max_examples": 100, "identity_fit": 1000},
 }
 # Abnar & Zuidema's own task (Tables 1-2): BLiMP's agreement prefixes as verb number (families/explain/run.py
 # BlimpExplainPass): the corpus -> the split of data.blimp.Agreement it reads; per tier the first k prefixes (flow

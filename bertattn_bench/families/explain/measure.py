@@ -175,12 +175,36 @@ def first_segment(ids: list[int], types: list[int], sep_id: int) -> tuple[list[i
     return ids[:cut], [0] * cut if cut < len(ids) else types
 
 
-def identified(encoder, inputs: dict) -> np.ndarray:
-    """Brunner et al.'s token identifiability, the cheap reading (no learned map): per layer l = 1..L, how many
-    positions i have their own input embedding (the embedding layer's output, ``hidden_states[0]``) as the nearest,
-    by cosine, of the sequence's input embeddings to layer l's hidden state at i. (L,) counts."""
+def hidden_states(encoder, inputs: dict) -> list[torch.Tensor]:
+    """The embedding layer's output and each layer's hidden states of one sequence, float64: L + 1 tensors (n, d)."""
     with torch.no_grad():
-        states = encoder(**inputs, output_hidden_states=True).hidden_states
-    unit = [torch.nn.functional.normalize(h[0].double(), dim=-1) for h in states]
-    own = torch.arange(unit[0].shape[0], device=unit[0].device)
-    return np.array([int(((u @ unit[0].T).argmax(-1) == own).sum()) for u in unit[1:]])
+        return [h[0].double() for h in encoder(**inputs, output_hidden_states=True).hidden_states]
+
+
+def identity_maps(states: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Brunner et al.'s learned mapping back to the input (§5), linear: per layer l = 1..L the least-squares map
+    ``[h^l, 1] W_l ≈ h^0`` over every token of the given sequences (``states``: per sequence, :func:`hidden_states`;
+    sequences the readings are not taken on). (L,) matrices (d + 1, d), by ``torch.linalg.lstsq``."""
+    n_layers = len(states[0]) - 1
+    target = torch.cat([s[0] for s in states])
+    maps = []
+    for layer in range(1, n_layers + 1):
+        x = torch.cat([s[layer] for s in states])
+        x = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], 1)
+        maps.append(torch.linalg.lstsq(x.cpu(), target.cpu(), driver="gelsd").solution.to(x.device))
+    return maps
+
+
+def identified(states: list[torch.Tensor], maps: list[torch.Tensor] | None = None) -> np.ndarray:
+    """Brunner et al.'s token identifiability of one sequence (``states``: :func:`hidden_states`): per layer
+    l = 1..L, how many positions i have their own input embedding (``states[0]``) as the nearest, by cosine, of the
+    sequence's input embeddings to layer l's hidden state at i (``maps`` None: the cheap reading, no learned map) or
+    to its image under the learned map (``maps``: :func:`identity_maps`). (L,) counts."""
+    unit0 = torch.nn.functional.normalize(states[0], dim=-1)
+    own = torch.arange(unit0.shape[0], device=unit0.device)
+    out = []
+    for layer, h in enumerate(states[1:]):
+        if maps is not None:
+            h = torch.cat([h, torch.ones(len(h), 1, dtype=h.dtype, device=h.device)], 1) @ maps[layer]
+        out.append(int(((torch.nn.functional.normalize(h, dim=-1) @ unit0.T).argmax(-1) == own).sum()))
+    return np.array(out)

@@ -160,28 +160,52 @@ def brunner_special_drop(pr, category: str = "sep", layers: str | list = "middle
     return m
 
 
-def identified_of(r) -> tuple[np.ndarray, np.ndarray]:
-    """(identified (S, L) token counts, tokens (S,)) of Brunner's identifiability reading, or NotApplicable."""
-    ident = getattr(r, "identified", None)
+MAPPINGS = {"none": "identified", "linear": "identified_linear"}  # the reading -> its ExplainResult field
+
+
+def identified_of(r, mapping: str = "none") -> tuple[np.ndarray, np.ndarray]:
+    """(identified (S, L) token counts, tokens (S,)) of Brunner's identifiability reading (``mapping``: "none", the
+    nearest input embedding by cosine; "linear", through the learned linear map), or NotApplicable."""
+    if mapping not in MAPPINGS:
+        raise ValueError(f"mapping {mapping!r}: one of {sorted(MAPPINGS)}")
+    ident = getattr(r, MAPPINGS[mapping], None)
     if ident is None:
-        raise NotApplicable("no identifiability reading on this pass (read on the GLUE passes' encoder)")
+        raise NotApplicable("no identifiability reading on this pass (read on the GLUE passes' encoder)"
+                            if getattr(r, "identified", None) is None else r.identity_note or "no learned map")
     return np.asarray(ident, dtype=float), np.asarray(r.lengths, dtype=float)
 
 
 @metric("brunner_identifiability_share")
-def brunner_identifiability_share(pr, layers: str | list = "last") -> Measurement:
+def brunner_identifiability_share(pr, layers: str | list = "last", mapping: str = "none") -> Measurement:
     """The share of all tokens (pooled over sequences) identified at ``layers`` (mean over them): layer l's hidden
-    state at i nearest (cosine) to input embedding i among the sequence's; Wilson's 95% bounds on the pooled count."""
+    state at i (``mapping`` "linear": its image under the learned map) nearest (cosine) to input embedding i among
+    the sequence's; Wilson's 95% bounds on the pooled count."""
     r = result_of(pr)
-    ident, n = identified_of(r)
+    ident, n = identified_of(r, mapping)
     ls = layers_of(layers, r.n_layers)
     right, total = float(ident[:, ls].sum()), float(n.sum() * len(ls))
     lo, hi = wilson_bounds(int(round(right)), int(total))
     per_layer = [float(ident[:, i].sum() / n.sum()) for i in range(r.n_layers)]
+    how = "" if mapping == "none" else f" through the learned {mapping} map ({r.identity_note})"
     return Measurement(right / total, int(n.sum()), "tokens",
-                       f"tokens identified at layers {[i + 1 for i in ls]}: {int(right)} of {int(total)} over "
+                       f"tokens identified at layers {[i + 1 for i in ls]}{how}: {int(right)} of {int(total)} over "
                        f"{len(n)} sequences; per layer {[round(x, 3) for x in per_layer]}", bounds=(lo / 100, hi / 100),
                        values={"per_layer": per_layer})
+
+
+@metric("brunner_identifiability_learned_gain")
+def brunner_identifiability_learned_gain(pr) -> Measurement:
+    """Per sequence: the share of its tokens identified at the last layer through the learned linear map minus by
+    cosine alone; the mean over sequences."""
+    r = result_of(pr)
+    plain, n = identified_of(r)
+    learned, _ = identified_of(r, "linear")
+    m = per_example((learned[:, -1] - plain[:, -1]) / n, "share identified at the last layer, learned map - cosine",
+                    r, "per sequence", learned=float(learned[:, -1].sum() / n.sum()),
+                    cosine=float(plain[:, -1].sum() / n.sum()))
+    m.n_unit = "sequences"
+    m.detail += f"; {r.identity_note}"
+    return m
 
 
 @metric("brunner_identifiability_drop")

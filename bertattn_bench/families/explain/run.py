@@ -44,6 +44,8 @@ class ExplainResult:
     effective_note: str = ""
     train_meta: dict = field(default_factory=dict)
     identified: np.ndarray | None = None  # (S, L) tokens identified per example and layer (measure.identified)
+    identified_linear: np.ndarray | None = None  # (S, L) the same through the learned linear map
+    identity_note: str = ""  # what the learned map was fitted on (or why there is none)
     # the first example read whole, for its figure: "tokens" (n,), "relevance" {reading: (L, n)} and "importance"
     # {importance: (n,)}, exactly the arrays its correlations were computed from
     example: dict | None = None
@@ -80,20 +82,42 @@ class ExplainPass(GluePass):
             for key, values in measure.correlations(rel, imp).items():
                 rho.setdefault(key, np.full((len(examples), info.n_layers), np.nan))[i] = values
         effective, note, d_head = self.effective(examples)
-        identified = self.identifiability(examples)
+        identified, identified_linear, identity_note = self.identifiability(examples)
         result = ExplainResult(task=self.task.name, tier=self.tier, seed=seed, n_layers=info.n_layers,
                                n_examples=len(examples), n_flow=n_flow,
                                lengths=np.array([len(e.input_ids) for e in examples]), rho=rho,
                                blank_token=str(tok.convert_ids_to_tokens(blank_id)), d_head=d_head,
                                effective=effective, effective_note=note, train_meta={**ft.meta, "cached": ft.cached},
-                               identified=identified, example=example)
+                               identified=identified, identified_linear=identified_linear,
+                               identity_note=identity_note, example=example)
         return result, {}
 
-    def identifiability(self, examples) -> np.ndarray | None:
-        """Brunner's token identifiability on the encoder the suite was given, each example's whole sequence."""
-        encoder = self.loaded.model
-        return np.stack([measure.identified(encoder, measure.inputs_of(encoder, ex.input_ids, ex.token_type_ids,
-                                                                       self.loaded.info.device)) for ex in examples])
+    def identifiability(self, examples) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+        """Brunner's token identifiability on the encoder the suite was given, each example's whole sequence: by
+        cosine alone, and through the learned linear map fitted on the task's first training pairs (never the
+        sequences read; :data:`constants.TIERS` "identity_fit"). (cosine (S, L), learned (S, L) or None, note)."""
+        from ...data import glue
+        from ...training import glue_finetune
+
+        encoder, device, tok = self.loaded.model, self.loaded.info.device, self.loaded.tokenizer
+
+        def states(ex):
+            return measure.hidden_states(encoder, measure.inputs_of(encoder, ex.input_ids, ex.token_type_ids, device))
+
+        read = [states(ex) for ex in examples]
+        plain = np.stack([measure.identified(s) for s in read])
+        k = TIERS[self.tier]["identity_fit"]
+        if not glue.has_split(self.data_dir, self.task, "train"):
+            return plain, None, f"no learned map: {self.task.name} has no train split here"
+        rows = glue.load_split(self.data_dir, self.task.name, "train", k)
+        fit = [states(ex) for ex in glue_finetune.encode_split(tok, rows, glue_finetune.token_budget(self.loaded)).examples]
+        n_tokens, width = sum(len(s[0]) for s in fit), int(fit[0][0].shape[-1])
+        if n_tokens <= width + 1:
+            return plain, None, f"no learned map: {n_tokens} training tokens for {width + 1} unknowns per output"
+        maps = measure.identity_maps(fit)
+        note = (f"linear map per layer, least squares on the {n_tokens} tokens of the first {len(fit)} "
+                f"{self.task.name} training pairs")
+        return plain, np.stack([measure.identified(s, maps) for s in read]), note
 
     def flow_budget(self) -> tuple[int | None, int | None]:
         """How many examples get the [CLS] node's flow, and how many the flow from every output node (None: all)."""
@@ -146,8 +170,8 @@ class BlimpExplainPass(ExplainPass):
     def flow_budget(self) -> tuple[int | None, int | None]:
         return None, None  # every prefix (short)
 
-    def identifiability(self, examples) -> None:
-        return None  # read on the GLUE passes (the same pre-trained encoder)
+    def identifiability(self, examples) -> tuple[None, None, str]:
+        return None, None, ""  # read on the GLUE passes (the same pre-trained encoder)
 
     def effective(self, examples):
         return None, "not read on the BLiMP prefixes (each shorter than the head dimension: A_eff = A)", None
