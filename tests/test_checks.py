@@ -32,6 +32,21 @@ def test_measure_gives_the_value_or_why_it_was_skipped():
     assert "needs 12 layers" in short.outcome.skipped
 
 
+def test_a_pass_that_measured_nothing_is_skipped_by_the_caller_before_any_metric():
+    """Issue 62: "nothing to measure" is decided once, where the metrics are called: the pass's reason becomes the
+    claim's, and the metric (which would fail on the reason-only result) is never called; so for a further pass a
+    claim reads."""
+    from bertattn_bench.claims.registry import NothingToMeasure
+
+    c = claim(">", 1.0, metric=NA_METRIC)  # a metric that would say something else
+    out = measure(c, FakePass(NothingToMeasure("no masked-LM head here"))).outcome
+    assert out.skipped == "no masked-LM head here" and out.measured is None
+    two = claim(">", 1.0, inputs=("other",))
+    other = FakePass(NothingToMeasure("the other task was not fine-tuned"))
+    out = measure(two, FakePass(2.0), others=lambda cl: [other]).outcome
+    assert out.skipped == "the other task was not fine-tuned"
+
+
 def test_judge_gives_the_side():
     assert judged(claim(">", 1.0), 2.0).holds is True
     assert judged(claim(">", 1.0), 0.5).holds is False

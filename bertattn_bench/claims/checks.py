@@ -42,7 +42,7 @@ from . import learned
 from .claim import Claim
 from .outcome import ClaimOutcome, baseline_key, corpus_label
 from .recorded import device_type, recorded_device
-from .registry import Measurement, NotApplicable, load_all_metrics
+from .registry import Measurement, NotApplicable, NothingToMeasure, load_all_metrics
 from .stats import seed_half_width
 from .verdicts import HOLDS, lost, verdict_of
 
@@ -78,6 +78,9 @@ def measure(claim: Claim, pass_result, others=None, assume_shape: str | None = N
                 if others is None:
                     raise NotApplicable(f"reads {len(claim.inputs)} more pass(es) {claim.inputs}: not given here")
                 extra["passes"] = resolved = others(claim)
+            for p in (pass_result, *resolved):  # a pass that measured nothing: its reason, and no metric sees it
+                if isinstance(getattr(p, "result", None), NothingToMeasure):
+                    raise NotApplicable(p.result.reason)
             m = load_all_metrics()[claim.metric](pass_result, **claim.params, **extra)
         except NotApplicable as exc:
             reason = str(exc)

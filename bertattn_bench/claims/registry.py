@@ -31,6 +31,15 @@ class NotApplicable(Exception):
 
 
 @dataclass
+class NothingToMeasure:
+    """A pass result that holds no statistics, only why (e.g. no MLM head): the layer that calls the metrics skips
+    its claims with ``reason`` (:func:`bertattn_bench.claims.checks.measure`; no metric sees it) and nothing is
+    timed."""
+
+    reason: str
+
+
+@dataclass
 class Measurement:
     value: float
     n: int  # how much data the value rests on (segments, arcs, sentences...)

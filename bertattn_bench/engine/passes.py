@@ -13,6 +13,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
+from ..claims.registry import NothingToMeasure  # noqa: F401 (the passes' result with only a reason)
 from .attention import forward, run_reducers
 from .batching import Encoded, Skipped, iter_batches
 from .model import LoadedModel, ModelInfo
@@ -51,13 +52,6 @@ def timed(device, fn: Callable[[], object]) -> tuple[object, float]:
     out = fn()
     sync()
     return out, time.perf_counter() - start
-
-
-@dataclass
-class NothingToMeasure:
-    """A pass result that holds no statistics, only why (e.g. no MLM head): its claims skip and nothing is timed."""
-
-    reason: str
 
 
 @runtime_checkable

@@ -8,7 +8,6 @@ from ...claims.stats import binomial_above_p, noise_bar, paired_gain_bounds, sig
 from ...claims.stats import mcnemar_exact as mcnemar_exact  # re-exported (tests read the McNemar test from here)
 from ...data import glue
 from ...engine.attention import head_name
-from ...engine.passes import NothingToMeasure
 from ...training.glue_pass import result_of
 from ..common.sweep_scoring import (
     correlation_bounds,
@@ -188,9 +187,6 @@ def disable_shared_harmful_heads(pr, passes: list, top: int = 5) -> Measurement:
     r = result_of(pr)
     if not passes:
         raise NotApplicable("needs the other task's sweep")
-    for o in passes:
-        if isinstance(o.result, NothingToMeasure):
-            raise NotApplicable(o.result.reason)
     other, controls = passes[0].result, [p.result for p in passes[1:]]
     if not controls:
         raise NotApplicable("needs a control task's sweep (heads harmful on every task are no shared reliance)")

@@ -54,7 +54,8 @@ class GradientPass:
 
         info = self.loaded.info
         if self.no_head:
-            return PassResult(self.family, self.corpus, self.data, info, NoMLMHead(self.no_head), 0, self.skipped)
+            why = self.no_head if self.no_head.startswith(EDITS) else f"needs a masked-LM head; {self.no_head}"
+            return PassResult(self.family, self.corpus, self.data, info, NoMLMHead(why), 0, self.skipped)
         mlm = mlm_model(self.loaded)  # not timed: loading
         dev = torch.device(info.device)
         encoded = self.encoded
