@@ -267,8 +267,26 @@ class GluePass:
         raise NotImplementedError
 
 
+# the ``@family`` arguments of every GLUE fine-tuning family: the tasks, MRPC by default, each tier's tasks, trains
+GLUE_FAMILY = {"corpora": GLUE_TASKS, "default_corpus": "mrpc",
+               "tier_corpora": {k: v["corpora"] for k, v in TIERS.items()}, "trains": True}
+
+
+def make_glue_pass(cls, family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None,
+                   options: dict | None, describe=None, **fields):
+    """A GLUE family's pass ``cls`` on :func:`prepare_glue`'s task, dev split, seeds and reason; ``describe(tier,
+    seeds)``: what the family adds to the data column; ``fields``: the family's own."""
+    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue(family_name, loaded, data_dir, corpus, limit,
+                                                                      options)
+    if describe is not None:
+        desc += describe(tier, seeds)
+    return cls(family_name, corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
+               (options or {}).get("precision"), **fields)
+
+
 def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None, options: dict | None):
-    """Shared by the ``finetune`` and ``disable`` families: the task, its dev set, seeds, and why it cannot run."""
+    """Shared by the GLUE fine-tuning families (:func:`make_glue_pass`): the task, its dev set, seeds, and why it
+    cannot run."""
     tier, cache_dir, _ = options_of(options)
     t = glue.task(corpus)
     # the random-init twin (negative control) trains TWIN_SEEDS only: its learned claims must fail, and its seed 0 is

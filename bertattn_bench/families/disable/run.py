@@ -12,7 +12,7 @@ from ...claims.registry import family
 from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
-from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue
+from ...training.glue_pass import GLUE_FAMILY, GluePass, make_glue_pass
 from ...training.glue_result import HeadsResult
 from ..common.sweep_scoring import (
     score_configs,
@@ -101,12 +101,9 @@ class DisablePass(GluePass):
         return result, {"sweep_over_plain": result.sweep_over_plain}
 
 
-@family("disable", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
+@family("disable", **GLUE_FAMILY)
 def prepare_disable(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> DisablePass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("disable", loaded, data_dir, corpus, limit,
-                                                                      options)
-    desc += f"; disabling = uniform attention over real tokens, {1 + loaded.info.n_layers * (loaded.info.n_heads + 1)} configurations"
-    return DisablePass("disable", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                       (options or {}).get("precision"))
+    n_configs = 1 + loaded.info.n_layers * (loaded.info.n_heads + 1)
+    return make_glue_pass(DisablePass, "disable", loaded, data_dir, corpus, limit, options, lambda tier, seeds: (
+        f"; disabling = uniform attention over real tokens, {n_configs} configurations"))

@@ -23,7 +23,7 @@ import numpy as np
 from ...claims.registry import family
 from ...data import blimp
 from ...training import blimp_number, glue_pass
-from ...training.glue_pass import GluePass, prepare_glue
+from ...training.glue_pass import GluePass, make_glue_pass
 from . import measure
 from .constants import BLIMP_CORPORA, BLIMP_TIERS, FLOW_MAX_PIECES, TASKS, TIERS
 
@@ -217,9 +217,6 @@ def prepare_explain(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | N
     f = TIERS[tier]["flow_examples"]
     if k is not None:  # the pass encodes (and counts) only the examples it reads
         limit = k if limit is None else min(limit, k)
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("explain", loaded, data_dir, corpus, limit,
-                                                                      options)
-    desc += (f"; attention vs Captum importance (flow on the first {f or 'all'} examples), effective attention on "
-             f"the encoder")
-    return ExplainPass("explain", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                       (options or {}).get("precision"))
+    return make_glue_pass(ExplainPass, "explain", loaded, data_dir, corpus, limit, options, lambda tier, seeds: (
+        f"; attention vs Captum importance (flow on the first {f or 'all'} examples), effective attention on the "
+        f"encoder"))

@@ -18,12 +18,12 @@ from ...engine.batching import iter_batches
 from ...training import glue_finetune as finetune
 from ...training.glue_pass import (
     COSINE_MAX_EXAMPLES,
-    GLUE_TASKS,
+    GLUE_FAMILY,
     TIERS,
     TWIN_SEEDS,
     GluePass,
     TaskScores,
-    prepare_glue,
+    make_glue_pass,
     task_scores,
 )
 from ...training.glue_result import GlueResult
@@ -160,11 +160,7 @@ class FinetunePass(GluePass):
         return result, {}
 
 
-@family("finetune", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
+@family("finetune", **GLUE_FAMILY)
 def prepare_finetune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                      options: dict | None = None) -> FinetunePass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("finetune", loaded, data_dir, corpus, limit,
-                                                                      options)
-    return FinetunePass("finetune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                        (options or {}).get("precision"))
+    return make_glue_pass(FinetunePass, "finetune", loaded, data_dir, corpus, limit, options)

@@ -24,8 +24,7 @@ from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import head_gates as hg
 from ...training import sweeps
-from ...training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, task_scores
-from ...training.glue_pass import TIERS as GLUE_TIERS
+from ...training.glue_pass import GLUE_FAMILY, GluePass, make_glue_pass, options_of, task_scores
 from ...training.glue_result import HeadsResult
 from ..common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
 from ..common.sweep_scoring import score_configs
@@ -178,16 +177,12 @@ class GatesPass(GluePass):
         return checks if r is None else checks + (trained_check(r, f"{self.loaded.info.name}'s head gates"),)
 
 
-@family("gates", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in GLUE_TIERS.items()}, trains=True)
+@family("gates", **GLUE_FAMILY)
 def prepare_gates(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                   options: dict | None = None) -> GatesPass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("gates", loaded, data_dir, corpus, limit,
-                                                                      options)
-    b = TIERS[tier]
-    desc += (f"; Hard Concrete head gates (beta {hg.BETA:.3g}, stretch {hg.LIMITS}), classifier frozen, λ in "
-             f"{list(b['lambdas'])}, {b['steps']} Adam steps (lr {b['lr']:g}, batch {b['batch_size']}) on "
-             f"{b['n_train']} seeded training rows, on each of the tier's seeds {list(seeds)}; closed heads masked "
-             "on dev; Michel's importance curve on the same checkpoints")
-    return GatesPass("gates", corpus, desc, loaded, t, dev, tuple(seeds), tier, Path(data_dir), cache_dir, paths,
-                     reason, (options or {}).get("precision"), budget=dict(b))
+    b = TIERS[options_of(options)[0]]
+    return make_glue_pass(GatesPass, "gates", loaded, data_dir, corpus, limit, options, lambda tier, seeds: (
+        f"; Hard Concrete head gates (beta {hg.BETA:.3g}, stretch {hg.LIMITS}), classifier frozen, λ in "
+        f"{list(b['lambdas'])}, {b['steps']} Adam steps (lr {b['lr']:g}, batch {b['batch_size']}) on "
+        f"{b['n_train']} seeded training rows, on each of the tier's seeds {list(seeds)}; closed heads masked "
+        "on dev; Michel's importance curve on the same checkpoints"), budget=dict(b))

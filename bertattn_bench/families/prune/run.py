@@ -14,7 +14,7 @@ from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import sweeps
-from ...training.glue_pass import GLUE_TASKS, TIERS, GluePass, prepare_glue, recipe_for
+from ...training.glue_pass import GLUE_FAMILY, GluePass, prepare_glue, recipe_for
 from ...training.glue_result import HeadsResult
 from ..common.head_importance import head_importance, importance_data, normalize_by_layer
 from ..common.sweep_scoring import score_configs
@@ -210,8 +210,7 @@ def _exact_requested(tier: str, exact: bool = False) -> bool:
     return tier == "full" or bool(exact)
 
 
-@family("prune", corpora=GLUE_TASKS, default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
+@family("prune", **GLUE_FAMILY)
 def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                   options: dict | None = None) -> PrunePass:
     t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("prune", loaded, data_dir, corpus, limit,
