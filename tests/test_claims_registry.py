@@ -535,3 +535,33 @@ def test_tolerance_rationales_point_at_sections_that_exist():
     assert pointers, "no rationale points at docs/tolerances.md"
     assert [(cid, a) for cid, a in pointers if a not in anchors] == []
     assert all(a == cid.replace(".", "") for cid, a in pointers), pointers
+
+
+def test_a_figure_writer_with_a_result_type_is_given_only_those_passes():
+    """Issue 62: the "is this my result?" step of every figure writer done once, by the registry: a writer registered
+    with ``result=`` receives only the passes whose result is one (not a pass that measured nothing, not another
+    family's), called directly or through FIGURES; without ``result=`` it receives every pass."""
+    from types import SimpleNamespace
+
+    class Mine:
+        pass
+
+    seen = []
+
+    def draw(pass_results, directory):
+        seen.append([p.name for p in pass_results])
+        return []
+
+    name = "test_family_figure_filter_xyz"
+    try:
+        writer = registry.figure(name, result=Mine)(draw)
+        passes = [SimpleNamespace(name="a", result=Mine()), SimpleNamespace(name="b", result=registry.NothingToMeasure("x")),
+                  SimpleNamespace(name="c", result=3.0), SimpleNamespace(name="d", result=Mine())]
+        writer(passes, None)
+        registry.FIGURES[name](passes, None)
+        assert seen == [["a", "d"], ["a", "d"]] and writer.__name__ == "draw"
+        registry.FIGURES.pop(name)
+        registry.figure(name)(draw)(passes, None)
+        assert seen[-1] == ["a", "b", "c", "d"]
+    finally:
+        registry.FIGURES.pop(name, None)

@@ -5,6 +5,7 @@ Adding a claim takes one declarative entry in ``reference_numbers/*.toml`` and a
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -108,13 +109,20 @@ def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpor
     return register
 
 
-def figure(family_name: str):
-    """Register a figure writer for a family: ``fn(pass_results, directory) -> list[Path]`` (matplotlib, Agg)."""
+def figure(family_name: str, result: type | tuple[type, ...] | None = None):
+    """Register a figure writer for a family: ``fn(pass_results, directory) -> list[Path]`` (matplotlib, Agg).
+    ``result``: the result type(s) it draws; the writer is then given only the passes whose result is one (a pass
+    that measured nothing never reaches it), called directly or by the report."""
     def register(fn):
-        if family_name in FIGURES and _redefined(FIGURES[family_name], fn):
+        writer = fn
+        if result is not None:
+            @functools.wraps(fn)
+            def writer(pass_results, directory):
+                return fn([p for p in pass_results if isinstance(getattr(p, "result", None), result)], directory)
+        if family_name in FIGURES and _redefined(FIGURES[family_name], writer):
             raise ValueError(f"figure writer for family {family_name!r} registered twice")
-        FIGURES[family_name] = fn
-        return fn
+        FIGURES[family_name] = writer
+        return writer
 
     return register
 

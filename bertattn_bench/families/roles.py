@@ -226,7 +226,7 @@ def prepare_roles(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | 
 
 # ---- figure -----------------------------------------------------------------------------------------------------
 
-@figure("roles")
+@figure("roles", result=RolesResult)
 def roles_figure(pass_results, directory: Path) -> list[Path]:
     """The head-role map (issue 64): confidence, the ±1 share (positional heads boxed) and the rare-word share per
     head, the best head of each of Voita's relation-directions marked S on the confidence panel."""
@@ -234,7 +234,7 @@ def roles_figure(pass_results, directory: Path) -> list[Path]:
     paths = []
     for pr in pass_results:
         res = pr.result
-        if not isinstance(res, RolesResult) or not res.n_sentences:
+        if not res.n_sentences:
             continue
         rare = 100.0 * res.rare_hits / res.n_sentences
         panels = (("confidence (mean max weight)", res.confidence, 0, 1),

@@ -180,15 +180,13 @@ def prune_speedup(pr, batch: int = 16) -> Measurement:
                               f"{r.rounds} interleaved rounds on {r.device}, {r.threads} threads")
 
 
-@figure("speedup")
+@figure("speedup", result=SpeedResult)
 def speedup_figures(pass_results, directory: Path) -> list[Path]:
     """Examples/s by batch size, unpruned vs pruned (Table 4 as a plot)."""
     plt = pyplot()
     out = []
     for pr in pass_results:
         r = pr.result
-        if not isinstance(r, SpeedResult):
-            continue
         bs = sorted(r.seconds)
         fig, ax = plt.subplots(figsize=(5, 3.2))
         x = np.arange(len(bs))

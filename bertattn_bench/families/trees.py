@@ -99,7 +99,7 @@ def prepare_trees(loaded, data_dir: Path, corpus: str = "pud_test", limit: int |
 
 # ---- figure -----------------------------------------------------------------------------------------------------
 
-@figure("trees")
+@figure("trees", result=TreesResult)
 def trees_figure(pass_results, directory: Path) -> list[Path]:
     """UUAS by layer and head (MAX trees, mean per tree) and per relation the best head's UUAS beside the offset
     baseline (issue 64)."""
@@ -107,7 +107,7 @@ def trees_figure(pass_results, directory: Path) -> list[Path]:
     paths = []
     for pr in pass_results:
         res = pr.result
-        if not isinstance(res, TreesResult) or not res.n_trees:
+        if not res.n_trees:
             continue
         fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1, 1.6]})
         tree = (res.tree_max_sum / res.n_trees).numpy()

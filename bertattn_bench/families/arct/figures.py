@@ -24,15 +24,13 @@ FIGURE_SETTINGS = (("BERT-L", "bert_large", "test"), ("BERT-L W", "bert_large_w"
                    ("BERT-L adv C,W", "bert_large_adv_cw", "adv_pooled"))
 
 
-@figure("arct")
+@figure("arct", result=ArctResult)
 def arct_figures(pass_results, directory: Path) -> list[Path]:
     """The authors' per-seed test accuracies per setting (strip + median), and π/ξ of "not" per split and
     tokenisation beside Table 2 — one pair of PNGs per pass (the data, not the model, decides them)."""
     plt = pyplot()
     paths = []
     for pr in pass_results:
-        if not isinstance(pr.result, ArctResult):
-            continue
         res = pr.result
         fig, ax = plt.subplots(figsize=(7.5, 3.4))
         rng = np.random.default_rng(0)

@@ -15,15 +15,13 @@ _MARKERS = {"[CLS]": "s", "[SEP]": "D", ". ,": "P", "previous": "<", "next": ">"
             OTHER: "o"}
 
 
-@figure("clustering")
+@figure("clustering", result=ClusteringResult)
 def clustering_figure(pass_results, directory: Path) -> list[Path]:
     """MDS map of the heads (Clark Fig. 6): colour = layer, marker = §3 behaviour; one PNG per (model, corpus)."""
     plt = pyplot()
     paths = []
     for pr in pass_results:
         res = pr.result
-        if not isinstance(res, ClusteringResult):
-            continue
         xy = res.mds()
         layers, labels, names = res.layers(), res.behaviors(), res.head_names()
         fig, ax = plt.subplots(figsize=(6.4, 5.2))

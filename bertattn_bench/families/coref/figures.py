@@ -12,14 +12,14 @@ from .constants import BASELINE_NAMES, BASELINES, TYPES
 from .run import CorefResult
 
 
-@figure("coref")
+@figure("coref", result=CorefResult)
 def coref_figure(pass_results, directory: Path) -> list[Path]:
     """Accuracy by mention type: the best head (on all anaphors) against the three baselines, one PNG per pass."""
     plt = pyplot()
     paths = []
     for pr in pass_results:
         res = pr.result
-        if not isinstance(res, CorefResult) or res.count() == 0:
+        if res.count() == 0:
             continue
         layer, head, _ = res.best_head()
         series = [(BASELINE_NAMES[b], [res.baseline(b, k) for k in TYPES]) for b in BASELINES]

@@ -10,15 +10,13 @@ from ...claims.registry import figure
 from .run import DisableResult
 
 
-@figure("disable")
+@figure("disable", result=DisableResult)
 def disable_figures(pass_results, directory: Path) -> list[Path]:
     """Kovaleva Fig. 8 (Δ per disabled head, one heatmap per task) and Fig. 9 (Δ per disabled layer)."""
     plt = pyplot()
     paths = []
     for pr in pass_results:
         r = pr.result
-        if not isinstance(r, DisableResult):
-            continue
         d = r.head_delta.mean(0)
         lim = max(float(np.abs(d).max()), r.step if not np.isnan(r.step) else 0.0, 1e-6)
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [r.n_heads, 4]})

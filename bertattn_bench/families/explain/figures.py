@@ -42,16 +42,15 @@ def layer_curve(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(means), np.array(half)
 
 
-@figure("explain")
+@figure("explain", result=ExplainResult)
 def explain_figures(pass_results, directory: Path) -> list[Path]:
     """Per (model, corpus): the curves (two panels, blank-out and gradient, a curve per reading) and, where the
     pass kept its first example, that example's maps (:func:`_example`)."""
     out = []
     for pr in pass_results:
-        if isinstance(pr.result, ExplainResult):
-            out.append(_curves(pr, directory))
-            if pr.result.example:
-                out.append(_example(pr, directory))
+        out.append(_curves(pr, directory))
+        if pr.result.example:
+            out.append(_example(pr, directory))
     return out
 
 

@@ -8,14 +8,14 @@ from ...claims.registry import figure
 from .run import FinetuneResult
 
 
-@figure("finetune")
+@figure("finetune", result=FinetuneResult)
 def finetune_figures(pass_results, directory: Path) -> list[Path]:
     """Kovaleva Fig. 5: per-head cosine between pre-trained and fine-tuned maps, and its per-layer mean."""
     plt = pyplot()
     paths = []
     for pr in pass_results:
         r = pr.result
-        if not isinstance(r, FinetuneResult) or r.cosine_head is None:
+        if r.cosine_head is None:
             continue
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 3.8), gridspec_kw={"width_ratios": [3, 1]})
         im = ax.imshow(r.cosine_head, cmap="viridis", aspect="auto")

@@ -12,7 +12,7 @@ from .metrics import frame_heads
 from .reduce import FrameResult
 
 
-@figure("framenet")
+@figure("framenet", result=FrameResult)
 def framenet_figure(pass_results, directory: Path) -> list[Path]:
     """Kovaleva Fig. 3: per-head score, its matched-distance control and the difference (frame-semantic heads
     boxed), and the example sentence's attention from the target in the two strongest heads."""
@@ -20,7 +20,7 @@ def framenet_figure(pass_results, directory: Path) -> list[Path]:
     paths = []
     for pr in pass_results:
         r = pr.result
-        if not isinstance(r, FrameResult) or r.n_sentences < 2:
+        if r.n_sentences < 2:
             continue
         d = r.d(None)
         heads, threshold, _ = frame_heads(r)

@@ -9,7 +9,7 @@ from ...claims.registry import figure
 from .run import GatesResult
 
 
-@figure("gates")
+@figure("gates", result=GatesResult)
 def gates_figures(pass_results, directory: Path) -> list[Path]:
     """Accuracy vs heads kept (issue 64): per seed the gates' runs (points, λ written beside) and Michel's curve
     (line: the least important heads by I_h masked first, scored at every tenth and at the gates' counts)."""
@@ -17,8 +17,6 @@ def gates_figures(pass_results, directory: Path) -> list[Path]:
     paths = []
     for pr in pass_results:
         r = pr.result
-        if not isinstance(r, GatesResult):
-            continue
         fig, ax = plt.subplots(figsize=(7, 4.5))
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for s, seed in enumerate(r.seeds):

@@ -8,14 +8,12 @@ from ...claims.registry import figure
 from .reduce import GradientResult
 
 
-@figure("gradient")
+@figure("gradient", result=GradientResult)
 def gradient_figure(pass_results, directory: Path) -> list[Path]:
     """Mean |∂L/∂α| by layer for [SEP], '.'/',' and all unmasked tokens, one PNG per (model, corpus)."""
     plt = pyplot()
     paths = []
     for pr in pass_results:
-        if not isinstance(pr.result, GradientResult):
-            continue
         res = pr.result
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
         layers = range(1, res.n_layers + 1)

@@ -18,7 +18,7 @@ COLORS = {"vertical": "tab:blue", "diagonal": "tab:orange", "vertical+diagonal":
           "heterogeneous": "0.6"}
 
 
-@figure("patterns")
+@figure("patterns", result=PatternsResult)
 def patterns_figures(pass_results, directory: Path) -> list[Path]:
     """Fig. 1 (a typical map of each type) + Fig. 2 (type shares per task), Fig. 6 (feature scores per layer),
     Fig. 7 (final-layer [CLS] row per task)."""
@@ -26,8 +26,7 @@ def patterns_figures(pass_results, directory: Path) -> list[Path]:
     paths = []
     by_model: dict[str, list] = {}
     for pr in pass_results:
-        if isinstance(pr.result, PatternsResult):
-            by_model.setdefault(pr.model.slug, []).append(pr)
+        by_model.setdefault(pr.model.slug, []).append(pr)
     for slug, prs in by_model.items():
         prs.sort(key=lambda p: GLUE_TASKS.index(p.result.task))
         name = prs[0].model.name

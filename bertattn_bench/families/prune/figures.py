@@ -16,7 +16,7 @@ def _seeds_label(seeds) -> str:
     return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {', '.join(map(str, seeds))}"
 
 
-@figure("prune")
+@figure("prune", result=PruneResult)
 def prune_figures(pass_results, directory: Path) -> list[Path]:
     """The pruning curves (Fig. 3: importance order; full tier: recomputed, single-head-Δ order, random orders),
     the single-head Δ histogram (Fig. 1b) and the importance heatmap, one PNG per model and task."""
@@ -24,8 +24,6 @@ def prune_figures(pass_results, directory: Path) -> list[Path]:
     paths = []
     for pr in pass_results:
         r = pr.result
-        if not isinstance(r, PruneResult):
-            continue
         fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [4, 3, 3]})
         x = 100 * r.fractions
         ax.plot(x, r.curve.mean(0), "o-", label=f"importance I_h (once), {_seeds_label(r.seeds)}")
