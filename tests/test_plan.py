@@ -39,17 +39,6 @@ def test_the_plan_orders_rows_and_names_them_once():
     assert runner.plan("dependency", negative_control=False) == plain
 
 
-def test_the_twin_reads_the_familys_control_corpus_of_the_tier():
-    """The explain family's twin gets a verb-number classifier from the regression tier on, on MRPC at the full tier
-    only: its negative control reads BLiMP at the regression tier, the first corpus (MRPC) at the others."""
-    def control(tier):
-        rows = Runner(RunOptions(models=["embedded"], tier=tier)).plan("explain")
-        return [r.target.corpus for r in rows if r.negative_control]
-
-    assert control("regression") == ["blimp"]
-    assert control("quick") == ["mrpc"] and control("full") == ["mrpc"]
-
-
 def test_pytest_collects_the_plans_ids():
     """The pytest face parametrizes from the plan: its test ids are the plan's, for the claims, the passes and the
     negative control."""

@@ -75,14 +75,6 @@ class Family:
     # trains inside its pass or reads a fine-tuned checkpoint: its prepare takes the training ``options`` (tier,
     # checkpoint cache, progress), and torch's thread count is part of its cache key (cache.threads_matter)
     trains: bool = False
-    # {tier: corpus} the negative control (the random-init twin) reads at that tier, where the run reads it; else the
-    # run's first corpus (explain: BLiMP from the regression tier on, where its twin gets a verb-number classifier)
-    control_corpora: dict | None = None
-
-    def control_corpus(self, tier: str, corpora: list[str]) -> str:
-        """The corpus of the negative control's pass among the run's ``corpora`` of this family."""
-        chosen = (self.control_corpora or {}).get(tier)
-        return chosen if chosen in corpora else corpora[0]
 
     def default_corpora(self, tier: str = tiers.RECORDED) -> list[str]:
         if self.tier_corpora:
@@ -106,13 +98,12 @@ def _redefined(old, new) -> bool:
 
 
 def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpora: dict | None = None,
-           quick_limit: int | None = None, trains: bool = False, control_corpora: dict | None = None):
+           quick_limit: int | None = None, trains: bool = False):
     """Register a family's prepare function (it returns a ``bertattn_bench.engine.passes.Pass``)."""
     def register(fn):
         if name in FAMILIES and _redefined(FAMILIES[name].prepare, fn):
             raise ValueError(f"family {name!r} registered twice")
-        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora, quick_limit, trains,
-                                control_corpora)
+        FAMILIES[name] = Family(name, fn, tuple(corpora), default_corpus, tier_corpora, quick_limit, trains)
         return fn
 
     return register

@@ -239,12 +239,10 @@ class Runner:
     # ---- the plan ----------------------------------------------------------------------------------------------
     def plan(self, select=None, families: list[str] | None = None, negative_control: bool = True) -> list[PlanRow]:
         """The run's passes in order (by family: each model and corpus, then the first model's random-init twin on
-        the family's control corpus, :meth:`~bertattn_bench.claims.registry.Family.control_corpus`, for its learned
-        claims), each with the claims ``select`` (a ``-k`` expression over
+        the family's first corpus for its learned claims), each with the claims ``select`` (a ``-k`` expression over
         :func:`plan_id`, or a predicate) keeps; a row with no claim left is dropped. ``families``: these (default:
         every registered family)."""
         from ..claims.catalog import load_claims
-        from ..claims.registry import families as registered
 
         matches = selection(select)
         catalog = load_claims()
@@ -262,8 +260,7 @@ class Runner:
                         rows.append(PlanRow(t, chosen, row.test_id))
             learned = [c for c in claims if c.learned]
             if negative_control and learned and self.options.models:
-                corpus = registered()[family].control_corpus(self.options.tier, self.options.corpora(family))
-                t = Target(random_twin_name(self.options.models[0]), corpus, family)
+                t = Target(random_twin_name(self.options.models[0]), self.options.corpora(family)[0], family)
                 row = PlanRow(t, (), plan_id(claims[0].paper, family, t), negative_control=True)
                 chosen = tuple(c for c in learned if matches(row.claim_test_id(c)))
                 if chosen:

@@ -207,8 +207,7 @@ def prepare_blimp(loaded, data_dir: Path, corpus: str, limit: int | None, option
 
 
 @family("explain", corpora=TASKS + tuple(BLIMP_CORPORA), default_corpus="mrpc",
-        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True,
-        control_corpora={t: "blimp" for t, v in BLIMP_TIERS.items() if v["twin"] and not glue_pass.TIERS[t]["twin"]})
+        tier_corpora={k: v["corpora"] for k, v in TIERS.items()}, trains=True)
 def prepare_explain(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> ExplainPass:
     if corpus in BLIMP_CORPORA:
