@@ -77,3 +77,53 @@ def test_gates_on_other_encoder_types(label, tokenizer, tmp_path, monkeypatch):
     kept = np.asarray(r.n_kept)[0]
     assert kept[0] == n and kept[1] < n, kept  # no penalty keeps every head; a large one closes gates
     assert np.isfinite(np.asarray(r.scores)).all()
+
+
+def test_gates_over_seeds_whose_gates_keep_different_counts(tokenizer, tmp_path, monkeypatch):
+    """Two seeds whose gates keep different numbers of heads (planted): one Michel curve per seed on one shared set
+    of counts (every tenth and every seed's gate counts), so the curves stack (stop 69: per-seed counts of unequal
+    length failed the five-seed regression run)."""
+    from toy_glue import write_mrpc
+
+    from bertattn_bench.claims.registry import families
+    from bertattn_bench.families.gates import run as gates_run
+    from bertattn_bench.training import glue_pass
+    from bertattn_bench.training import head_gates as hg
+
+    from transformers import BertConfig
+
+    from bertattn_bench.engine.model import model_from_config
+
+    # 2 x 8 heads: every tenth of 16 is {0, 1, 3, 4, 6, 8, 9, 11, 12, 14}; seed 0's gates prune 2 and 5 (two more
+    # counts), seed 1's 7 and 8 (one more): per-seed counts would give curves of 12 and 11 points
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=8,
+                        intermediate_size=64, max_position_embeddings=64)
+    loaded = model_from_config(config, tokenizer, "tiny8", "tiny8", seed=0, device="cpu")
+    loaded = replace(loaded, info=replace(loaded.info, random_init_seed=None))
+    write_mrpc(tmp_path, 16, 8)
+    real = glue_pass.recipe_for
+    monkeypatch.setattr(glue_pass, "recipe_for",
+                        lambda task, tier="regression": replace(real(task, tier), epochs=1, batch_size=8, lr=1e-3))
+    monkeypatch.setitem(gates_run.TIERS, "quick", {"lambdas": (0.1, 1.0), "steps": 2, "n_train": 16,
+                                                   "batch_size": 8, "lr": 0.5})
+    n_layers, n_heads = loaded.info.n_layers, loaded.info.n_heads
+
+    pruned = {0: (2, 5), 1: (7, 8)}
+
+    def planted(model, t, data, tok, lambdas, seed, recipe, *args, **kw):
+        runs = []
+        for lam, k in zip(lambdas, pruned[seed]):
+            kept = np.zeros((n_layers, n_heads), bool)
+            kept.flat[:n_layers * n_heads - k] = True
+            runs.append(hg.GateRun(lam, seed, 2, np.zeros(kept.shape), kept.astype(float), kept, [1.0], [0.5]))
+        return runs
+
+    monkeypatch.setattr(hg, "gate_sweep", planted)
+    p = families()["gates"].prepare(loaded, tmp_path, "mrpc", None, 32,
+                                    {"tier": "quick", "cache_dir": tmp_path / "cache", "n_seeds": 2})
+    assert p.seeds == (0, 1)
+    p.artifacts()
+    r = p.run().result
+    assert np.asarray(r.n_kept).tolist() == [[14, 11], [9, 8]]
+    assert {2, 5, 7, 8} <= set(r.michel_counts)  # every seed's gate counts (heads pruned), not only the last seed's
+    assert np.asarray(r.michel_curve).shape == (2, len(r.michel_counts))

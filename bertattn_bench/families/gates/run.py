@@ -123,7 +123,7 @@ class GatesPass(GluePass):
         secs: dict[str, float] = {}
         recipe = hg.GateRecipe(steps=self.budget["steps"], batch_size=self.budget["batch_size"],
                                lr=self.budget["lr"])
-        per_seed, n_train = [], 0
+        per_seed, n_train, read = [], 0, []
         for seed in self.seeds:  # each seed's own checkpoint and its own gates (the seed spread of the gates)
             ft = self.finetuned(self.loaded, seed, progress)
             model = ft.model
@@ -134,10 +134,15 @@ class GatesPass(GluePass):
                 ft.meta.get("path")))
             secs["train"] = secs.get("train", 0.0) + s
             per_seed.append(self._score(model, runs, secs))
-            counts = michel_counts(L * H, [r.n_kept for r in runs])
-            curve, s = timed(info.device, lambda: michel_curve(model, t, train, dev, tok, counts, ft.meta.get("path")))
+            read.append((ft, train))
+        # one set of counts for every seed (every tenth and each seed's gate counts): the curves stack (S, C), and each
+        # seed's curve holds every seed's gate counts (stop 69: per-seed counts of unequal length failed at 5 seeds)
+        counts = michel_counts(L * H, [r.n_kept for p in per_seed for r in p["runs"]])
+        for (ft, train), p in zip(read, per_seed):
+            curve, s = timed(info.device, lambda: michel_curve(ft.model, t, train, dev, tok, counts,
+                                                               ft.meta.get("path")))
             secs["michel"] = secs.get("michel", 0.0) + s
-            per_seed[-1]["michel"] = curve
+            p["michel"] = curve
         result = GatesResult.of(
             self, base=np.array([p["base"] for p in per_seed]), lambdas=list(self.budget["lambdas"]),
             n_kept=np.array([[r.n_kept for r in p["runs"]] for p in per_seed], dtype=np.int64),
