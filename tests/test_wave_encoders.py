@@ -84,15 +84,13 @@ def test_gates_over_seeds_whose_gates_keep_different_counts(tokenizer, tmp_path,
     of counts (every tenth and every seed's gate counts), so the curves stack (stop 69: per-seed counts of unequal
     length failed the five-seed regression run)."""
     from toy_glue import write_mrpc
+    from transformers import BertConfig
 
     from bertattn_bench.claims.registry import families
+    from bertattn_bench.engine.model import model_from_config
     from bertattn_bench.families.gates import run as gates_run
     from bertattn_bench.training import glue_pass
     from bertattn_bench.training import head_gates as hg
-
-    from transformers import BertConfig
-
-    from bertattn_bench.engine.model import model_from_config
 
     # 2 x 8 heads: every tenth of 16 is {0, 1, 3, 4, 6, 8, 9, 11, 12, 14}; seed 0's gates prune 2 and 5 (two more
     # counts), seed 1's 7 and 8 (one more): per-seed counts would give curves of 12 and 11 points
