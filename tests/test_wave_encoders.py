@@ -51,23 +51,30 @@ def test_trees_and_roles_on_other_encoder_types(label, tokenizer, tmp_path):
     assert conf.shape == (n_layers, n_heads) and np.isfinite(conf).all() and ((conf > 0) & (conf <= 1)).all()
 
 
-@pytest.mark.parametrize("label", LABELS)
-def test_gates_on_other_encoder_types(label, tokenizer, tmp_path, monkeypatch):
-    """The gates pass (Hard Concrete gates on every head through the engine's head gates, then Michel's curve on the
-    same checkpoint): a penalty that closes every gate and one that closes none."""
+def quick_gates(monkeypatch, tmp_path, lambdas, steps):
+    """Toy MRPC under ``tmp_path``, a one-epoch fine-tune recipe and the quick tier's gate budget cut to ``lambdas``
+    and ``steps``."""
     from toy_glue import write_mrpc
 
-    from bertattn_bench.claims.registry import families
     from bertattn_bench.families.gates import run as gates_run
     from bertattn_bench.training import glue_pass
 
-    loaded = build(label, tokenizer)
     write_mrpc(tmp_path, 16, 8)
     real = glue_pass.recipe_for
     monkeypatch.setattr(glue_pass, "recipe_for",
                         lambda task, tier="regression": replace(real(task, tier), epochs=1, batch_size=8, lr=1e-3))
-    monkeypatch.setitem(gates_run.TIERS, "quick", {"lambdas": (0.0, 50.0), "steps": 30, "n_train": 16,
+    monkeypatch.setitem(gates_run.TIERS, "quick", {"lambdas": lambdas, "steps": steps, "n_train": 16,
                                                    "batch_size": 8, "lr": 0.5})
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_gates_on_other_encoder_types(label, tokenizer, tmp_path, monkeypatch):
+    """The gates pass (Hard Concrete gates on every head through the engine's head gates, then Michel's curve on the
+    same checkpoint): a penalty that closes every gate and one that closes none."""
+    from bertattn_bench.claims.registry import families
+
+    loaded = build(label, tokenizer)
+    quick_gates(monkeypatch, tmp_path, (0.0, 50.0), 30)
     p = families()["gates"].prepare(loaded, tmp_path, "mrpc", None, 32,
                                     {"tier": "quick", "cache_dir": tmp_path / "cache"})
     assert p.reason is None
@@ -83,13 +90,10 @@ def test_gates_over_seeds_whose_gates_keep_different_counts(tokenizer, tmp_path,
     """Two seeds whose gates keep different numbers of heads (planted): one Michel curve per seed on one shared set
     of counts (every tenth and every seed's gate counts), so the curves stack (stop 69: per-seed counts of unequal
     length failed the five-seed regression run)."""
-    from toy_glue import write_mrpc
     from transformers import BertConfig
 
     from bertattn_bench.claims.registry import families
     from bertattn_bench.engine.model import model_from_config
-    from bertattn_bench.families.gates import run as gates_run
-    from bertattn_bench.training import glue_pass
     from bertattn_bench.training import head_gates as hg
 
     # 2 x 8 heads: every tenth of 16 is {0, 1, 3, 4, 6, 8, 9, 11, 12, 14}; seed 0's gates prune 2 and 5 (two more
@@ -98,12 +102,7 @@ def test_gates_over_seeds_whose_gates_keep_different_counts(tokenizer, tmp_path,
                         intermediate_size=64, max_position_embeddings=64)
     loaded = model_from_config(config, tokenizer, "tiny8", "tiny8", seed=0, device="cpu")
     loaded = replace(loaded, info=replace(loaded.info, random_init_seed=None))
-    write_mrpc(tmp_path, 16, 8)
-    real = glue_pass.recipe_for
-    monkeypatch.setattr(glue_pass, "recipe_for",
-                        lambda task, tier="regression": replace(real(task, tier), epochs=1, batch_size=8, lr=1e-3))
-    monkeypatch.setitem(gates_run.TIERS, "quick", {"lambdas": (0.1, 1.0), "steps": 2, "n_train": 16,
-                                                   "batch_size": 8, "lr": 0.5})
+    quick_gates(monkeypatch, tmp_path, (0.1, 1.0), 2)
     n_layers, n_heads = loaded.info.n_layers, loaded.info.n_heads
 
     pruned = {0: (2, 5), 1: (7, 8)}
