@@ -121,6 +121,8 @@ def test_reducer_on_planted_heads(tokenizer):
     (m,) = [m for m in res.mst if (m.head, m.direction) == (0, 0)]
     assert m.tree_uuas == [100.0] and m.max_tree_uuas == [100.0] and m.chain_uuas == [60.0]
     assert m.hits[RELATIONS.index("det")] == 2
+    # each head's MAX tree beside its MST, in both directions: the reducer's per-tree MAX UUAS of the one sentence
+    assert [m.max_tree_uuas for m in res.mst] == [[100.0], [100.0], [60.0], [60.0], [20.0], [20.0]]
 
 
 class _PR:

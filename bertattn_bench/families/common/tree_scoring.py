@@ -152,27 +152,29 @@ class TreesReducer(Reducer):
         return res
 
 
-def mst_scores(res: TreesResult, kept: dict, arcs, roots, n_rel: int, heads: int | None = None) -> list[MstScore]:
+def mst_scores(res: TreesResult, kept: dict, arcs, roots, n_rel: int) -> list[MstScore]:
     """MST (and MAX, for comparison) of every head in both directions on the kept sample, in (layer, head,
-    direction) order; ``heads``: only the best k by mean MAX tree UUAS (in that order)."""
-    n_heads = res.tree_sum.shape[1]
-    order = torch.argsort(res.tree_max_sum.flatten(), descending=True, stable=True)[:heads].tolist() \
-        if heads is not None else list(range(res.tree_sum.numel()))
-    scores_of = [MstScore(*divmod(flat, n_heads), direction, [], [], [], [0] * n_rel)
-                 for flat in order for direction in range(len(DIRECTIONS))]
+    direction) order."""
+    n_layers, n_heads = res.tree_sum.shape
+    scores_of = [MstScore(layer, head, direction, [], [], [], [0] * n_rel)
+                 for layer in range(n_layers) for head in range(n_heads) for direction in range(len(DIRECTIONS))]
     for i in sorted(kept):
         if not len(arcs[i]):
             continue
         gold = [(int(d), int(p)) for d, p, _ in arcs[i]]
         rels = arcs[i][:, 2].tolist()
         chain = 100.0 * sum(undirected_hits(chain_edges(len(kept[i][0][0])), gold)) / len(gold)
+        max_uuas = {}  # per head: its MAX tree does not depend on the MST's direction
         for score in scores_of:
             scores = kept[i][score.layer][score.head]
             hits = undirected_hits(mst_edges(scores, roots[i], score.direction), gold)
             for ok, r in zip(hits, rels):
                 score.hits[r] += int(ok)
             score.tree_uuas.append(100.0 * sum(hits) / len(gold))
-            score.max_tree_uuas.append(100.0 * sum(undirected_hits(max_edges(scores, roots[i]), gold)) / len(gold))
+            if (score.layer, score.head) not in max_uuas:
+                max_hits = undirected_hits(max_edges(scores, roots[i]), gold)
+                max_uuas[score.layer, score.head] = 100.0 * sum(max_hits) / len(gold)
+            score.max_tree_uuas.append(max_uuas[score.layer, score.head])
             score.chain_uuas.append(chain)
     return scores_of
 

@@ -181,6 +181,11 @@ def hidden_states(encoder, inputs: dict) -> list[torch.Tensor]:
         return [h[0].double() for h in encoder(**inputs, output_hidden_states=True).hidden_states]
 
 
+def _with_ones(h: torch.Tensor) -> torch.Tensor:
+    """``[h, 1]``: the hidden states with the constant column the learned map's bias reads."""
+    return torch.cat([h, torch.ones(len(h), 1, dtype=h.dtype, device=h.device)], 1)
+
+
 def identity_maps(states: list[list[torch.Tensor]]) -> list[torch.Tensor]:
     """Brunner et al.'s learned mapping back to the input (§5), linear: per layer l = 1..L the least-squares map
     ``[h^l, 1] W_l ≈ h^0`` over every token of the given sequences (``states``: per sequence, :func:`hidden_states`;
@@ -189,8 +194,7 @@ def identity_maps(states: list[list[torch.Tensor]]) -> list[torch.Tensor]:
     target = torch.cat([s[0] for s in states])
     maps = []
     for layer in range(1, n_layers + 1):
-        x = torch.cat([s[layer] for s in states])
-        x = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype, device=x.device)], 1)
+        x = _with_ones(torch.cat([s[layer] for s in states]))
         maps.append(torch.linalg.lstsq(x.cpu(), target.cpu(), driver="gelsd").solution.to(x.device))
     return maps
 
@@ -205,6 +209,6 @@ def identified(states: list[torch.Tensor], maps: list[torch.Tensor] | None = Non
     out = []
     for layer, h in enumerate(states[1:]):
         if maps is not None:
-            h = torch.cat([h, torch.ones(len(h), 1, dtype=h.dtype, device=h.device)], 1) @ maps[layer]
+            h = _with_ones(h) @ maps[layer]
         out.append(int(((torch.nn.functional.normalize(h, dim=-1) @ unit0.T).argmax(-1) == own).sum()))
     return np.array(out)
