@@ -9,11 +9,11 @@ common dependent→parent offset: :func:`.common.dependency_stats.offset_baselin
 attached to the next: the trivial tree baseline). Punctuation arcs are not scored (the dependency family's "All").
 
 MAX is scored for every head in the reducer, batch by batch, and no map is kept. MST needs one head's whole map per
-sentence: the word maps of the first ``mst_sentences`` sentences (data order) are kept (on the device until the end:
-at most 100 x layers x heads x words² floats, 26 MB for MiniLM's 30-word sentences), and at the end every head is
-decoded by MST in both directions, as Htut decode every head (deviation: on the first 100 sentences, 30 under a
-sample cap such as the quick tier's, not all; until stop 69 networkx's Edmonds, ~46 ms per 23-word tree, bounded the
-MST to the two best MAX heads; the C++ decoder takes ~0.1 ms).
+sentence: the word maps of every sentence (the first 30 under a sample cap such as the quick tier's) are kept (on the
+device until the end: layers x heads x words² floats each, ~130 MB for MiniLM on PUD's 1,000 sentences), and at the
+end every head is decoded by MST in both directions, as Htut decode every head (until stop 69 networkx's Edmonds,
+~46 ms per 23-word tree, bounded the MST to the two best MAX heads, and until stop 70 to the first 100 sentences; the
+C++ decoder takes ~0.1 ms).
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def tree_best_gap(pr, decoder: str = "max") -> Measurement:
 def prepare_trees(loaded, data_dir: Path, corpus: str = "pud_test", limit: int | None = None, batch_size: int = 32,
                   mst_sentences: int | None = None) -> PreparedPass:
     """One sentence per example (Htut: PUD); sentences longer than the model's positions are skipped, counted. MST
-    decodes the first ``mst_sentences`` (30 under a sample cap, as the quick tier's, else 100)."""
+    decodes the first ``mst_sentences`` (30 under a sample cap, as the quick tier's; else all: None)."""
     inputs = tree_inputs(loaded, data_dir, corpus, limit)
     if mst_sentences is None:
         mst_sentences = MST_SENTENCES if limit is None else MST_SENTENCES_CAPPED

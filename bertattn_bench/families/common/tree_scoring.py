@@ -19,9 +19,9 @@ from .tree_decoding import DIRECTIONS, chain_edges, max_edges, mst_edges, undire
 # Htut et al.'s Table 2/3 relations first (nsubj, obj, advmod, amod), then the other frequent UD relations
 RELATIONS = ("nsubj", "obj", "advmod", "amod", "det", "case", "nmod", "obl", "compound", "aux", "mark", "conj",
              "cc", "ccomp", "xcomp", "advcl", "acl", "cop", "nummod", "appos", "other")
-# the MST sample: the first sentences of the data read (a tier's sample cap set: the quick tier's); every head is
-# decoded on it, in both directions
-MST_SENTENCES, MST_SENTENCES_CAPPED = 100, 30
+# the MST sample: every sentence read (None), or under a tier's sample cap (the quick tier's) the first 30; every head
+# is decoded on it, in both directions (until stop 70 the first 100 sentences: networkx's Edmonds set that bound)
+MST_SENTENCES, MST_SENTENCES_CAPPED = None, 30
 
 
 def gold_arcs(sentence, relations=RELATIONS) -> list[tuple[int, int, int]]:
@@ -74,7 +74,7 @@ class TreesReducer(Reducer):
     maps_only = True
 
     def __init__(self, arcs_per_example, roots, n_layers: int, n_heads: int, device,
-                 mst_sentences: int = MST_SENTENCES, relations=RELATIONS):
+                 mst_sentences: int | None = MST_SENTENCES, relations=RELATIONS):
         self.arcs = [np.array(a, dtype=np.int64).reshape(-1, 3) for a in arcs_per_example]
         self.roots, self.relations = roots, tuple(relations)
         self.n_layers, self.n_heads, self.device = n_layers, n_heads, device
@@ -115,7 +115,8 @@ class TreesReducer(Reducer):
         self.word_to = batch.word_to
         self.batch = batch
         # the MST sample's rows in this batch: their maps leave the device once, at the batch's end
-        self.sample_rows = [b for b, ex in enumerate(batch.examples) if ex.index < self.mst_sentences]
+        self.sample_rows = [b for b, ex in enumerate(batch.examples)
+                            if self.mst_sentences is None or ex.index < self.mst_sentences]
         self.sample_maps: list[torch.Tensor] = []
 
     def update(self, layer: int, probs: torch.Tensor) -> None:
@@ -207,7 +208,7 @@ class TreeInputs:
                                              for e in self.encoded], relations=RELATIONS)
         return result
 
-    def reducer(self, info, mst_sentences: int) -> TreesReducer:
+    def reducer(self, info, mst_sentences: int | None) -> TreesReducer:
         return TreesReducer(self.arcs, self.roots, info.n_layers, info.n_heads, info.device,
                             mst_sentences=mst_sentences)
 
