@@ -28,10 +28,10 @@ W=${GPU_WAVE_WORK:-/tmp/gpu_wave}
 rm -rf "$W" && mkdir -p "$W" "$OUTD"
 if (( SMOKE )); then
   QUICK=(-k "(-surface- or -roles-) and not negative" --limit 20); LIM=(--limit 16)
-  FULL_K="-roles- and not negative"; GATES_K="voita-gates-minilm-mrpc and prune_most"; TIER_FULL=quick
+  FULL_K="(-roles-) and not negative"; GATES_K="voita-gates-minilm-mrpc and prune_most"; TIER_FULL=quick
 else
   QUICK=(); LIM=()
-  FULL_K="-trees- or -trees_ft- or -roles-"; GATES_K="voita-gates-minilm-mrpc or voita-gates-random0-mrpc"; TIER_FULL=full
+  FULL_K="(-trees- or -trees_ft- or -roles-)"; GATES_K="voita-gates-minilm-mrpc or voita-gates-random0-mrpc"; TIER_FULL=full
 fi
 COMMIT=${BERTATTN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "unknown commit")}
 {
@@ -61,10 +61,11 @@ job sr012 "$PY" scripts/spread.py --family trained-regression --tier regression 
   --work "$W/sr" --cache-dir "$W/cr" --out "$W/sr/gpu-trained-regression-012.json" --check
 job sr7 "$PY" scripts/spread.py --family trained-regression --tier regression --runs 7:2,12:2 "${LIM[@]}" \
   --work "$W/sr" --cache-dir "$W/cr" --out "$W/sr/gpu-trained-regression-7-12.json" --check
-job full "${PT[@]}" --tier "$TIER_FULL" -k "$FULL_K" "${LIM[@]}" --durations=10 --cache-dir "$W/cf" \
+job full "${PT[@]}" --tier "$TIER_FULL" -k "$FULL_K" "${LIM[@]}" --durations=10 --cache-dir "$W/cr" \
   --claims-report "$W/full" --record-baseline "$W/base-full"
 job gates "${PT[@]}" --tier "$TIER_FULL" -k "$GATES_K" "${LIM[@]}" --durations=10 --cache-dir "$W/cr" \
   --claims-report "$W/gates" --record-baseline "$W/base-gates"
+# (a -k expression must not begin with "-": argparse would read it as an option)
 # the GPU's use while the jobs run (one line every 15 s)
 ( while sleep 15; do
     echo "$(date -u +%T) $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null) load $(cut -d' ' -f1 /proc/loadavg)"
