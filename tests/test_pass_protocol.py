@@ -71,7 +71,12 @@ def test_glue_pass_makes_its_checkpoints_in_artifacts(monkeypatch, tmp_path):
         model = object()
 
     monkeypatch.setattr(finetune, "finetuned", lambda loaded, task, seed, *a, **k: made.append((loaded, seed)) or Tuned())
-    loaded = SimpleNamespace(info=SimpleNamespace(random_init_seed=None))
+    # the guard's test of each fine-tune (it decides a restart, so it runs in artifacts too): planted, learned
+    from bertattn_bench.training import glue_pass
+
+    monkeypatch.setattr(glue_pass, "guard_dev", lambda *a, **k: None)
+    monkeypatch.setattr(glue_pass, "learning_check", lambda *a, **k: SimpleNamespace(learned=True))
+    loaded = SimpleNamespace(info=SimpleNamespace(random_init_seed=None, name="m"))
     task = SimpleNamespace(name="mrpc")
     p = DisablePass("disable", "mrpc", "d", loaded, task, None, (0, 1, 2), "regression", Path("."), tmp_path, [])
     p.artifacts()

@@ -19,7 +19,7 @@ from ..engine.attention import head_name, run_reducers
 from ..engine.batching import iter_batches
 from ..engine.passes import PassResult
 from ..training import glue_finetune as finetune
-from ..training.glue_pass import TIERS, guard_dev, learning_check, options_of, recipe_for
+from ..training.glue_pass import TIERS, guard_dev, learning_check, model_finetune, options_of, recipe_for
 from .common.tree_scoring import TreeInputs, TreesResult, best_max_tree, tree_inputs
 
 TASK = "mrpc"  # the fine-tune every tier makes (GLUE_TIERS' corpora)
@@ -61,8 +61,8 @@ class TreesFtPass:
         return self.reason
 
     def _finetuned(self, progress: bool) -> finetune.FineTuned:
-        return finetune.finetuned(self.loaded, TASK, self.seed, self.data_dir, self.cache_dir,
-                                  recipe_for(TASK, self.tier), progress=progress, precision=self.precision)
+        return model_finetune(self.loaded, TASK, self.seed, self.data_dir, self.cache_dir, recipe_for(TASK, self.tier),
+                              progress, self.precision)
 
     def artifacts(self, progress: bool = False) -> None:
         if self.reason is None and self.cache_dir is not None:

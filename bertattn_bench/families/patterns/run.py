@@ -22,6 +22,7 @@ from ...training.glue_pass import (
     eval_source,
     guard_dev,
     learning_check,
+    model_finetune,
     options_of,
     origin_text,
     recipe_for,
@@ -86,8 +87,8 @@ class PatternsPass:
         return None
 
     def _finetuned(self, progress: bool) -> finetune.FineTuned:
-        return finetune.finetuned(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
-                                  recipe_for(self.task.name, self.tier), progress=progress, precision=self.precision)
+        return model_finetune(self.loaded, self.task.name, self.ft_seed, self.data_dir, self.cache_dir,
+                              recipe_for(self.task.name, self.tier), progress, self.precision)
 
     def artifacts(self, progress: bool = False) -> None:
         """The fine-tuned checkpoint, made (or found in the cache) before ``run`` is timed; without a cache the
