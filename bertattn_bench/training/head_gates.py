@@ -59,7 +59,9 @@ class HardConcreteGates(torch.nn.Module):
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """A training draw of every gate (one noise value per head)."""
-        u = torch.rand(self.log_alpha.shape, generator=generator).clamp(EPS, 1.0 - EPS).to(self.log_alpha.device)
+        u = torch.rand(self.log_alpha.shape, generator=generator).clamp(EPS, 1.0 - EPS)  # the seeded host stream
+        if self.log_alpha.device.type == "cuda":  # copied without the host waiting for the device's queue
+            u = u.pin_memory().to(self.log_alpha.device, non_blocking=True)
         return self._stretch(torch.sigmoid((torch.log(u) - torch.log(1 - u) + self.log_alpha) / self.temperature))
 
     def deterministic(self) -> torch.Tensor:
@@ -138,7 +140,10 @@ def train_gates(model: TaskModel, t: glue.Task, data: EncodedSplit, tokenizer, l
         p.requires_grad_(False)
     was_training = model.training
     model.eval()
-    penalty, task_loss, run_loss, run_n = [float(gates.l0_penalty().detach())], [], 0.0, 0
+    penalty, task_loss, run_n = [float(gates.l0_penalty().detach())], [], 0
+    # the task loss summed on the device in float64 and read at each log step only (no host wait per step; the same
+    # double sums as reading each step's float32 loss)
+    run_loss = torch.zeros((), dtype=torch.float64, device=device)
     step, epoch = 0, 0
     try:
         with torch.inference_mode(False), torch.enable_grad():
@@ -153,11 +158,13 @@ def train_gates(model: TaskModel, t: glue.Task, data: EncodedSplit, tokenizer, l
                     (loss + lam * gates.l0_penalty()).backward()
                     opt.step()
                     opt.zero_grad(set_to_none=True)
-                    run_loss, run_n, step = run_loss + float(loss.detach()), run_n + 1, step + 1
+                    run_loss += loss.detach().double()
+                    run_n, step = run_n + 1, step + 1
                     if step % recipe.log_every == 0 or step == recipe.steps:
                         penalty.append(float(gates.l0_penalty().detach()))
-                        task_loss.append(run_loss / run_n)
-                        run_loss, run_n = 0.0, 0
+                        task_loss.append(float(run_loss) / run_n)
+                        run_loss.zero_()
+                        run_n = 0
                 epoch += 1
     finally:
         for p in frozen:
