@@ -113,3 +113,22 @@ def test_the_jaccard_of_gates_and_importance_has_wilson_bounds_by_hand():
     m = gates_importance_jaccard(SimpleNamespace(result=r), passes=[SimpleNamespace(result=prune)])
     assert m.value == pytest.approx(1 / 3) and m.values["overlap"] == 2
     assert m.bounds == pytest.approx((0.150 / 1.850, 0.850 / 1.150), abs=2e-3)
+
+
+def test_michel_curve_is_kept_with_the_checkpoint(tiny, tmp_path, monkeypatch):
+    """The gates' Michel curve is a cached sweep in the checkpoint's folder: found again, not computed again (a
+    stopped regression run keeps the seeds' curves it finished)."""
+    from bertattn_bench.families.gates import run as gates_run
+    from bertattn_bench.training import sweeps
+
+    t, data, model = _tiny_task(tiny)
+    counts = [0, 2, 4]
+    first = gates_run.michel_curve(model, t, data, data, tiny.tokenizer, counts, str(tmp_path))
+    assert len(list((tmp_path / "sweeps").glob("*.npz"))) == 1
+
+    def no_sweep(*a, **k):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(sweeps, "sweep", no_sweep)
+    again = gates_run.michel_curve(model, t, data, data, tiny.tokenizer, counts, str(tmp_path))
+    assert np.array_equal(first, again) and len(first) == len(counts)

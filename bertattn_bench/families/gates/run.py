@@ -99,10 +99,12 @@ def michel_counts(n_total: int, kept: list[int], steps: int = 10) -> list[int]:
 
 def michel_curve(model, t, train, dev, tok, counts: list[int], checkpoint: str | None = None) -> np.ndarray:
     """Michel et al.'s importance-pruning curve on ``model``: I_h on ``train`` (:func:`head_importance`, ℓ2 per
-    layer), the least important heads masked first (order computed once), dev scored at each count pruned."""
+    layer), the least important heads masked first (order computed once), dev scored at each count pruned. The sweep
+    is kept with the checkpoint (:func:`.sweeps.cached_sweep`, as the disabling and pruning sweeps): a run stopped
+    after some seeds' curves finds them again (stop 69's regression run was stopped with none kept)."""
     raw, _ = head_importance(model, t, train, tok, checkpoint=checkpoint)  # the prune pass's, where it ran first
     order = order_from_scores(normalize_by_layer(raw))
-    logits = sweeps.sweep(model, dev, tok, [order[:c] for c in counts], "mask")
+    logits, _, _ = sweeps.cached_sweep(checkpoint, model, dev, tok, [order[:c] for c in counts], "mask")
     return score_configs(t, logits, dev.labels)[0]
 
 
