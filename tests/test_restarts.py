@@ -18,11 +18,11 @@ def planted(monkeypatch):
         state["trained"].append(seed)
         return glue_finetune.FineTuned(model=None, meta={"path": f"ckpt-{seed}", "seed": seed}, cached=False)
 
-    def fake_check(loaded, t, ft, dev, seed, batch_size=64, subject=None):
+    def fake_check(loaded, t, ft, dev, seed, batch_size=64):
         assert ft.meta["seed"] == seed  # the guard tests the run it is told about
-        state["subjects"].append(subject)
+        state["subjects"].append(glue_pass.guard_subject(loaded, t, ft, seed))
         ok = seed >= state["learns_from"]
-        return learned.Check(subject, ok, f"dev acc {80 if ok else 70} vs majority 68.38 (n=408)",
+        return learned.Check(state["subjects"][-1], ok, f"dev acc {80 if ok else 70} vs majority 68.38 (n=408)",
                              1e-5 if ok else 0.3, 80.0 if ok else 70.0, 68.38, 408)
 
     monkeypatch.setattr(glue_pass.finetune, "finetuned", fake_finetuned)
@@ -31,9 +31,11 @@ def planted(monkeypatch):
     return state
 
 
+LOADED = SimpleNamespace(info=SimpleNamespace(name="m"))
+
+
 def _run(seed):
-    loaded = SimpleNamespace(info=SimpleNamespace(name="m"))
-    return glue_pass.model_finetune(loaded, "mrpc", seed, "data", "cache", glue_finetune.Recipe())
+    return glue_pass.model_finetune(LOADED, "mrpc", seed, "data", "cache", glue_finetune.Recipe())
 
 
 def test_a_run_that_learned_is_read_as_it_is(planted):
@@ -51,6 +53,10 @@ def test_restarts_until_one_learns(planted):
     assert len(ft.meta["restarts_failed"]) == 2 and "seed 1 did not learn" in ft.meta["restarts_failed"][0]
     assert planted["subjects"][-1].startswith("m fine-tuned on mrpc (seed 1, restart 2 of 3: training seed 2001; "
                                               "before it seed 1 did not learn (dev acc 70")
+    # a pass asking again with the seed it was given (GluePass.learning) gets the same name for the run read
+    from bertattn_bench.data import glue
+
+    assert glue_pass.guard_subject(LOADED, glue.task("mrpc"), ft, 1) == planted["subjects"][-1]
 
 
 def test_none_learns_the_last_is_read(planted):

@@ -157,17 +157,27 @@ def guard_dev(loaded, data_dir: Path, task_name: str, source=None) -> finetune.E
     return _GUARD_DEV[key]
 
 
+def guard_subject(loaded, t: glue.Task, ft: finetune.FineTuned, seed: int) -> str:
+    """What the guard's line names: the classifier as given, seed ``seed``'s fine-tune, or the restart read for it
+    (``ft.meta``'s ``restart``: :func:`model_finetune`)."""
+    meta = ft.meta or {}
+    if meta.get("as_given"):
+        return f"{loaded.info.name} on {t.name}"
+    if meta.get("restart"):
+        return (f"{loaded.info.name} fine-tuned on {t.name} (seed {meta['restart_of']}, restart {meta['restart']} of "
+                f"{RESTARTS}: training seed {meta.get('seed', seed)}; before it {'; '.join(meta['restarts_failed'])})")
+    return f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})"
+
+
 def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.EncodedSplit, seed: int,
-                   batch_size: int = 64, subject: str | None = None) -> learned.Check:
+                   batch_size: int = 64) -> learned.Check:
     """The learned-model guard's test of one GLUE fine-tune on the dev examples its claims read (see
     :mod:`bertattn_bench.claims.learned`): the same for every family's pass reading the checkpoint, computed once."""
     labels = hashlib.sha256(np.ascontiguousarray(np.asarray(dev.labels, np.float64)).tobytes()).hexdigest()
     key = (ft.meta.get("path"), t.name, len(dev.examples), labels)  # the checkpoint and the exact dev labels
     if key[0] is None or key not in _LEARNING:
         logits = finetune.predict(ft.model, dev, loaded.tokenizer, batch_size)
-        subject = subject or (f"{loaded.info.name} on {t.name}" if ft.meta.get("as_given")
-                              else f"{loaded.info.name} fine-tuned on {t.name} (seed {seed})")
-        _LEARNING[key] = learned.glue(subject, t, logits, dev.labels)
+        _LEARNING[key] = learned.glue(guard_subject(loaded, t, ft, seed), t, logits, dev.labels)
     return _LEARNING[key]
 
 
@@ -185,12 +195,10 @@ def model_finetune(loaded, task_name: str, seed: int, data_dir: Path, cache_dir:
         run_seed = seed + RESTART_STRIDE * r
         ft = finetune.finetuned(loaded, task_name, run_seed, data_dir, cache_dir, recipe, progress=progress,
                                 precision=precision)
-        subject = f"{loaded.info.name} fine-tuned on {task_name} (seed {seed}" + (
-            f", restart {r} of {RESTARTS}: training seed {run_seed}; before it {'; '.join(failed)})" if r else ")")
-        check = learning_check(loaded, t, ft, dev, run_seed, subject=subject)
+        if r:  # the guard's line names the restart (guard_subject), wherever a pass asks for its check
+            ft.meta = {**(ft.meta or {}), "restart_of": seed, "restart": r, "restarts_failed": list(failed)}
+        check = learning_check(loaded, t, ft, dev, run_seed)
         if check.learned or r == RESTARTS:
-            if r:
-                ft.meta = {**(ft.meta or {}), "restart_of": seed, "restart": r, "restarts_failed": list(failed)}
             return ft
         failed.append(f"seed {run_seed} did not learn ({check.text})")
         del ft
