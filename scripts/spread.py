@@ -168,7 +168,7 @@ def summarise(runs: list[dict], safety: float, family: str = "probes") -> dict:
                  "runs": len(vals), "spread": spread, "max_abs_delta_from_first": max(abs(x - measured[0]) for x in measured),
                  "one_arc_step": step, "proposed_tolerance": proposed, "holds": [v["holds"] for v in vals],
                  "seeds": list(per_seed), "seed_values": seed_values, "seed_sd": seed_sd,
-                 "verdicts": [v.get("verdict") for v in vals]}
+                 "verdicts": [v.get("verdict") for v in vals], "intervals": [v.get("interval") for v in vals]}
         layers = [v["layer"] for v in vals]
         if any(x is not None for x in layers):
             entry["structural_layer"] = layers

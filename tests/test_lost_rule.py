@@ -89,3 +89,20 @@ def test_an_inconclusive_run_whose_interval_holds_the_reference_value_is_not_los
     assert not _compare("holds", 0.5, None).passed
     assert lost({"holds": True, "measured": 2.0}, {"holds": False, "interval": [0.0, 2.5]})
     assert not agrees({"measured": None}, agreeing) and not agrees({"measured": 2.0}, {"interval": None})
+
+
+def test_two_noisy_values_agree_within_their_combined_noise():
+    """Stop 70: the reference's value is as noisy as this one (two seeds differ by sd x sqrt(2)): agreement is
+    |a - b| <= sqrt(h_here^2 + h_ref^2), each half-width on the side facing the other value. 2.0 against 1.2 with
+    this interval [0.61, 1.79] (h 0.59): lost with the reference's [1.5, 2.5] (h 0.5: sqrt(0.59^2 + 0.5^2) = 0.773 <
+    0.8), agrees with [1.4, 2.6] (0.841); the same from the other side."""
+    from bertattn_bench.claims.verdicts import agrees
+
+    here = {"measured": 1.2, "interval": [0.61, 1.79], "holds": True, "inconclusive": True}
+    assert not agrees({"measured": 2.0, "interval": [1.5, 2.5]}, here)
+    assert agrees({"measured": 2.0, "interval": [1.4, 2.6]}, here)
+    assert lost({"holds": True, "measured": 2.0, "interval": [1.5, 2.5]}, here)
+    assert not lost({"holds": True, "measured": 2.0, "interval": [1.4, 2.6]}, here)
+    below = {"measured": 2.8, "interval": [2.21, 3.39], "holds": True, "inconclusive": True}
+    assert not agrees({"measured": 2.0, "interval": [1.5, 2.5]}, below)  # h_here 0.59 (lower), h_ref 0.5 (upper)
+    assert agrees({"measured": 2.0, "interval": [1.4, 2.6]}, below)

@@ -272,3 +272,6 @@ def test_an_inconclusive_cell_holding_the_reference_value_is_not_lost(browser, s
 
     assert plant(0.2, 0.55) == []  # 0.5 inside [0.2, 0.55]: agrees
     assert plant(0.2, 0.45) == [("clark.sep", "1")]  # 0.5 outside: lost
+    # stop 70: the reference's own noise counts too (minilm 0.5 [0.4, 0.6]; here 0.25): 0.5 lies outside [0.2, 0.49],
+    # but |0.5 - 0.25| = 0.25 <= sqrt(0.24^2 + 0.1^2) = 0.26: the two agree (claims.verdicts.agrees)
+    assert plant(0.2, 0.49) == []

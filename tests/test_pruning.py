@@ -279,6 +279,9 @@ def test_pass_equals_one_configuration_at_a_time(tiny, glue_dir, monkeypatch, ti
     monkeypatch.setattr(pruning.run, "recipe_for", lambda task, tier="regression": RECIPE)  # where the pass reads it
     monkeypatch.setattr(finetune, "finetuned", lambda loaded, task, seed, *a, **k: finetune.FineTuned(
         _sensitive(loaded, seed, glue_dir), {}, True))
+    from bertattn_bench.training import glue_pass
+
+    monkeypatch.setattr(glue_pass, "RESTARTS", 0)  # the planted model is read as it is (restarts: test_restarts.py)
     pp = pruning.prepare_prune(tiny, glue_dir, "mrpc", options={"tier": tier, "cache_dir": None})
     assert pp.reason if tier == "regression" else not pp.reason  # the tiny model counts as random-init: regression skips it
     # full tier: two seeds, the second sweep on the first only (pruning.EXTRA_SEEDS)

@@ -18,6 +18,9 @@ from bertattn_bench.runner.options import RunOptions
 def test_seed_and_precision_reach_the_fine_tunes_key(tiny, glue_dir, tmp_path, monkeypatch):  # noqa: F811
     for name in ("BERTATTN_SEED", "BERTATTN_FT_PRECISION"):
         monkeypatch.delenv(name, raising=False)
+    from bertattn_bench.training import glue_pass
+
+    monkeypatch.setattr(glue_pass, "RESTARTS", 0)  # the tiny model never learns: one checkpoint per seed here
     pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))  # as a pre-trained model
     cache = tmp_path / "cache"
     # the precision "auto" would not choose here, so the test fails if the option does not reach the fine-tune

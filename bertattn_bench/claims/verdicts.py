@@ -8,6 +8,7 @@ has a threshold inside its interval; else its side).
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_JUDGED, SKIPPED = (
@@ -41,14 +42,28 @@ def clearly_fails(result: Any) -> bool:
 
 
 def agrees(reference: Any, here: Any) -> bool:
-    """The reference's value lies inside this result's interval (which holds the data sample's and, for a trained
-    value, the seed's randomness): the two values agree within this run's noise, the model did not measurably move.
-    False where either value or the interval is missing."""
+    """The two values agree within their combined noise: the model did not measurably move. Each result's interval
+    holds its data sample's and, for a trained value, its seed's randomness, and the reference's value is as noisy as
+    this one: |reference - here| <= sqrt(h_here^2 + h_ref^2), each h the half-width of that result's interval on the
+    side facing the other value (a reference without an interval: h_ref = 0; a result without its own value: the
+    reference's value inside this interval). Two seeds of one model differ by sd x sqrt(2), not sd: with this
+    interval's half-width alone, two seeds far apart in a spread of eight read as lost (stop 70). False where either
+    value or this interval is missing."""
     value, interval = _field(reference, "measured"), _field(here, "interval")
     if value is None or not interval:
         return False
     lo, hi = interval
-    return lo <= float(value) <= hi
+    value, mine = float(value), _field(here, "measured")
+    if mine is None:
+        return lo <= value <= hi
+    mine = float(mine)
+    up = value >= mine  # the reference above this value: this interval's upper half, the reference's lower
+    h_here = max(hi - mine, 0.0) if up else max(mine - lo, 0.0)
+    ref_interval = _field(reference, "interval")
+    h_ref = 0.0
+    if ref_interval:
+        h_ref = max(value - float(ref_interval[0]), 0.0) if up else max(float(ref_interval[1]) - value, 0.0)
+    return abs(value - mine) <= math.sqrt(h_here * h_here + h_ref * h_ref) + 1e-12
 
 
 def lost(reference: Any, here: Any) -> bool:

@@ -85,9 +85,17 @@ _SCRIPT = """
       cells(r).forEach(function (c) {
         var old = c.querySelector('.lost');
         if (old) c.removeChild(old);
-        // an inconclusive cell whose interval holds the reference's value agrees with it (claims.verdicts.agrees)
+        // an inconclusive cell agrees with the reference within their combined noise (claims.verdicts.agrees)
         var rv = parseFloat(rc ? rc.dataset.value : ''), lo = parseFloat(c.dataset.lo), hi = parseFloat(c.dataset.hi);
-        var agrees = !isNaN(rv) && !isNaN(lo) && !isNaN(hi) && lo <= rv && rv <= hi;
+        var v = parseFloat(c.dataset.value), agrees = false;
+        if (!isNaN(rv) && !isNaN(lo) && !isNaN(hi)) {
+          if (isNaN(v)) { agrees = lo <= rv && rv <= hi; } else {
+            var up = rv >= v, h = Math.max(up ? hi - v : v - lo, 0);
+            var rlo = parseFloat(rc.dataset.lo), rhi = parseFloat(rc.dataset.hi), hr = 0;
+            if (!isNaN(rlo) && !isNaN(rhi)) { hr = Math.max(up ? rv - rlo : rhi - rv, 0); }
+            agrees = Math.abs(rv - v) <= Math.sqrt(h * h + hr * hr) + 1e-12;
+          }
+        }
         var lost = !!rc && rc !== c && rc.dataset.verdict === 'holds' && c.dataset.control !== '1' &&
                    (c.dataset.verdict === 'does not hold' || (c.dataset.verdict === 'inconclusive' && !agrees));
         if (lost) {

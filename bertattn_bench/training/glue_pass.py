@@ -276,7 +276,9 @@ class GluePass:
         computes it."""
         from . import sweeps
 
-        logits, seconds, _ = sweeps.cached_sweep((ft.meta or {}).get("path"), ft.model,
+        meta = ft.meta or {}
+        folder = None if meta.get("as_given") else meta.get("path")  # a classifier as given: no checkpoint folder
+        logits, seconds, _ = sweeps.cached_sweep(folder, ft.model,
                                                  self.dev if data is None else data, self.loaded.tokenizer, configs,
                                                  kind, rows_per_pass, progress=progress, desc=desc)
         return logits, seconds

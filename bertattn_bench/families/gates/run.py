@@ -104,7 +104,8 @@ def michel_curve(model, t, train, dev, tok, counts: list[int], checkpoint: str |
     after some seeds' curves finds them again (stop 69's regression run was stopped with none kept)."""
     raw, _ = head_importance(model, t, train, tok, checkpoint=checkpoint)  # the prune pass's, where it ran first
     order = order_from_scores(normalize_by_layer(raw))
-    logits, _, _ = sweeps.cached_sweep(checkpoint, model, dev, tok, [order[:c] for c in counts], "mask")
+    folder = checkpoint if checkpoint and Path(checkpoint).is_dir() else None  # a classifier as given has none
+    logits, _, _ = sweeps.cached_sweep(folder, model, dev, tok, [order[:c] for c in counts], "mask")
     return score_configs(t, logits, dev.labels)[0]
 
 
