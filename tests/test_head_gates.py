@@ -123,12 +123,12 @@ def test_michel_curve_is_kept_with_the_checkpoint(tiny, tmp_path, monkeypatch):
 
     t, data, model = _tiny_task(tiny)
     counts = [0, 2, 4]
-    first = gates_run.michel_curve(model, t, data, data, tiny.tokenizer, counts, str(tmp_path))
+    first = gates_run.michel_curve(model, t, data, data, tiny.tokenizer, counts, str(tmp_path), str(tmp_path))
     assert len(list((tmp_path / "sweeps").glob("*.npz"))) == 1
 
     def no_sweep(*a, **k):
         raise AssertionError("computed again")
 
     monkeypatch.setattr(sweeps, "sweep", no_sweep)
-    again = gates_run.michel_curve(model, t, data, data, tiny.tokenizer, counts, str(tmp_path))
+    again = gates_run.michel_curve(model, t, data, data, tiny.tokenizer, counts, str(tmp_path), str(tmp_path))
     assert np.array_equal(first, again) and len(first) == len(counts)

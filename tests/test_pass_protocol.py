@@ -87,3 +87,20 @@ def test_glue_pass_makes_its_checkpoints_in_artifacts(monkeypatch, tmp_path):
     DisablePass("disable", "mrpc", "d", loaded, task, None, (0,), "regression", Path("."), tmp_path, [],
                   reason="no").artifacts()
     assert made == []
+
+
+def test_a_classifier_as_given_keeps_no_sweep_in_the_working_folder(monkeypatch, tmp_path):
+    """A classifier judged as given has a key, not a checkpoint folder ("as-given:<digest>"): its sweeps are computed,
+    never kept under that name in the working folder (until stop 70 15 such folders were written there by the tests,
+    and committed)."""
+    from bertattn_bench.training import glue_finetune as finetune
+    from bertattn_bench.training import glue_pass, sweeps
+
+    seen = []
+    monkeypatch.setattr(sweeps, "cached_sweep", lambda directory, *a, **k: seen.append(directory) or (None, 0.0, False))
+    p = SimpleNamespace(dev="dev", loaded=SimpleNamespace(tokenizer=None))
+    as_given = finetune.FineTuned(model=None, meta={"as_given": True, "path": "as-given:0123"}, cached=True)
+    ours = finetune.FineTuned(model=None, meta={"path": str(tmp_path)}, cached=True)
+    glue_pass.GluePass.sweep(p, as_given, [], "mask")
+    glue_pass.GluePass.sweep(p, ours, [], "mask")
+    assert seen == [None, str(tmp_path)]

@@ -65,18 +65,3 @@ def test_none_learns_the_last_is_read(planted):
     assert planted["trained"] == [5 + glue_pass.RESTART_STRIDE * r for r in range(glue_pass.RESTARTS + 1)]
     assert ft.meta["restart"] == glue_pass.RESTARTS  # its claims are then not judged (the guard's check fails)
 
-
-def test_a_classifier_as_given_keeps_no_sweep_in_the_working_folder(monkeypatch, tmp_path):
-    """A classifier judged as given has a key, not a checkpoint folder ("as-given:<digest>"): its sweeps are computed,
-    never kept under that name in the working folder (until stop 70 15 such folders were written there by the tests,
-    and committed)."""
-    from bertattn_bench.training import sweeps
-
-    seen = []
-    monkeypatch.setattr(sweeps, "cached_sweep", lambda directory, *a, **k: seen.append(directory) or (None, 0.0, False))
-    p = SimpleNamespace(dev="dev", loaded=SimpleNamespace(tokenizer=None))
-    as_given = glue_finetune.FineTuned(model=None, meta={"as_given": True, "path": "as-given:0123"}, cached=True)
-    ours = glue_finetune.FineTuned(model=None, meta={"path": str(tmp_path)}, cached=True)
-    glue_pass.GluePass.sweep(p, as_given, [], "mask")
-    glue_pass.GluePass.sweep(p, ours, [], "mask")
-    assert seen == [None, str(tmp_path)]

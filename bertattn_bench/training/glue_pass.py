@@ -181,13 +181,21 @@ def learning_check(loaded, t: glue.Task, ft: finetune.FineTuned, dev: finetune.E
     return _LEARNING[key]
 
 
+def sweep_folder(ft: finetune.FineTuned) -> str | None:
+    """The folder a fine-tune's sweeps are kept in (:func:`.sweeps.cached_sweep`): its checkpoint's; none for a
+    classifier judged as given, whose ``path`` is a key (``as-given:<digest>``), not a folder (until stop 70 its
+    sweeps were written under that name into the working folder)."""
+    meta = ft.meta or {}
+    return None if meta.get("as_given") else meta.get("path")
+
+
 def model_finetune(loaded, task_name: str, seed: int, data_dir: Path, cache_dir: Path | None, recipe: finetune.Recipe,
                    progress: bool = False, precision: str | None = None, guard_source=None) -> finetune.FineTuned:
     """Seed ``seed``'s fine-tune of the model under test (every family reads it through here; the random-init twin,
     a subject of its claims, is not guarded): the guard tests it on the whole dev split (:func:`learning_check`), and
     a run that did not learn is restarted (:data:`RESTARTS`) until one learns; the last is read if none does (its
-    claims are then not judged). The guard's check of the run read is made here first, so its subject names the
-    restart wherever the pass reports it."""
+    claims are then not judged). A restart carries ``restart``, ``restart_of`` and ``restarts_failed`` in its meta:
+    :func:`guard_subject` names it wherever a pass asks for the guard's check."""
     t = glue.task(task_name)
     dev = guard_dev(loaded, data_dir, task_name, guard_source)
     failed: list[str] = []
@@ -276,9 +284,7 @@ class GluePass:
         computes it."""
         from . import sweeps
 
-        meta = ft.meta or {}
-        folder = None if meta.get("as_given") else meta.get("path")  # a classifier as given: no checkpoint folder
-        logits, seconds, _ = sweeps.cached_sweep(folder, ft.model,
+        logits, seconds, _ = sweeps.cached_sweep(sweep_folder(ft), ft.model,
                                                  self.dev if data is None else data, self.loaded.tokenizer, configs,
                                                  kind, rows_per_pass, progress=progress, desc=desc)
         return logits, seconds

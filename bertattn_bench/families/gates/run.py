@@ -24,7 +24,7 @@ from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import head_gates as hg
 from ...training import sweeps
-from ...training.glue_pass import GLUE_FAMILY, GluePass, make_glue_pass, options_of, task_scores
+from ...training.glue_pass import GLUE_FAMILY, GluePass, make_glue_pass, options_of, sweep_folder, task_scores
 from ...training.glue_result import HeadsResult
 from ..common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
 from ..common.sweep_scoring import score_configs
@@ -97,14 +97,15 @@ def michel_counts(n_total: int, kept: list[int], steps: int = 10) -> list[int]:
     return sorted({n_total * k // steps for k in range(steps)} | {n_total - int(k) for k in kept})
 
 
-def michel_curve(model, t, train, dev, tok, counts: list[int], checkpoint: str | None = None) -> np.ndarray:
+def michel_curve(model, t, train, dev, tok, counts: list[int], checkpoint: str | None = None,
+                 folder: str | None = None) -> np.ndarray:
     """Michel et al.'s importance-pruning curve on ``model``: I_h on ``train`` (:func:`head_importance`, ℓ2 per
-    layer), the least important heads masked first (order computed once), dev scored at each count pruned. The sweep
-    is kept with the checkpoint (:func:`.sweeps.cached_sweep`, as the disabling and pruning sweeps): a run stopped
+    layer), the least important heads masked first (order computed once), dev scored at each count pruned.
+    ``checkpoint``: the fine-tune's key for the session's importance; ``folder``: where the sweep is kept
+    (:func:`.glue_pass.sweep_folder`; :func:`.sweeps.cached_sweep`, as the disabling and pruning sweeps): a run stopped
     after some seeds' curves finds them again (stop 69's regression run was stopped with none kept)."""
     raw, _ = head_importance(model, t, train, tok, checkpoint=checkpoint)  # the prune pass's, where it ran first
     order = order_from_scores(normalize_by_layer(raw))
-    folder = checkpoint if checkpoint and Path(checkpoint).is_dir() else None  # a classifier as given has none
     logits, _, _ = sweeps.cached_sweep(folder, model, dev, tok, [order[:c] for c in counts], "mask")
     return score_configs(t, logits, dev.labels)[0]
 
@@ -143,7 +144,7 @@ class GatesPass(GluePass):
         counts = michel_counts(L * H, [r.n_kept for p in per_seed for r in p["runs"]])
         for (ft, train), p in zip(read, per_seed):
             curve, s = timed(info.device, lambda: michel_curve(ft.model, t, train, dev, tok, counts,
-                                                               ft.meta.get("path")))
+                                                               ft.meta.get("path"), sweep_folder(ft)))
             secs["michel"] = secs.get("michel", 0.0) + s
             p["michel"] = curve
         result = GatesResult.of(
