@@ -393,10 +393,10 @@ def test_twin_trains_twin_seeds_only(tiny, glue_dir):
     from bertattn_bench.training import glue_pass as finetuned
 
     assert tiny.info.random_init_seed is not None
-    _, _, seeds, *_ = finetuned.prepare_glue("disable", tiny, glue_dir, "mrpc", None, {"tier": "full"})
+    seeds = finetuned.prepare_glue("disable", tiny, glue_dir, "mrpc", None, {"tier": "full"}).seeds
     assert seeds == finetuned.TWIN_SEEDS == (0,)
     pretrained = replace(tiny, info=replace(tiny.info, random_init_seed=None))
-    _, _, seeds, *_ = finetuned.prepare_glue("disable", pretrained, glue_dir, "mrpc", None, {"tier": "full"})
+    seeds = finetuned.prepare_glue("disable", pretrained, glue_dir, "mrpc", None, {"tier": "full"}).seeds
     assert seeds == (0, 1, 2, 3, 4)
 
 

@@ -29,7 +29,7 @@ from ..engine import head_removal as head_pruning
 from ..engine.batching import iter_batches
 from ..engine.passes import timed
 from ..training import glue_finetune as finetune
-from ..training.glue_pass import GLUE_TASKS, GluePass, prepare_glue, result_of
+from ..training.glue_pass import GLUE_TASKS, GluePass, make_glue_pass, result_of
 from .common.head_importance import head_importance, importance_data, normalize_by_layer, order_from_scores
 
 FRACTION = 0.5  # Table 4: 50% of heads removed
@@ -143,21 +143,23 @@ class SpeedPass(GluePass):
 @family("speedup", corpora=GLUE_TASKS, default_corpus="mrpc", tier_corpora={"quick": ("mrpc",), "regression": ("mrpc",), "full": ("mrpc",)}, trains=True)
 def prepare_speedup(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                     options: dict | None = None) -> SpeedPass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("speedup", loaded, data_dir, corpus, limit,
-                                                                      options)
-    reason = reason or head_pruning.cannot_prune(loaded.model)
-    cfg = TIERS[tier]
-    n = cfg["examples"]
-    if n is not None and len(dev.examples) > n:  # only these are timed: the pass reads no others
-        dev = finetune.EncodedSplit(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens, origin=dev.origin,
-                                origin_text=dev.origin_text)
-    model = (f"the {loaded.task.task} classifier as given (weights sha256 {loaded.task.digest[:16]})"
-             if getattr(loaded, "task", None) is not None else f"fine-tuned seed {seeds[0]}")
-    desc = (f"GLUE {t.folder} dev{dev.origin_text}, first {len(dev.examples)} examples timed at batch "
-            f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; {model}; "
-            f"{FRACTION:.0%} of heads removed by importance ({IMPORTANCE_EXAMPLES} training examples) ({tier} tier)")
-    return SpeedPass("speedup", corpus, desc, loaded, t, dev, seeds[:1], tier, Path(data_dir), cache_dir, paths,
-                     reason, (options or {}).get("precision"), n_importance=IMPORTANCE_EXAMPLES, rounds=cfg["rounds"])
+    def adjust(s) -> dict:
+        s.reason = s.reason or head_pruning.cannot_prune(loaded.model)
+        cfg = TIERS[s.tier]
+        n, dev = cfg["examples"], s.dev
+        if n is not None and len(dev.examples) > n:  # only these are timed: the pass reads no others
+            s.dev = finetune.EncodedSplit(dev.examples[:n], dev.labels[:n], dev.n_truncated, dev.max_tokens,
+                                          origin=dev.origin, origin_text=dev.origin_text)
+        model = (f"the {loaded.task.task} classifier as given (weights sha256 {loaded.task.digest[:16]})"
+                 if getattr(loaded, "task", None) is not None else f"fine-tuned seed {s.seeds[0]}")
+        s.desc = (f"GLUE {s.task.folder} dev{s.dev.origin_text}, first {len(s.dev.examples)} examples timed at batch "
+                  f"{'/'.join(map(str, BATCH_SIZES))}, {cfg['rounds']} interleaved rounds; {model}; "
+                  f"{FRACTION:.0%} of heads removed by importance ({IMPORTANCE_EXAMPLES} training examples) "
+                  f"({s.tier} tier)")
+        s.seeds = s.seeds[:1]
+        return {"n_importance": IMPORTANCE_EXAMPLES, "rounds": cfg["rounds"]}
+
+    return make_glue_pass(SpeedPass, "speedup", loaded, data_dir, corpus, limit, options, adjust=adjust)
 
 
 # ---- claim metric (reference_numbers/michel2019_speedup.toml) ---------------------------------------------------

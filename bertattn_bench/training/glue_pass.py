@@ -328,19 +328,38 @@ GLUE_FAMILY = {"corpora": GLUE_TASKS, "default_corpus": "mrpc",
                "tier_corpora": {k: v["corpora"] for k, v in TIERS.items()}, "trains": True}
 
 
+@dataclass
+class GlueSetup:
+    """What :func:`prepare_glue` gives a GLUE family's pass: the task, its encoded dev split, the seeds, the tier, the
+    checkpoint cache, the files read, why it cannot run (None: it can) and its data column. A family's ``adjust``
+    (:func:`make_glue_pass`) may change any of them before the pass is built."""
+    task: object
+    dev: object
+    seeds: tuple
+    tier: str
+    cache_dir: Path | None
+    paths: list
+    reason: str | None
+    desc: str
+
+
 def make_glue_pass(cls, family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None,
-                   options: dict | None, describe=None, **fields):
+                   options: dict | None, describe=None, adjust=None, **fields):
     """A GLUE family's pass ``cls`` on :func:`prepare_glue`'s task, dev split, seeds and reason; ``describe(tier,
-    seeds)``: what the family adds to the data column; ``fields``: the family's own."""
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue(family_name, loaded, data_dir, corpus, limit,
-                                                                      options)
+    seeds)``: what the family adds to the data column; ``adjust(setup)``: the family's own changes to the
+    :class:`GlueSetup` (in place), returning the pass's own fields it derives from it (or None); ``fields``: the
+    family's own fields that need no set-up."""
+    s = prepare_glue(family_name, loaded, data_dir, corpus, limit, options)
     if describe is not None:
-        desc += describe(tier, seeds)
-    return cls(family_name, corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-               (options or {}).get("precision"), **fields)
+        s.desc += describe(s.tier, s.seeds)
+    if adjust is not None:
+        fields = {**fields, **(adjust(s) or {})}
+    return cls(family_name, corpus, s.desc, loaded, s.task, s.dev, s.seeds, s.tier, Path(data_dir), s.cache_dir,
+               s.paths, s.reason, (options or {}).get("precision"), **fields)
 
 
-def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None, options: dict | None):
+def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: int | None,
+                 options: dict | None) -> GlueSetup:
     """Shared by the GLUE fine-tuning families (:func:`make_glue_pass`): the task, its dev set, seeds, and why it
     cannot run."""
     tier, cache_dir, _ = options_of(options)
@@ -374,14 +393,14 @@ def prepare_glue(family_name: str, loaded, data_dir: Path, corpus: str, limit: i
         desc = (f"GLUE {t.folder} dev{dev.origin_text} ({len(dev.examples)} examples"
                 f"{', first %d' % limit if limit else ''}; {dev.n_truncated} cut to 128 pieces); the {as_given.task} "
                 f"classifier as given (weights sha256 {as_given.digest[:16]}, not fine-tuned here; {tier} tier)")
-        return t, dev, seeds, tier, cache_dir, paths, reason, desc
+        return GlueSetup(t, dev, seeds, tier, cache_dir, paths, reason, desc)
     recipe = recipe_for(corpus, tier)
     sub = f", train subsampled to {recipe.max_train}" if recipe.max_train else ""
     sub += f", {recipe.epochs} epoch{'s' if recipe.epochs != 1 else ''}" if recipe.epochs != finetune.Recipe.epochs else ""
     desc = (f"GLUE {t.folder} dev{dev.origin_text} ({len(dev.examples)} examples"
             f"{', first %d' % limit if limit else ''}; {dev.n_truncated} cut to 128 pieces); fine-tuned seeds "
             f"{list(seeds)}{sub} ({tier} tier)")
-    return t, dev, seeds, tier, cache_dir, paths, reason, desc
+    return GlueSetup(t, dev, seeds, tier, cache_dir, paths, reason, desc)
 
 
 def origin_text(source, rows) -> str:

@@ -14,7 +14,7 @@ from ...engine.attention import head_name
 from ...engine.passes import timed
 from ...training import glue_finetune as finetune
 from ...training import sweeps
-from ...training.glue_pass import GLUE_FAMILY, GluePass, prepare_glue, recipe_for
+from ...training.glue_pass import GLUE_FAMILY, GluePass, make_glue_pass, recipe_for
 from ...training.glue_result import HeadsResult
 from ..common.head_importance import head_importance, importance_data, normalize_by_layer
 from ..common.sweep_scoring import score_configs
@@ -213,20 +213,20 @@ def _exact_requested(tier: str, exact: bool = False) -> bool:
 @family("prune", **GLUE_FAMILY)
 def prepare_prune(loaded, data_dir: Path, corpus: str = "mrpc", limit: int | None = None, batch_size: int = 32,
                   options: dict | None = None) -> PrunePass:
-    t, dev, seeds, tier, cache_dir, paths, reason, desc = prepare_glue("prune", loaded, data_dir, corpus, limit,
-                                                                      options)
-    exact = _exact_requested(tier, (options or {}).get("prune_exact", False))
-    L, H = loaded.info.n_layers, loaded.info.n_heads
-    n_imp = TIER_IMPORTANCE_EXAMPLES[tier]
-    desc += (f"; head masking (ξ_h = 0); importance on {n_imp} seeded training examples, "
-             f"ℓ2 per layer; sweep of {1 + L * H + STEPS} configurations{'; exact pruning' if exact else ''}")
-    cross = None
-    if tier == "full" and corpus == "mrpc" and reason is None:
-        st = glue.task("sts-b")
-        if glue.has_split(data_dir, st, "dev"):
-            rows = binarised_stsb(glue.load_split(data_dir, "sts-b", "dev", limit))
-            cross = finetune.encode_split(loaded.tokenizer, rows, finetune.token_budget(loaded))
-            paths = paths + [glue.split_path(data_dir, st, "dev")]
-            desc += f"; cross-set: STS-B dev binarised ({len(rows)} pairs)"
-    return PrunePass("prune", corpus, desc, loaded, t, dev, seeds, tier, Path(data_dir), cache_dir, paths, reason,
-                     (options or {}).get("precision"), exact=exact, cross_dev=cross, n_importance=n_imp)
+    def adjust(s) -> dict:
+        exact = _exact_requested(s.tier, (options or {}).get("prune_exact", False))
+        L, H = loaded.info.n_layers, loaded.info.n_heads
+        n_imp = TIER_IMPORTANCE_EXAMPLES[s.tier]
+        s.desc += (f"; head masking (ξ_h = 0); importance on {n_imp} seeded training examples, "
+                   f"ℓ2 per layer; sweep of {1 + L * H + STEPS} configurations{'; exact pruning' if exact else ''}")
+        cross = None
+        if s.tier == "full" and corpus == "mrpc" and s.reason is None:
+            st = glue.task("sts-b")
+            if glue.has_split(data_dir, st, "dev"):
+                rows = binarised_stsb(glue.load_split(data_dir, "sts-b", "dev", limit))
+                cross = finetune.encode_split(loaded.tokenizer, rows, finetune.token_budget(loaded))
+                s.paths = s.paths + [glue.split_path(data_dir, st, "dev")]
+                s.desc += f"; cross-set: STS-B dev binarised ({len(rows)} pairs)"
+        return {"exact": exact, "cross_dev": cross, "n_importance": n_imp}
+
+    return make_glue_pass(PrunePass, "prune", loaded, data_dir, corpus, limit, options, adjust=adjust)
