@@ -333,10 +333,9 @@ def test_the_pass_on_a_toy_corpus_measures_every_claim_and_draws_both_figures(ti
     assert measured >= 18
     # issue 61: the per-segment sums add back up to the pooled values (every segment once: the whole sample), so the
     # bootstrap over segments resamples the very statistic the claim reads; and each judged value carries bounds
-    from bertattn_bench.families.norms.metrics import _resample
     from bertattn_bench.families.norms.run import CATEGORIES
 
-    whole = _resample(res, np.arange(res.n_segments))
+    whole = res.resample(np.arange(res.n_segments))
     for c in CATEGORIES:
         assert torch.allclose(whole.fx[c], res.fx[c], rtol=1e-5, atol=1e-6), c
     finite = torch.isfinite(res.alpha_fx_r)

@@ -9,8 +9,8 @@ import torch
 from ...claims.registry import Measurement, NotApplicable, metric
 from ...claims.stats import jackknife_se, rank_correlation
 from ...training.glue_pass import result_of
-from ..common.surface_stats import with_percentile_bounds
-from .run import CATEGORIES, NormsResult, pearson_from_moments
+from ..common.surface_stats import resampled_bounds
+from .run import NormsResult
 
 JACKKNIFE_GROUPS = 20  # the rank correlations' jackknife over segments (claims.stats.jackknife_se)
 
@@ -20,28 +20,6 @@ _CAT_FIELD = {"special": "to_special", "sep": "to_sep", "cls": "to_cls", "punct"
 
 def _n(res: NormsResult) -> dict:
     return {"n": res.n_segments, "n_unit": "segments"}
-
-
-def _resample(res: NormsResult, idx) -> SimpleNamespace:
-    """The result over the segments ``idx`` (with repeats: one bootstrap sample) as the segment-level metrics read it:
-    both share readings, ||f(x)|| per category, the alpha-||f(x)|| correlations and the masked sweep's mean mixing
-    ratios (the same segments, masked), each from its per-segment sums."""
-    ix = torch.from_numpy(np.asarray(idx))
-    out = SimpleNamespace(readings={k: r.resample(ix) for k, r in res.readings.items() if r.per_segment is not None},
-                          n_segments=len(ix))
-    if getattr(res, "fx_per_segment", None) is None:  # a result with the readings' per-segment statistics only
-        return out
-    fx_n = res.fx_n_per_segment[ix].sum(0).clamp_min(1)  # (C,)
-    fx_sum = res.fx_per_segment[ix].double().sum(0)  # (C, L, H)
-    n_tok = float(res.mixing_n_per_segment[ix].sum()) if res.mixing_n_per_segment is not None else 0.0
-    L = fx_sum.shape[1]
-    out.__dict__.update(
-        fx={c: (fx_sum[i] / fx_n[i]).float() for i, c in enumerate(CATEGORIES)},
-        alpha_fx_r=pearson_from_moments(res.moments_per_segment[ix].sum(0)).float(),
-        mixing_mean={k: float(v[ix].sum()) / max(n_tok * L, 1) for k, v in (res.mixing_per_segment or {}).items()},
-        mixing_max=res.mixing_max, mixing_min=res.mixing_min, n_masked=res.n_masked, residual_note=res.residual_note,
-        n_tokens=res.n_tokens)
-    return out
 
 
 def _with_bounds(m: Measurement, res: NormsResult, again, needs: str = "fx_per_segment") -> Measurement:
@@ -55,7 +33,7 @@ def _with_bounds(m: Measurement, res: NormsResult, again, needs: str = "fx_per_s
         return m
     if res.n_segments < 2:
         return m
-    return with_percentile_bounds(m, lambda idx: again(_resample(res, idx)).value, res.n_segments, "segments")
+    return resampled_bounds(m, res, again, res.n_segments, "segments")
 
 
 @metric("norm_reading")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -59,6 +60,28 @@ class NormsResult:
     token_segment: torch.Tensor | None = None
     mixing_per_segment: dict | None = None  # ratio -> (n_seg,)
     mixing_n_per_segment: torch.Tensor | None = None  # (n_seg,)
+
+    def resample(self, idx) -> SimpleNamespace:
+        """The result over the segments ``idx`` (with repeats: one bootstrap sample) as the segment-level metrics read
+        it (``common.surface_stats.resampled_bounds``): both share readings, ||f(x)|| per category, the
+        alpha-||f(x)|| correlations and the masked sweep's mean mixing ratios (the same segments, masked), each from
+        its per-segment sums."""
+        ix = torch.from_numpy(np.asarray(idx))
+        out = SimpleNamespace(readings={k: r.resample(ix) for k, r in self.readings.items() if r.per_segment is not None},
+                              n_segments=len(ix))
+        if self.fx_per_segment is None:  # a result with the readings' per-segment statistics only
+            return out
+        fx_n = self.fx_n_per_segment[ix].sum(0).clamp_min(1)  # (C,)
+        fx_sum = self.fx_per_segment[ix].double().sum(0)  # (C, L, H)
+        n_tok = float(self.mixing_n_per_segment[ix].sum()) if self.mixing_n_per_segment is not None else 0.0
+        L = fx_sum.shape[1]
+        out.__dict__.update(
+            fx={c: (fx_sum[i] / fx_n[i]).float() for i, c in enumerate(CATEGORIES)},
+            alpha_fx_r=pearson_from_moments(self.moments_per_segment[ix].sum(0)).float(),
+            mixing_mean={k: float(v[ix].sum()) / max(n_tok * L, 1) for k, v in (self.mixing_per_segment or {}).items()},
+            mixing_max=self.mixing_max, mixing_min=self.mixing_min, n_masked=self.n_masked,
+            residual_note=self.residual_note, n_tokens=self.n_tokens)
+        return out
 
 
 def pearson_from_moments(moments: torch.Tensor) -> torch.Tensor:
