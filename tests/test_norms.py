@@ -341,6 +341,16 @@ def test_the_pass_on_a_toy_corpus_measures_every_claim_and_draws_both_figures(ti
     finite = torch.isfinite(res.alpha_fx_r)
     assert torch.allclose(whole.alpha_fx_r[finite], res.alpha_fx_r[finite], atol=1e-5)
     assert whole.mixing_mean == pytest.approx(res.mixing_mean, rel=1e-9)
+    # and a resample of one segment is the pass over that segment alone (a resample that ignored its indices, or
+    # took another segment's sums, would still add back up on the whole sample): the corpus's first segment, found
+    # in the result (which keeps segments in batch order) by its tokens
+    alone = prepare_norms(tiny, data, limit=1, max_tokens=60).run().result
+    j = [s for s in range(res.n_segments) if res.token_ids[res.token_segment == s].tolist() == alone.token_ids.tolist()]
+    assert alone.n_segments == 1 and len(j) == 1 and res.n_segments > 1
+    part = res.resample(np.array(j))
+    for c in CATEGORIES:
+        assert torch.allclose(part.fx[c], alone.fx[c], rtol=1e-4, atol=1e-6), c
+    assert torch.allclose(part.alpha_fx_r.nan_to_num(), alone.alpha_fx_r.nan_to_num(), atol=1e-4)
     assert int(res.token_segment.max()) == res.n_segments - 1 and len(res.token_segment) == res.n_tokens
     assert res.token_segment.tolist() == sorted(res.token_segment.tolist())  # occurrences in segment order
     for name, params in (("mixing_mean", {"ratio": "attn_w"}), ("mixing_order", {}), ("fx_ratio", {}),
