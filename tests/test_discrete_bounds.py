@@ -74,8 +74,13 @@ def _readings(alpha_sep: np.ndarray, norm_sep: np.ndarray) -> SimpleNamespace:
         return SurfaceResult(stats={k: v.mean(0) for k, v in per.items()}, n_segments=seg.shape[0], n_tokens=100,
                              sep_chance=0.1, per_segment=per, sep_chance_per_segment=torch.full((seg.shape[0],), 0.1))
 
-    return SimpleNamespace(result=SimpleNamespace(readings={"weights": reading(alpha_sep), "norms": reading(norm_sep)},
-                                                  n_segments=alpha_sep.shape[0]))
+    from bertattn_bench.families.norms import NormsResult
+
+    # the readings alone (no ||f(x)|| sums): resampled by the family's own NormsResult.resample
+    res = SimpleNamespace(readings={"weights": reading(alpha_sep), "norms": reading(norm_sep)},
+                          n_segments=alpha_sep.shape[0], fx_per_segment=None)
+    res.resample = lambda idx: NormsResult.resample(res, idx)
+    return SimpleNamespace(result=res)
 
 
 def test_the_norm_discount_carries_the_bootstrap_bounds_of_its_minimum():
