@@ -76,6 +76,12 @@ def test_gates_close_under_a_large_penalty_and_stay_without_one(tiny, tmp_path):
     again = hg.gate_sweep(model, t, data, tiny.tokenizer, [5.0], seed=0, recipe=recipe, cache_dir=tmp_path,
                           slug="tiny", checkpoint="tiny-ckpt")[0]
     assert again.cached and again.n_kept == 0 and np.allclose(again.log_alpha, closed.log_alpha)
+    # kept through the fine-tunes' one skeleton (checkpoints.trained): each λ's folder holds its meta, no weights
+    from bertattn_bench.training import checkpoints
+
+    folders = sorted(f for f in (tmp_path / "head_gates" / "tiny").iterdir() if f.is_dir())  # beside their locks
+    assert len(folders) == 2 and all((f / checkpoints.META).is_file() and not (f / checkpoints.WEIGHTS).exists()
+                                     for f in folders)
 
 
 def test_same_seed_same_gates(tiny):

@@ -90,12 +90,14 @@ def start(directory: Path, force: bool, leftovers: tuple[str, ...]) -> None:
 
 
 def save(directory: Path, model, meta: dict, leftovers: tuple[str, ...] = ()) -> None:
-    """Write the weights (atomically), then the meta that marks the checkpoint complete; drop the training state."""
+    """Write the weights (atomically), then the meta that marks the checkpoint complete; drop the training state.
+    ``model`` None: a run kept by its meta alone (the gates' runs: :func:`trained` with ``load`` None)."""
     from safetensors.torch import save_file
 
-    tmp = directory / f"{WEIGHTS}.tmp{os.getpid()}"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-    os.replace(tmp, directory / WEIGHTS)
+    if model is not None:
+        tmp = directory / f"{WEIGHTS}.tmp{os.getpid()}"
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
+        os.replace(tmp, directory / WEIGHTS)
     (directory / META).write_text(json.dumps(meta, indent=1))
     for name in leftovers:
         (directory / name).unlink(missing_ok=True)

@@ -20,7 +20,6 @@ masked (gate 0) and the open ones at 1, so that it is comparable with Michel's m
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -195,19 +194,17 @@ def gate_sweep(model: TaskModel, t: glue.Task, data: EncodedSplit, tokenizer, la
     (``<cache>/head_gates/<slug>/lam<λ>-seed<seed>-<key>/gates.json``) and read back on the next call."""
     runs = []
     for lam in lambdas:
-        if cache_dir is None or checkpoint is None:
-            runs.append(train_gates(model, t, data, tokenizer, lam, seed, recipe))
-            continue
-        directory = gates_dir(cache_dir, slug, checkpoint, lam, seed, recipe, data)
-        with checkpoints.locked(directory):
-            meta = checkpoints.complete_meta(directory, need_weights=False)
-            if meta is not None and "run" in meta:
-                runs.append(GateRun.from_json(meta["run"]))
-                continue
-            run = train_gates(model, t, data, tokenizer, lam, seed, recipe)
-            directory.mkdir(parents=True, exist_ok=True)
-            (directory / checkpoints.META).write_text(json.dumps({"run": run.to_json()}))
-            runs.append(run)
+        directory = None if cache_dir is None or checkpoint is None else gates_dir(
+            cache_dir, slug, checkpoint, lam, seed, recipe, data)
+        fresh = []
+
+        def train(_directory, lam=lam):  # a run is kept by its meta alone: no weights (checkpoints.trained, load None)
+            fresh.append(train_gates(model, t, data, tokenizer, lam, seed, recipe))
+            return None, {"run": fresh[0].to_json()}
+
+        # the one training skeleton of the fine-tunes: lock, a complete meta read back, else trained and saved
+        done = checkpoints.trained(directory, train)
+        runs.append(fresh[0] if fresh else GateRun.from_json(done.meta["run"]))
     return runs
 
 
