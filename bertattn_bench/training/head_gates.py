@@ -191,7 +191,7 @@ def gate_sweep(model: TaskModel, t: glue.Task, data: EncodedSplit, tokenizer, la
                recipe: GateRecipe = GateRecipe(), cache_dir: Path | None = None, slug: str = "",
                checkpoint: str | None = None) -> list[GateRun]:
     """One :func:`train_gates` per λ; with a cache directory and the checkpoint's path each run's gates are kept
-    (``<cache>/head_gates/<slug>/lam<λ>-seed<seed>-<key>/gates.json``) and read back on the next call."""
+    (``<cache>/head_gates/<slug>/lam<λ>-seed<seed>-<key>/meta.json``) and read back on the next call."""
     runs = []
     for lam in lambdas:
         directory = None if cache_dir is None or checkpoint is None else gates_dir(
@@ -203,7 +203,7 @@ def gate_sweep(model: TaskModel, t: glue.Task, data: EncodedSplit, tokenizer, la
             return None, {"run": fresh[0].to_json()}
 
         # the one training skeleton of the fine-tunes: lock, a complete meta read back, else trained and saved
-        done = checkpoints.trained(directory, train)
+        done = checkpoints.trained(directory, train, load=None)
         runs.append(fresh[0] if fresh else GateRun.from_json(done.meta["run"]))
     return runs
 

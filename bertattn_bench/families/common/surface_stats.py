@@ -55,6 +55,7 @@ def resampled_bounds(m: Measurement, result, again, n: int, unit: str) -> Measur
 
     return with_percentile_bounds(m, statistic, n, unit)
 
+
 class ResampledMeans(Mapping):
     """``{name: per_segment[name][idx].mean(0)}`` for every statistic, each computed on first read (and kept): the
     same values, in the same operations, as the dict it stands for."""

@@ -31,9 +31,7 @@ def _with_bounds(m: Measurement, res: NormsResult, again, needs: str = "fx_per_s
             return m
     elif getattr(res, needs, None) is None:
         return m
-    if res.n_segments < 2:
-        return m
-    return resampled_bounds(m, res, again, res.n_segments, "segments")
+    return resampled_bounds(m, res, again, res.n_segments, "segments")  # m as it is under two segments
 
 
 @metric("norm_reading")
