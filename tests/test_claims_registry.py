@@ -565,3 +565,32 @@ def test_a_figure_writer_with_a_result_type_is_given_only_those_passes():
         assert seen[-1] == ["a", "b", "c", "d"]
     finally:
         registry.FIGURES.pop(name, None)
+
+
+def test_a_figure_writer_of_one_pass_is_called_once_per_pass_of_its_type():
+    """Issue 62: the loop over the passes (and the pyplot import) done once, by the registry: a writer registered
+    with ``each=True`` draws one pass, ``fn(pr, plt, directory)``; the registered writer takes the list, calls it
+    for each pass of its result type in order with the Agg pyplot, and returns their paths concatenated."""
+    from types import SimpleNamespace
+
+    from bertattn_bench.base.plotting import pyplot
+
+    class Mine:
+        pass
+
+    calls = []
+
+    def draw(pr, plt, directory):
+        calls.append((pr.name, plt, directory))
+        return [f"{directory}/{pr.name}-{k}.png" for k in range(2 if pr.name == "a" else 1)]
+
+    name = "test_family_figure_each_xyz"
+    try:
+        writer = registry.figure(name, result=Mine, each=True)(draw)
+        passes = [SimpleNamespace(name="a", result=Mine()), SimpleNamespace(name="b", result=3.0),
+                  SimpleNamespace(name="c", result=Mine())]
+        assert writer(passes, "D") == ["D/a-0.png", "D/a-1.png", "D/c-0.png"]
+        assert [c[0] for c in calls] == ["a", "c"] and all(c[1] is pyplot() and c[2] == "D" for c in calls)
+        assert registry.FIGURES[name] is writer and writer.__name__ == "draw" and writer([], "D") == []
+    finally:
+        registry.FIGURES.pop(name, None)

@@ -176,6 +176,10 @@ def environment_reads(path: Path) -> list[str]:
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
             if name in SETTINGS_READERS:
                 out.append(f"{path.name}:{node.lineno} {name}()")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("huggingface_hub") and any(
+                a.name == "constants" or a.name.startswith("HF_") for a in node.names):
+            # the hub library's constants are its reading of the environment (HF_HUB_OFFLINE, HF_HOME, ...)
+            out.append(f"{path.name}:{node.lineno} huggingface_hub constants")
     return out
 
 
@@ -192,6 +196,8 @@ def test_the_environment_check_finds_a_planted_read(tmp_path):
     planted = tmp_path / "m.py"
     planted.write_text("import os\nfrom x import env\n\ndef f():\n    return os.environ.get('A'), env('B'), 1\n")
     assert sorted(environment_reads(planted)) == ["m.py:5 env()", "m.py:5 os.environ"]
+    planted.write_text("def f():\n    from huggingface_hub import constants\n    return constants.HF_HUB_OFFLINE\n")
+    assert environment_reads(planted) == ["m.py:2 huggingface_hub constants"]
     planted.write_text("def f(seed=None):\n    return seed\n")
     assert environment_reads(planted) == []
 

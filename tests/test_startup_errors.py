@@ -132,6 +132,20 @@ def test_unknown_hub_name_is_one_error_not_a_failure_per_test(bench_dir):
     line = one_error_line(result)
     assert line.startswith("--model no-such-org/no-such-model: could not load model 'no-such-org/no-such-model'")
     result.assert_outcomes()  # nothing ran, nothing failed
+    assert "(HF_HUB_OFFLINE is set)" in line  # the face read HF_HUB_OFFLINE=1 (bench_dir) and passed it down
+
+
+def test_the_engine_says_offline_as_told_not_from_the_environment(monkeypatch):
+    """engine.model reads no environment (not even huggingface_hub's constants): "offline" in a load error is the
+    argument the face passed, read once by base.settings."""
+    from bertattn_bench.base.errors import BenchError
+    from bertattn_bench.engine.model import load_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for offline in (False, True):
+        with pytest.raises(BenchError) as err:
+            load_config("no-such-org/no-such-model", offline=offline)
+        assert ("(HF_HUB_OFFLINE is set)" in str(err.value)) is offline, str(err.value)
 
 
 def test_a_good_model_is_loaded_once_and_kept(bench_dir, monkeypatch):

@@ -109,16 +109,24 @@ def family(name: str, corpora: tuple[str, ...], default_corpus: str, tier_corpor
     return register
 
 
-def figure(family_name: str, result: type | tuple[type, ...] | None = None):
+def figure(family_name: str, result: type | tuple[type, ...] | None = None, each: bool = False):
     """Register a figure writer for a family: ``fn(pass_results, directory) -> list[Path]`` (matplotlib, Agg).
     ``result``: the result type(s) it draws; the writer is then given only the passes whose result is one (a pass
-    that measured nothing never reaches it), called directly or by the report."""
+    that measured nothing never reaches it), called directly or by the report. ``each``: the writer draws one pass,
+    ``fn(pr, plt, directory) -> list[Path]`` with ``plt`` the Agg pyplot; the loop over the passes is this one's.
+    Either way the registered writer takes the list of pass results."""
     def register(fn):
-        writer = fn
-        if result is not None:
-            @functools.wraps(fn)
-            def writer(pass_results, directory):
-                return fn([p for p in pass_results if isinstance(getattr(p, "result", None), result)], directory)
+        def chosen(pass_results):
+            return [p for p in pass_results if result is None or isinstance(getattr(p, "result", None), result)]
+
+        @functools.wraps(fn)
+        def writer(pass_results, directory):
+            if not each:
+                return fn(chosen(pass_results), directory)
+            from ..base.plotting import pyplot
+
+            plt = pyplot()
+            return [path for pr in chosen(pass_results) for path in fn(pr, plt, directory)]
         if family_name in FIGURES and _redefined(FIGURES[family_name], writer):
             raise ValueError(f"figure writer for family {family_name!r} registered twice")
         FIGURES[family_name] = writer

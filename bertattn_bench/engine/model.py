@@ -130,12 +130,8 @@ def _from_source(load, source: str, name: str, hub_name: str | None = None, hub:
 
 
 def _hub_error(name: str, exc: Exception, offline: bool = False) -> ModelLoadError:
-    try:  # the hub library's own reading of HF_HUB_OFFLINE (the package reads no environment variable here)
-        from huggingface_hub import constants
-
-        offline = offline or bool(constants.HF_HUB_OFFLINE)
-    except ImportError:
-        pass
+    """``offline``: the run's own reading of HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE (``base.settings``, passed down by
+    the face as ``hub_offline``); this floor reads no environment, not even through the hub library's constants."""
     return ModelLoadError(
         f"could not load model {name!r}: it is not a local folder and its weights are not in the Hugging Face "
         f"cache{' (HF_HUB_OFFLINE is set)' if offline else ''}. Provide weights: on a machine with network run "

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base.plotting import pyplot as _plt
 from ..base.plotting import save_figure as _save
 from ..claims.registry import figure
 from .common.dependency_stats import DIRECTIONS, DependencyResult
@@ -24,29 +23,28 @@ def _jitter(n_layers: int, n_heads: int, width: float = 0.25) -> np.ndarray:
     return np.arange(1, n_layers + 1)[:, None] + offsets[None, :]
 
 
+def _by_layer(pr) -> tuple[SurfaceResult, np.ndarray, np.ndarray]:
+    """A surface pass's result, every head's jittered x (:func:`_jitter`) and the 1-based layers."""
+    res = pr.result
+    n_layers, n_heads = res.stats["entropy"].shape
+    return res, _jitter(n_layers, n_heads), np.arange(1, n_layers + 1)
+
+
 def _title(pr, n_text: str) -> str:
     return f"{pr.model.name} / {pr.corpus} ({n_text})"
 
 
 # ---- §3 surface ----------------------------------------------------------------------------------------------
 
-@figure("surface")
-def surface_figures(pass_results, directory: Path) -> list[Path]:
+@figure("surface", result=SurfaceResult, each=True)
+def surface_figures(pr, plt, directory: Path) -> list[Path]:
     """Clark Fig. 2 (mean attention to [CLS], [SEP], '.'/',' by layer; [SEP]→[SEP] vs other→[SEP]) and Fig. 4
     (per-head entropy by layer with the entropy of uniform attention), one pair of PNGs per (model, corpus)."""
-    paths = []
-    for pr in pass_results:
-        if isinstance(pr.result, SurfaceResult):
-            paths += [_surface_special(pr, directory), _surface_entropy(pr, directory)]
-    return paths
+    return [_surface_special(pr, plt, directory), _surface_entropy(pr, plt, directory)]
 
 
-def _surface_special(pr, directory: Path) -> Path:
-    plt = _plt()
-    res = pr.result
-    n_layers, n_heads = res.stats["entropy"].shape
-    xs = _jitter(n_layers, n_heads)
-    layers = np.arange(1, n_layers + 1)
+def _surface_special(pr, plt, directory: Path) -> Path:
+    res, xs, layers = _by_layer(pr)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(5.2, 6.0), sharex=True)
     for stat, label, colour in (("to_cls", "[CLS]", "tab:red"), ("to_sep", "[SEP]", "tab:blue"),
                                 ("to_punct", ". or ,", "tab:green")):
@@ -69,12 +67,8 @@ def _surface_special(pr, directory: Path) -> Path:
     return _save(fig, directory, f"surface-special-{pr.model.slug}-{pr.corpus}.png")
 
 
-def _surface_entropy(pr, directory: Path) -> Path:
-    plt = _plt()
-    res = pr.result
-    n_layers, n_heads = res.stats["entropy"].shape
-    xs = _jitter(n_layers, n_heads)
-    layers = np.arange(1, n_layers + 1)
+def _surface_entropy(pr, plt, directory: Path) -> Path:
+    res, xs, layers = _by_layer(pr)
     fig, ax = plt.subplots(figsize=(5.2, 4.2))
     ax.scatter(xs.ravel(), res.stats["entropy"].numpy().ravel(), s=12, color="tab:blue", alpha=0.6, linewidths=0,
                label="heads (mean over tokens)")
@@ -95,23 +89,18 @@ def _surface_entropy(pr, directory: Path) -> Path:
 
 # ---- §4 dependency -------------------------------------------------------------------------------------------
 
-@figure("dependency")
-def dependency_figures(pass_results, directory: Path) -> list[Path]:
+@figure("dependency", result=DependencyResult, each=True)
+def dependency_figures(pr, plt, directory: Path) -> list[Path]:
     """Clark Table 1 as bars (best head per relation vs the best fixed-offset baseline) and a heatmap of the best
     head's accuracy in each layer per relation, one pair of PNGs per (model, corpus)."""
-    paths = []
-    for pr in pass_results:
-        if isinstance(pr.result, DependencyResult):
-            paths += [_dependency_bars(pr, directory), _dependency_layers(pr, directory)]
-    return paths
+    return [_dependency_bars(pr, plt, directory), _dependency_layers(pr, plt, directory)]
 
 
 def _scored_relations(res: DependencyResult) -> list[str]:
     return [r for i, r in enumerate(res.relations) if int(res.n_arcs[i]) > 0]
 
 
-def _dependency_bars(pr, directory: Path) -> Path:
-    plt = _plt()
+def _dependency_bars(pr, plt, directory: Path) -> Path:
     res = pr.result
     relations = _scored_relations(res)
     best = [res.best_head(r) for r in relations]
@@ -136,8 +125,7 @@ def _dependency_bars(pr, directory: Path) -> Path:
     return _save(fig, directory, f"dependency-best-heads-{pr.model.slug}-{pr.corpus}.png")
 
 
-def _dependency_layers(pr, directory: Path) -> Path:
-    plt = _plt()
+def _dependency_layers(pr, plt, directory: Path) -> Path:
     res = pr.result
     relations = _scored_relations(res)
     acc = res.accuracy()  # (L, 2, R, H)

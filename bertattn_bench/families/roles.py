@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..base.plotting import pyplot, save_figure
+from ..base.plotting import save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import binomial_se_points, difference_se, wilson_counts
 from ..engine.attention import Reducer, head_name
@@ -226,38 +226,34 @@ def prepare_roles(loaded, data_dir: Path, corpus: str = "ewt_dev", limit: int | 
 
 # ---- figure -----------------------------------------------------------------------------------------------------
 
-@figure("roles", result=RolesResult)
-def roles_figure(pass_results, directory: Path) -> list[Path]:
+@figure("roles", result=RolesResult, each=True)
+def roles_figure(pr, plt, directory: Path) -> list[Path]:
     """The head-role map (issue 64): confidence, the ±1 share (positional heads boxed) and the rare-word share per
     head, the best head of each of Voita's relation-directions marked S on the confidence panel."""
-    plt = pyplot()
-    paths = []
-    for pr in pass_results:
-        res = pr.result
-        if not res.n_sentences:
-            continue
-        rare = 100.0 * res.rare_hits / res.n_sentences
-        panels = (("confidence (mean max weight)", res.confidence, 0, 1),
-                  ("% of queries → ±1 (boxed: >= 90%)", res.offset_share[:2].max(0).values, 0, 100),
-                  (f"% sentences → a rarest word (chance {res.rare_chance:.0f}%)", rare, 0, 100))
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-        for ax, (title, values, lo, hi) in zip(axes, panels):
-            im = ax.imshow(values.numpy(), cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
-            ax.set_xticks(range(values.shape[1]), [str(h + 1) for h in range(values.shape[1])], fontsize=6)
-            ax.set_yticks(range(values.shape[0]), [str(l + 1) for l in range(values.shape[0])], fontsize=6)
-            ax.set_xlabel("head")
-            ax.set_ylabel("layer")
-            ax.set_title(title, fontsize=8)
-            fig.colorbar(im, ax=ax, fraction=0.046)
-        for li, hi, _ in positional_heads(res):
-            axes[1].add_patch(plt.Rectangle((hi - 0.5, li - 0.5), 1, 1, fill=False, ec="red", lw=1.5))
-        dep = res.dependency
-        for relation in ("nsubj", "dobj", "amod", "advmod"):
-            if relation in dep.baselines:
-                for direction in (0, 1):
-                    best = dep.best_head(relation, direction)
-                    axes[0].text(best.head, best.layer, "S", ha="center", va="center", color="red", fontsize=7)
-        fig.suptitle(f"{pr.model.name} / {pr.corpus}: head roles (Voita et al. 2019; S: best head of a Table 1 "
-                     f"relation and direction; n = {res.n_sentences} sentences)", fontsize=9)
-        paths.append(save_figure(fig, directory, f"roles-{pr.model.slug}-{pr.corpus}.png"))
-    return paths
+    res = pr.result
+    if not res.n_sentences:
+        return []
+    rare = 100.0 * res.rare_hits / res.n_sentences
+    panels = (("confidence (mean max weight)", res.confidence, 0, 1),
+              ("% of queries → ±1 (boxed: >= 90%)", res.offset_share[:2].max(0).values, 0, 100),
+              (f"% sentences → a rarest word (chance {res.rare_chance:.0f}%)", rare, 0, 100))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, (title, values, lo, hi) in zip(axes, panels):
+        im = ax.imshow(values.numpy(), cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
+        ax.set_xticks(range(values.shape[1]), [str(h + 1) for h in range(values.shape[1])], fontsize=6)
+        ax.set_yticks(range(values.shape[0]), [str(l + 1) for l in range(values.shape[0])], fontsize=6)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(title, fontsize=8)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    for li, hi, _ in positional_heads(res):
+        axes[1].add_patch(plt.Rectangle((hi - 0.5, li - 0.5), 1, 1, fill=False, ec="red", lw=1.5))
+    dep = res.dependency
+    for relation in ("nsubj", "dobj", "amod", "advmod"):
+        if relation in dep.baselines:
+            for direction in (0, 1):
+                best = dep.best_head(relation, direction)
+                axes[0].text(best.head, best.layer, "S", ha="center", va="center", color="red", fontsize=7)
+    fig.suptitle(f"{pr.model.name} / {pr.corpus}: head roles (Voita et al. 2019; S: best head of a Table 1 "
+                 f"relation and direction; n = {res.n_sentences} sentences)", fontsize=9)
+    return [save_figure(fig, directory, f"roles-{pr.model.slug}-{pr.corpus}.png")]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..base.plotting import pyplot, save_figure
+from ..base.plotting import save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..engine import attention
 from ..engine import head_removal as head_pruning
@@ -182,24 +182,20 @@ def prune_speedup(pr, batch: int = 16) -> Measurement:
                               f"{r.rounds} interleaved rounds on {r.device}, {r.threads} threads")
 
 
-@figure("speedup", result=SpeedResult)
-def speedup_figures(pass_results, directory: Path) -> list[Path]:
+@figure("speedup", result=SpeedResult, each=True)
+def speedup_figures(pr, plt, directory: Path) -> list[Path]:
     """Examples/s by batch size, unpruned vs pruned (Table 4 as a plot)."""
-    plt = pyplot()
-    out = []
-    for pr in pass_results:
-        r = pr.result
-        bs = sorted(r.seconds)
-        fig, ax = plt.subplots(figsize=(5, 3.2))
-        x = np.arange(len(bs))
-        for k, (which, label) in enumerate((("full", "all heads"), ("pruned", f"{len(r.pruned)} heads removed"))):
-            ax.bar(x + (k - 0.5) * 0.38, [r.examples_per_second(b, which) for b in bs], 0.38, label=label)
-        for i, b in enumerate(bs):
-            ax.annotate(f"{100 * r.speedup(b):+.0f}%", (x[i], max(r.examples_per_second(b, w) for w in
-                                                                 ("full", "pruned"))), ha="center", va="bottom")
-        ax.set_xticks(x, [f"batch {b}" for b in bs])
-        ax.set_ylabel("dev examples / s")
-        ax.set_title(f"{pr.model.name}: pruning {FRACTION:.0%} of heads ({r.task}, {r.device})", fontsize=9)
-        ax.legend(fontsize=8)
-        out.append(save_figure(fig, directory, f"speedup-{pr.model.slug}-{r.task}.png"))
-    return out
+    r = pr.result
+    bs = sorted(r.seconds)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    x = np.arange(len(bs))
+    for k, (which, label) in enumerate((("full", "all heads"), ("pruned", f"{len(r.pruned)} heads removed"))):
+        ax.bar(x + (k - 0.5) * 0.38, [r.examples_per_second(b, which) for b in bs], 0.38, label=label)
+    for i, b in enumerate(bs):
+        ax.annotate(f"{100 * r.speedup(b):+.0f}%", (x[i], max(r.examples_per_second(b, w) for w in
+                                                             ("full", "pruned"))), ha="center", va="bottom")
+    ax.set_xticks(x, [f"batch {b}" for b in bs])
+    ax.set_ylabel("dev examples / s")
+    ax.set_title(f"{pr.model.name}: pruning {FRACTION:.0%} of heads ({r.task}, {r.device})", fontsize=9)
+    ax.legend(fontsize=8)
+    return [save_figure(fig, directory, f"speedup-{pr.model.slug}-{r.task}.png")]

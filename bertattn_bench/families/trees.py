@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..base.plotting import pyplot, save_figure
+from ..base.plotting import save_figure
 from ..claims.registry import Measurement, NotApplicable, family, figure, metric
 from ..claims.stats import difference_se, mean_se
 from ..engine.attention import head_name
@@ -99,35 +99,31 @@ def prepare_trees(loaded, data_dir: Path, corpus: str = "pud_test", limit: int |
 
 # ---- figure -----------------------------------------------------------------------------------------------------
 
-@figure("trees", result=TreesResult)
-def trees_figure(pass_results, directory: Path) -> list[Path]:
+@figure("trees", result=TreesResult, each=True)
+def trees_figure(pr, plt, directory: Path) -> list[Path]:
     """UUAS by layer and head (MAX trees, mean per tree) and per relation the best head's UUAS beside the offset
     baseline (issue 64)."""
-    plt = pyplot()
-    paths = []
-    for pr in pass_results:
-        res = pr.result
-        if not res.n_trees:
-            continue
-        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1, 1.6]})
-        tree = (res.tree_max_sum / res.n_trees).numpy()
-        im = left.imshow(tree, cmap="viridis", aspect="auto")
-        left.set_xticks(range(tree.shape[1]), [str(h + 1) for h in range(tree.shape[1])], fontsize=6)
-        left.set_yticks(range(tree.shape[0]), [str(l + 1) for l in range(tree.shape[0])], fontsize=6)
-        left.set_xlabel("head")
-        left.set_ylabel("layer")
-        left.set_title(f"mean tree UUAS, MAX (chain: {res.chain_sum / res.n_trees:.1f}%)", fontsize=8)
-        fig.colorbar(im, ax=left, fraction=0.046)
-        shown = [r for r in res.relations if r in res.baselines]
-        acc = res.accuracy()
-        best = [float(acc[:, res.relations.index(r), :].max()) for r in shown]
-        x = np.arange(len(shown))
-        right.bar(x - 0.2, best, 0.4, label="best head (MAX, undirected)")
-        right.bar(x + 0.2, [res.baselines[r].accuracy for r in shown], 0.4, label="offset baseline")
-        right.set_xticks(x, shown, fontsize=7, rotation=45)
-        right.set_ylabel("UUAS %")
-        right.legend(fontsize=7)
-        fig.suptitle(f"{pr.model.name} / {pr.corpus}: trees from heads (Htut et al. 2019; n = {res.n_trees} trees)",
-                     fontsize=9)
-        paths.append(save_figure(fig, directory, f"trees-{pr.model.slug}-{pr.corpus}.png"))
-    return paths
+    res = pr.result
+    if not res.n_trees:
+        return []
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1, 1.6]})
+    tree = (res.tree_max_sum / res.n_trees).numpy()
+    im = left.imshow(tree, cmap="viridis", aspect="auto")
+    left.set_xticks(range(tree.shape[1]), [str(h + 1) for h in range(tree.shape[1])], fontsize=6)
+    left.set_yticks(range(tree.shape[0]), [str(l + 1) for l in range(tree.shape[0])], fontsize=6)
+    left.set_xlabel("head")
+    left.set_ylabel("layer")
+    left.set_title(f"mean tree UUAS, MAX (chain: {res.chain_sum / res.n_trees:.1f}%)", fontsize=8)
+    fig.colorbar(im, ax=left, fraction=0.046)
+    shown = [r for r in res.relations if r in res.baselines]
+    acc = res.accuracy()
+    best = [float(acc[:, res.relations.index(r), :].max()) for r in shown]
+    x = np.arange(len(shown))
+    right.bar(x - 0.2, best, 0.4, label="best head (MAX, undirected)")
+    right.bar(x + 0.2, [res.baselines[r].accuracy for r in shown], 0.4, label="offset baseline")
+    right.set_xticks(x, shown, fontsize=7, rotation=45)
+    right.set_ylabel("UUAS %")
+    right.legend(fontsize=7)
+    fig.suptitle(f"{pr.model.name} / {pr.corpus}: trees from heads (Htut et al. 2019; n = {res.n_trees} trees)",
+                 fontsize=9)
+    return [save_figure(fig, directory, f"trees-{pr.model.slug}-{pr.corpus}.png")]

@@ -101,7 +101,8 @@ class Runner:
             self.models[name] = random_twin(self.models[base])  # the twin of a model object the caller handed in
         if name not in self.models:
             try:
-                hub = {"allow_download": True} if self.options.allow_download else {}  # default: local files only
+                # default: local files only; "offline" (HF_HUB_OFFLINE as the face read it) is said in a load error
+                hub = {"allow_download": self.options.allow_download, "offline": self.options.hub_offline}
                 task = None if base is not None else self._task_of(name, hub)
                 self.models[name] = load_model(name, device=self.options.device, task=task, **hub)
             except BenchError as exc:

@@ -42,16 +42,11 @@ def layer_curve(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(means), np.array(half)
 
 
-@figure("explain", result=ExplainResult)
-def explain_figures(pass_results, directory: Path) -> list[Path]:
+@figure("explain", result=ExplainResult, each=True)
+def explain_figures(pr, plt, directory: Path) -> list[Path]:
     """Per (model, corpus): the curves (two panels, blank-out and gradient, a curve per reading) and, where the
     pass kept its first example, that example's maps (:func:`_example`)."""
-    out = []
-    for pr in pass_results:
-        out.append(_curves(pr, directory))
-        if pr.result.example:
-            out.append(_example(pr, directory))
-    return out
+    return [_curves(pr, directory)] + ([_example(pr, directory)] if pr.result.example else [])
 
 
 EXAMPLE_READINGS = (("raw_cls", "raw attention"), ("rollout_cls", "rollout"), ("flow_cls", "flow"))

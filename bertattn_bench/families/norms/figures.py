@@ -9,13 +9,13 @@ from ...claims.registry import figure
 from .run import NormsResult
 
 
-@figure("norms", result=NormsResult)
-def norms_figures(pass_results, directory: Path) -> list[Path]:
+@figure("norms", result=NormsResult, each=True)
+def norms_figures(pr, plt, directory: Path) -> list[Path]:
     """Clark Fig. 2's curves (mean attention to [CLS], [SEP], '.'/',' by layer; dots: heads) in both readings side
     by side: alpha, the raw ||alpha f|| (Kobayashi 2020's quantity), the per-head ||alpha f|| and the layer-level
     ||sum_h alpha f|| shares (normalised per query row); and the 2021 mixing ratios by layer (the masked sweep). Two
     PNGs per (model, corpus)."""
-    return [path for pr in pass_results for path in (_readings_figure(pr, directory), _mixing_figure(pr, directory))]
+    return [_readings_figure(pr, directory), _mixing_figure(pr, directory)]
 
 
 def _readings_figure(pr, directory: Path) -> Path:
