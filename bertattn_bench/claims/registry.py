@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..base.plotting import pyplot
 from . import tiers
 
 METRICS: dict[str, Callable] = {}
@@ -123,9 +124,7 @@ def figure(family_name: str, result: type | tuple[type, ...] | None = None, each
         def writer(pass_results, directory):
             if not each:
                 return fn(chosen(pass_results), directory)
-            from ..base.plotting import pyplot
-
-            plt = pyplot()
+            plt = pyplot()  # matplotlib imported here, at the first figure, not when the registry is
             return [path for pr in chosen(pass_results) for path in fn(pr, plt, directory)]
         if family_name in FIGURES and _redefined(FIGURES[family_name], writer):
             raise ValueError(f"figure writer for family {family_name!r} registered twice")

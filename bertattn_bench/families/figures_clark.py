@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base.plotting import save_figure as _save
+from ..base.plotting import save_figure
 from ..claims.registry import figure
 from .common.dependency_stats import DIRECTIONS, DependencyResult
 from .common.surface_stats import SurfaceResult
@@ -64,7 +64,7 @@ def _surface_special(pr, plt, directory: Path) -> Path:
     bottom.set_ylim(0, 1)
     bottom.set_xticks(layers)
     bottom.legend(fontsize=7)
-    return _save(fig, directory, f"surface-special-{pr.model.slug}-{pr.corpus}.png")
+    return save_figure(fig, directory, f"surface-special-{pr.model.slug}-{pr.corpus}.png")
 
 
 def _surface_entropy(pr, plt, directory: Path) -> Path:
@@ -84,7 +84,7 @@ def _surface_entropy(pr, plt, directory: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     ax.set_title(_title(pr, f"{res.n_segments} segments") + "\nentropy of attention by head", fontsize=8)
-    return _save(fig, directory, f"surface-entropy-{pr.model.slug}-{pr.corpus}.png")
+    return save_figure(fig, directory, f"surface-entropy-{pr.model.slug}-{pr.corpus}.png")
 
 
 # ---- §4 dependency -------------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def _dependency_bars(pr, plt, directory: Path) -> Path:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     ax.set_title(_title(pr, f"{res.n_sentences} sentences") + f"\nunder each relation: n arcs, baseline offset; "
                  f"→h: {DIRECTIONS[0]}, →d: {DIRECTIONS[1]}", fontsize=8)
-    return _save(fig, directory, f"dependency-best-heads-{pr.model.slug}-{pr.corpus}.png")
+    return save_figure(fig, directory, f"dependency-best-heads-{pr.model.slug}-{pr.corpus}.png")
 
 
 def _dependency_layers(pr, plt, directory: Path) -> Path:
@@ -143,4 +143,4 @@ def _dependency_layers(pr, plt, directory: Path) -> Path:
     ax.set_xlabel("Layer")
     fig.colorbar(im, ax=ax).set_label("best head's accuracy (%)")
     ax.set_title(_title(pr, f"{res.n_sentences} sentences") + "\nbest head per layer and relation", fontsize=8)
-    return _save(fig, directory, f"dependency-layers-{pr.model.slug}-{pr.corpus}.png")
+    return save_figure(fig, directory, f"dependency-layers-{pr.model.slug}-{pr.corpus}.png")
